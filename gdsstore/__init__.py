@@ -1,0 +1,56 @@
+"""gdsstore: chunked array data between storage and GPU memory, with proof of the path it took.
+
+Public API (a contract; see ``docs/``):
+
+- :data:`config` — settings (donfig), env ``GDSSTORE_<KEY>``.
+- :func:`open` — local paths and URLs, reads/writes into host or device buffers.
+- :func:`trace` — which route each operation took, and why.
+- :func:`doctor` — environment report (``gdsstore doctor``).
+- :class:`GDSStore` — a Zarr v3 store; :func:`enable_gpu` — zarr on GPU buffers through gdsstore.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gdsstore._config import config
+from gdsstore.engine import open
+from gdsstore.policy import CuFileRequiredError
+from gdsstore.trace import Trace, trace
+
+if TYPE_CHECKING:
+    from gdsstore.adapters.zarr_store import GDSStore
+    from gdsstore.doctor import doctor
+    from gdsstore.gpu.enable import enable_gpu
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CuFileRequiredError",
+    "GDSStore",
+    "Trace",
+    "__version__",
+    "config",
+    "doctor",
+    "enable_gpu",
+    "open",
+    "trace",
+]
+
+# Imported on first use: zarr, the doctor and the GPU pieces are not needed by engine-only users.
+_LAZY = {
+    "GDSStore": ("gdsstore.adapters.zarr_store", "GDSStore"),
+    "doctor": ("gdsstore.doctor", "doctor"),
+    "enable_gpu": ("gdsstore.gpu.enable", "enable_gpu"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gdsstore' has no attribute {name!r}")

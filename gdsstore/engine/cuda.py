@@ -1,0 +1,117 @@
+"""Lazy CUDA helpers over CuPy: device presence, pinned memory, per-thread streams, async copies.
+
+Nothing here imports CuPy at module import; every function does it on first use, so
+``import gdsstore`` works on machines with no GPU and no CUDA driver.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+__all__ = [
+    "PinnedBuffer",
+    "cupy_or_none",
+    "device_count",
+    "device_of_pointer",
+    "memcpy_dtoh",
+    "memcpy_htod",
+]
+
+
+@functools.cache
+def cupy_or_none() -> Any:
+    """The ``cupy`` module, or ``None`` when it is not installed or cannot load."""
+    try:
+        import cupy
+    except Exception:
+        return None
+    return cupy
+
+
+@functools.cache
+def device_count() -> int:
+    """Number of visible CUDA devices; 0 without CuPy, a driver or a GPU (never raises)."""
+    cp = cupy_or_none()
+    if cp is None:
+        return 0
+    try:
+        return int(cp.cuda.runtime.getDeviceCount())
+    except Exception:
+        return 0
+
+
+def gpu_available() -> bool:
+    return device_count() > 0
+
+
+def device_of_pointer(ptr: int) -> int:
+    """CUDA device ordinal owning ``ptr``."""
+    cp = cupy_or_none()
+    if cp is None:
+        raise TypeError("device memory given but CuPy is not installed (pip install gdsstore[gpu])")
+    attrs = cp.cuda.runtime.pointerGetAttributes(ptr)
+    return int(attrs.device)
+
+
+class PinnedBuffer:
+    """Page-aligned page-locked host memory (``cudaHostAlloc``), viewable as a memoryview."""
+
+    def __init__(self, nbytes: int) -> None:
+        import ctypes
+
+        cp = cupy_or_none()
+        assert cp is not None
+        self.nbytes = nbytes
+        # cudaHostAlloc returns page-aligned memory (needed for O_DIRECT), unlike pool sub-allocations.
+        self.ptr = int(cp.cuda.runtime.hostAlloc(nbytes, 0))
+        self.view = memoryview((ctypes.c_ubyte * nbytes).from_address(self.ptr)).cast("B")
+
+    def __del__(self) -> None:
+        cp = cupy_or_none()
+        ptr = getattr(self, "ptr", 0)
+        if cp is not None and ptr:
+            try:
+                cp.cuda.runtime.freeHost(ptr)
+            except Exception:
+                pass
+            self.ptr = 0
+
+
+_tls = threading.local()
+
+
+def thread_stream(device: int) -> Any:
+    """A non-blocking stream owned by the calling thread on ``device`` (copies of different
+    threads overlap each other and the reads)."""
+    streams: dict[int, Any] | None = getattr(_tls, "streams", None)
+    if streams is None:
+        streams = _tls.streams = {}
+    s = streams.get(device)
+    if s is None:
+        cp = cupy_or_none()
+        assert cp is not None
+        with cp.cuda.Device(device):
+            s = streams[device] = cp.cuda.Stream(non_blocking=True)
+    return s
+
+
+def memcpy_htod(device: int, dst: int, src: int, nbytes: int) -> None:
+    """Copy pinned host → device on the thread's stream and wait for it."""
+    cp = cupy_or_none()
+    assert cp is not None
+    with cp.cuda.Device(device):
+        s = thread_stream(device)
+        cp.cuda.runtime.memcpyAsync(dst, src, nbytes, cp.cuda.runtime.memcpyHostToDevice, s.ptr)
+        s.synchronize()
+
+
+def memcpy_dtoh(device: int, dst: int, src: int, nbytes: int) -> None:
+    """Copy device → pinned host on the thread's stream and wait for it."""
+    cp = cupy_or_none()
+    assert cp is not None
+    with cp.cuda.Device(device):
+        s = thread_stream(device)
+        cp.cuda.runtime.memcpyAsync(dst, src, nbytes, cp.cuda.runtime.memcpyDeviceToHost, s.ptr)
+        s.synchronize()

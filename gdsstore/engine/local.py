@@ -1,0 +1,340 @@
+"""Local files: :class:`LocalFile`, with the cuFile and POSIX routes chosen per operation by the policy."""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any
+
+from gdsstore import policy
+from gdsstore import trace as _trace
+from gdsstore.engine import cufile as _cufile
+from gdsstore.engine import posix
+from gdsstore.engine.buffers import IOBuffer, as_io_buffer
+from gdsstore.engine.pool import completed, run_pieces
+
+__all__ = ["LocalFile", "check_mode"]
+
+_MODES = {
+    "rb": os.O_RDONLY,
+    "wb": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
+    "r+b": os.O_RDWR,
+    "xb": os.O_RDWR | os.O_CREAT | os.O_EXCL,
+    "ab": os.O_RDWR | os.O_CREAT,
+}
+
+
+def check_mode(mode: str, where: str) -> str:
+    if mode not in _MODES:
+        raise ValueError(f"{where}: unsupported mode {mode!r}; use one of {', '.join(_MODES)}")
+    return mode
+
+
+def _split(total: int, piece: int) -> list[tuple[int, int]]:
+    return [(start, min(piece, total - start)) for start in range(0, total, piece)]
+
+
+class LocalFile:
+    """A local file opened for parallel reads/writes into host or device buffers.
+
+    Use :func:`gdsstore.open` rather than constructing this directly::
+
+        with gdsstore.open("/data/x.bin") as f:
+            n = f.read(cupy.empty(f.size, "u1"))
+    """
+
+    def __init__(self, path: str | os.PathLike[str], mode: str = "rb") -> None:
+        where = "gdsstore.open()"
+        self.path = os.fspath(path)
+        self.mode = check_mode(mode, where)
+        flags = _MODES[mode] | getattr(os, "O_CLOEXEC", 0)
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            if not (flags & os.O_CREAT):
+                raise FileNotFoundError(f"{where}: no such file: {self.path!r}") from None
+            st = None
+        if st is not None and stat_mod.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(f"{where}: {self.path!r} is a directory, not a file")
+        self._fd = os.open(self.path, flags, 0o666)
+        self._direct_fd = -1
+        self._closed = False
+        self._lock = threading.Lock()
+        self._cufile_handle: _cufile.CuFileHandle | None = None
+        self._cufile_reason: str | None = None
+        self._cached_handle = False
+
+    # -- basics -------------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def writable(self) -> bool:
+        return self.mode != "rb"
+
+    @property
+    def size(self) -> int:
+        """Current size of the file in bytes."""
+        self._check_open("size")
+        return os.fstat(self._fd).st_size
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def __enter__(self) -> LocalFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LocalFile({self.path!r}, mode={self.mode!r})"
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        h = self._cufile_handle
+        if h is not None:
+            if self._cached_handle:
+                _cufile.handle_cache.release(h)
+            else:
+                h.close()
+        if self._direct_fd >= 0:
+            os.close(self._direct_fd)
+        os.close(self._fd)
+
+    def _check_open(self, method: str) -> None:
+        if self._closed:
+            raise ValueError(f"LocalFile.{method}(): I/O operation on closed file {self.path!r}")
+
+    # -- routing ------------------------------------------------------------------------------------
+
+    def _cufile_probe(self) -> tuple[policy.CuFileProbeResult, _cufile.CuFileHandle | None]:
+        """The probe result for this file: driver, then handle registration (once per file object)."""
+        with self._lock:
+            if self._cufile_handle is not None:
+                return policy.CuFileProbeResult(True, "cuFile handle registered"), self._cufile_handle
+            if self._cufile_reason is not None:
+                return policy.CuFileProbeResult(False, self._cufile_reason), None
+            drv = _cufile.driver_probe()
+            if not drv.ok:
+                self._cufile_reason = drv.reason
+                return drv, None
+            if self.mode == "rb":
+                got = _cufile.handle_cache.acquire(self.path, os.fstat(self._fd), os.O_RDONLY)
+                self._cached_handle = True
+            else:
+                try:
+                    got = _cufile.CuFileHandle(self.path, os.dup(self._fd))
+                except _cufile.CuFileError as exc:
+                    got = str(exc)
+            if isinstance(got, str):
+                self._cufile_reason = got
+                return policy.CuFileProbeResult(False, got), None
+            self._cufile_handle = got
+            return policy.CuFileProbeResult(True, "cuFile handle registered"), got
+
+    def _decide(self, buf: IOBuffer, nbytes: int, s: policy.Settings) -> tuple[policy.Decision, Any]:
+        probe = None
+        handle = None
+        if policy.needs_cufile_probe(device=buf.is_device, s=s):
+            probe, handle = self._cufile_probe()
+        return policy.decide_local(device=buf.is_device, nbytes=nbytes, cufile=probe, s=s), handle
+
+    def _direct(self) -> int:
+        if self._direct_fd < 0 and hasattr(os, "O_DIRECT"):
+            try:
+                self._direct_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECT)
+            except OSError:
+                self._direct_fd = -2  # filesystem refuses O_DIRECT (tmpfs): buffered reads
+        return self._direct_fd
+
+    def _traced(self, op: str, d: policy.Decision, buf: IOBuffer) -> Any:
+        if not _trace.active():
+            return None
+        t0 = time.perf_counter()
+
+        def done(n: int, exc: BaseException | None) -> None:
+            if exc is None:
+                _trace.record(op, d.route, d.reason, n, time.perf_counter() - t0, self.path, buf.device)
+
+        return done
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    def _validate(self, where: str, buf: IOBuffer, size: int | None, offset: int) -> int:
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise TypeError(f"{where}: `offset` must be an int, got {type(offset).__name__}")
+        if offset < 0:
+            raise ValueError(f"{where}: `offset` must be >= 0, got {offset}")
+        if size is None:
+            return buf.nbytes
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise TypeError(f"{where}: `size` must be an int or None, got {type(size).__name__}")
+        if size < 0:
+            raise ValueError(f"{where}: `size` must be >= 0, got {size}")
+        if size > buf.nbytes:
+            raise ValueError(f"{where}: buffer too small: `size`={size} but `buf` holds {buf.nbytes} bytes")
+        return size
+
+    def pread(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
+        """Start reading ``size`` bytes (default: the buffer's size) at ``offset`` into ``buf``.
+
+        Returns a future of the number of bytes read: fewer than ``size`` only at end of file.
+        """
+        where = "LocalFile.pread()"
+        self._check_open("pread")
+        b = as_io_buffer(buf, writable=True, where=where)
+        size = self._validate(where, b, size, offset)
+        s = policy.settings()
+        avail = max(0, min(size, os.fstat(self._fd).st_size - offset))
+        if avail == 0:
+            return completed(0)
+        d, handle = self._decide(b, avail, s)
+        pieces = _split(avail, s.task_size)
+        on_done = self._traced("read", d, b)
+        if d.route == "cufile":
+            return run_pieces(
+                [self._cufile_read_piece(handle, b, off, n, offset) for off, n in pieces],
+                [n for _, n in pieces],
+                s.num_threads,
+                on_done,
+            )
+        if b.is_device:
+            return self._posix_device_read(b, pieces, offset, s, on_done)
+        fd = self._fd
+        return run_pieces(
+            [
+                (lambda off=off, n=n: posix.pread_full(fd, b.host_slice(off, off + n), offset + off))
+                for off, n in pieces
+            ],
+            [n for _, n in pieces],
+            s.num_threads,
+            on_done,
+        )
+
+    def read(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
+        """Blocking :meth:`pread`; returns the number of bytes read."""
+        return self.pread(buf, size, offset).result()
+
+    @staticmethod
+    def _cufile_read_piece(handle: Any, b: IOBuffer, off: int, n: int, base: int) -> Any:
+        def piece() -> int:
+            done = 0
+            while done < n:
+                got = handle.read(b.ptr, n - done, base + off + done, off + done)
+                if got == 0:
+                    break
+                done += got
+            return done
+
+        return piece
+
+    def _posix_device_read(
+        self,
+        b: IOBuffer,
+        pieces: list[tuple[int, int]],
+        offset: int,
+        s: policy.Settings,
+        on_done: Any,
+    ) -> Future[int]:
+        assert b.device is not None
+        device = b.device
+        fd = self._fd
+        direct = self._direct() if s.direct_io_read else -1
+        slot = min(s.bounce_buffer_size, s.task_size)
+        limit = 2 * s.num_threads  # two slots per thread: read k+1 while k's copy runs
+        events: list[Any] = []
+        ev_lock = threading.Lock()
+
+        def make(off: int, n: int) -> Any:
+            def piece() -> int:
+                got, evs = posix.read_to_device(
+                    fd, device, b.ptr + off, n, offset + off, slot, limit, direct if direct >= 0 else -1
+                )
+                with ev_lock:
+                    events.extend(evs)
+                return got
+
+            return piece
+
+        def landed(n: int, exc: BaseException | None) -> None:
+            for ev in events:
+                if ev is not None:
+                    ev.synchronize()  # the data is on the device before the future resolves
+            if on_done:
+                on_done(n, exc)
+
+        return run_pieces([make(off, n) for off, n in pieces], [n for _, n in pieces], s.num_threads, landed)
+
+    # -- writes -------------------------------------------------------------------------------------
+
+    def pwrite(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
+        """Start writing ``size`` bytes (default: all) of ``buf`` at ``offset``; future of bytes written."""
+        where = "LocalFile.pwrite()"
+        self._check_open("pwrite")
+        if not self.writable:
+            raise PermissionError(f"{where}: {self.path!r} is open read-only (mode 'rb')")
+        b = as_io_buffer(buf, writable=False, where=where)
+        size = self._validate(where, b, size, offset)
+        if size == 0:
+            return completed(0)
+        s = policy.settings()
+        d, handle = self._decide(b, size, s)
+        pieces = _split(size, s.task_size)
+        on_done = self._traced("write", d, b)
+        expected = [n for _, n in pieces]
+        fd = self._fd
+        if d.route == "cufile":
+
+            def cu(off: int, n: int) -> Any:
+                def piece() -> int:
+                    done = 0
+                    while done < n:
+                        done += handle.write(b.ptr, n - done, offset + off + done, off + done)
+                    return done
+
+                return piece
+
+            return run_pieces([cu(off, n) for off, n in pieces], expected, s.num_threads, on_done)
+        if b.is_device:
+            assert b.device is not None
+            dev = b.device
+            slot = min(s.bounce_buffer_size, s.task_size)
+            limit = 2 * s.num_threads
+            return run_pieces(
+                [
+                    (lambda off=off, n=n: posix.write_from_device(fd, dev, b.ptr + off, n, offset + off, slot, limit))
+                    for off, n in pieces
+                ],
+                expected,
+                s.num_threads,
+                on_done,
+            )
+        return run_pieces(
+            [
+                (lambda off=off, n=n: posix.pwrite_full(fd, b.host_slice(off, off + n), offset + off))
+                for off, n in pieces
+            ],
+            expected,
+            s.num_threads,
+            on_done,
+        )
+
+    def write(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
+        """Blocking :meth:`pwrite`; returns the number of bytes written."""
+        return self.pwrite(buf, size, offset).result()
+
+    def truncate(self, size: int) -> None:
+        self._check_open("truncate")
+        os.ftruncate(self._fd, size)
+
+    def fsync(self) -> None:
+        self._check_open("fsync")
+        os.fsync(self._fd)

@@ -1,0 +1,162 @@
+"""The POSIX route: parallel ``pread``/``pwrite``, with a pinned bounce ring for device memory.
+
+Host buffers are read and written in place. Device buffers go through :class:`BounceRing`: a piece
+is read into a pinned, page-aligned slot, its H2D copy is queued on the thread's stream, and the
+thread moves on to the next piece while the copy runs; a slot is reused only once its copy's event
+has completed. (kvikio's POSIX path waits for each copy before the next read.)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from typing import Any
+
+from gdsstore.engine import cuda
+
+__all__ = ["BounceRing", "pread_full", "pwrite_full", "read_to_device", "ring", "write_from_device"]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def pread_full(fd: int, dst: memoryview, offset: int) -> int:
+    """Read into all of ``dst`` from ``offset``, looping over short reads; stops at EOF."""
+    total = 0
+    n = len(dst)
+    while total < n:
+        got = os.preadv(fd, [dst[total:]], offset + total)
+        if got == 0:
+            break
+        total += got
+    return total
+
+
+def pwrite_full(fd: int, src: memoryview, offset: int) -> int:
+    """Write all of ``src`` at ``offset``, looping over short writes."""
+    total = 0
+    n = len(src)
+    while total < n:
+        total += os.pwritev(fd, [src[total:]], offset + total)
+    return total
+
+
+class _Slot:
+    __slots__ = ("buf", "event")
+
+    def __init__(self, nbytes: int) -> None:
+        self.buf = cuda.PinnedBuffer(nbytes)
+        self.event: Any = None  # CUDA event of the last copy out of / into this slot
+
+
+class BounceRing:
+    """A bounded set of pinned, page-aligned bounce buffers shared by the engine's threads."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._free: deque[_Slot] = deque()
+        self._slot_size = 0
+        self._count = 0
+
+    def acquire(self, slot_size: int, limit: int) -> _Slot:
+        with self._cond:
+            if slot_size != self._slot_size:
+                # bounce_buffer_size changed: drop idle slots of the old size.
+                self._count -= len(self._free)
+                self._free.clear()
+                self._slot_size = slot_size
+            while True:
+                while self._free:
+                    slot = self._free.popleft()
+                    if slot.buf.nbytes == slot_size:
+                        break
+                    self._count -= 1
+                else:
+                    slot = None
+                if slot is not None:
+                    break
+                if self._count < limit:
+                    self._count += 1
+                    try:
+                        slot = _Slot(slot_size)
+                    except BaseException:
+                        self._count -= 1
+                        raise
+                    break
+                self._cond.wait()
+        if slot.event is not None:
+            slot.event.synchronize()  # its previous copy must be done before the slot is overwritten
+            slot.event = None
+        return slot
+
+    def release(self, slot: _Slot, event: Any = None) -> None:
+        slot.event = event
+        with self._cond:
+            self._free.append(slot)
+            self._cond.notify()
+
+
+ring = BounceRing()
+
+
+def read_to_device(
+    fd: int,
+    device: int,
+    dst_ptr: int,
+    nbytes: int,
+    offset: int,
+    slot_size: int,
+    ring_limit: int,
+    direct_fd: int = -1,
+) -> tuple[int, list[Any]]:
+    """Read ``nbytes`` at ``offset`` into device memory through the ring; returns (bytes, copy events).
+
+    The caller synchronizes the events before reporting the data as landed.
+    """
+    cp = cuda.cupy_or_none()
+    assert cp is not None
+    done = 0
+    events: list[Any] = []
+    while done < nbytes:
+        want = min(slot_size, nbytes - done)
+        slot = ring.acquire(slot_size, ring_limit)
+        event = None
+        try:
+            pos = offset + done
+            if direct_fd >= 0 and pos % _PAGE == 0:
+                # O_DIRECT needs aligned offset, length and buffer: slots are page-aligned; round up.
+                span = min(slot_size, -(-want // _PAGE) * _PAGE)
+                got = min(pread_full(direct_fd, slot.buf.view[:span], pos), want)
+            else:
+                got = pread_full(fd, slot.buf.view[:want], pos)
+            if got:
+                with cp.cuda.Device(device):
+                    stream = cuda.thread_stream(device)
+                    cp.cuda.runtime.memcpyAsync(
+                        dst_ptr + done, slot.buf.ptr, got, cp.cuda.runtime.memcpyHostToDevice, stream.ptr
+                    )
+                    event = stream.record()
+                events.append(event)
+        finally:
+            ring.release(slot, event)
+        done += got
+        if got < want:
+            break
+    return done, events
+
+
+def write_from_device(
+    fd: int, device: int, src_ptr: int, nbytes: int, offset: int, slot_size: int, ring_limit: int
+) -> int:
+    """Write ``nbytes`` of device memory at ``offset`` through the ring (D2H, then pwrite)."""
+    done = 0
+    while done < nbytes:
+        want = min(slot_size, nbytes - done)
+        slot = ring.acquire(slot_size, ring_limit)
+        try:
+            cuda.memcpy_dtoh(device, slot.buf.ptr, src_ptr + done, want)
+            pwrite_full(fd, slot.buf.view[:want], offset + done)
+        finally:
+            ring.release(slot)
+        done += want
+    return done

@@ -1,0 +1,1 @@
+"""GPU-side pieces: zarr GPU configuration, the batched read pipeline and nvCOMP codecs."""

@@ -1,0 +1,226 @@
+"""The policy: validated settings and every routing decision, each with its reason.
+
+Every route gdsstore takes is chosen here and nowhere else. A decision is a :class:`Decision`:
+the route name and a sentence a user can read in the trace ("size 8 KiB < gds_threshold 1 MiB").
+
+Examples:
+    >>> from gdsstore import policy
+    >>> policy.decide_local(device=False, nbytes=1 << 20, cufile=None).route
+    'posix'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from gdsstore._config import config
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "CompatMode",
+    "CuFileProbeResult",
+    "CuFileRequiredError",
+    "Decision",
+    "Settings",
+    "decide_local",
+    "fmt_bytes",
+    "settings",
+]
+
+CompatMode = Literal["auto", "on", "off"]
+_COMPAT_MODES: tuple[str, ...] = ("auto", "on", "off")
+
+
+class CuFileRequiredError(RuntimeError):
+    """``compat_mode="off"`` asks for cuFile but a step of its probe failed."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A route and the reason it was chosen."""
+
+    route: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class CuFileProbeResult:
+    """Outcome of the cuFile probe for one file: ``ok`` and, when not ok, which step failed."""
+
+    ok: bool
+    reason: str
+
+
+def fmt_bytes(n: float) -> str:
+    """Format a byte count with binary units: ``fmt_bytes(8192) == '8 KiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if float(n).is_integer() else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _as_int(key: str, value: object, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"gdsstore setting {key!r} must be an integer, got {value!r}")
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"gdsstore setting {key!r} must be an integer, got {value!r}") from None
+    if n < minimum:
+        raise ValueError(f"gdsstore setting {key!r} must be >= {minimum}, got {n}")
+    return n
+
+
+def _as_float(key: str, value: object, *, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"gdsstore setting {key!r} must be a number, got {value!r}")
+    try:
+        x = float(value)
+    except ValueError:
+        raise ValueError(f"gdsstore setting {key!r} must be a number, got {value!r}") from None
+    if positive and not x > 0:
+        raise ValueError(f"gdsstore setting {key!r} must be > 0, got {x}")
+    if not positive and x < 0:
+        raise ValueError(f"gdsstore setting {key!r} must be >= 0, got {x}")
+    return x
+
+
+def _as_bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return value.lower() in ("1", "true", "yes", "on")
+    raise ValueError(f"gdsstore setting {key!r} must be a boolean, got {value!r}")
+
+
+def _as_status_list(key: str, value: object) -> tuple[int, ...]:
+    items: Sequence[object]
+    if isinstance(value, str):
+        items = [v for v in value.replace(",", " ").split() if v]
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        raise ValueError(f"gdsstore setting {key!r} must be a list of HTTP status codes, got {value!r}")
+    out = []
+    for v in items:
+        code = _as_int(key, v, minimum=100)
+        if code > 599:
+            raise ValueError(f"gdsstore setting {key!r}: {code} is not an HTTP status code")
+        out.append(code)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A validated snapshot of ``gdsstore.config``; read once per operation."""
+
+    compat_mode: CompatMode
+    gds_threshold: int
+    task_size: int
+    num_threads: int
+    bounce_buffer_size: int
+    direct_io_read: bool
+    direct_io_write: bool
+    fsync: bool
+    cufile_probe_timeout: float
+    cufile_handle_cache_size: int
+    remote_max_attempts: int
+    remote_retry_status: tuple[int, ...]
+    remote_timeout: float
+    remote_connect_timeout: float
+    remote_concurrency: int
+    remote_backoff_base: float
+    remote_backoff_max: float
+    remote_multipart_threshold: int
+    remote_multipart_chunksize: int
+
+
+def settings() -> Settings:
+    """Read and validate every setting; raise ``ValueError`` naming the first bad key."""
+    get = config.get
+    mode = get("compat_mode")
+    if not isinstance(mode, str) or mode.lower() not in _COMPAT_MODES:
+        raise ValueError(
+            f"gdsstore setting 'compat_mode' must be one of {', '.join(_COMPAT_MODES)}, got {mode!r}"
+        )
+    return Settings(
+        compat_mode=mode.lower(),  # type: ignore[arg-type]
+        gds_threshold=_as_int("gds_threshold", get("gds_threshold"), minimum=0),
+        task_size=_as_int("task_size", get("task_size"), minimum=1),
+        num_threads=_as_int("num_threads", get("num_threads"), minimum=1),
+        bounce_buffer_size=_as_int("bounce_buffer_size", get("bounce_buffer_size"), minimum=4096),
+        direct_io_read=_as_bool("direct_io_read", get("direct_io_read")),
+        direct_io_write=_as_bool("direct_io_write", get("direct_io_write")),
+        fsync=_as_bool("fsync", get("fsync")),
+        cufile_probe_timeout=_as_float("cufile_probe_timeout", get("cufile_probe_timeout")),
+        cufile_handle_cache_size=_as_int(
+            "cufile_handle_cache_size", get("cufile_handle_cache_size"), minimum=1
+        ),
+        remote_max_attempts=_as_int("remote.max_attempts", get("remote.max_attempts"), minimum=1),
+        remote_retry_status=_as_status_list("remote.retry_status", get("remote.retry_status")),
+        remote_timeout=_as_float("remote.timeout", get("remote.timeout")),
+        remote_connect_timeout=_as_float("remote.connect_timeout", get("remote.connect_timeout")),
+        remote_concurrency=_as_int("remote.concurrency", get("remote.concurrency"), minimum=1),
+        remote_backoff_base=_as_float("remote.backoff_base", get("remote.backoff_base"), positive=False),
+        remote_backoff_max=_as_float("remote.backoff_max", get("remote.backoff_max"), positive=False),
+        remote_multipart_threshold=_as_int(
+            "remote.multipart_threshold", get("remote.multipart_threshold"), minimum=5 << 20
+        ),
+        remote_multipart_chunksize=_as_int(
+            "remote.multipart_chunksize", get("remote.multipart_chunksize"), minimum=5 << 20
+        ),
+    )
+
+
+def decide_local(
+    *,
+    device: bool,
+    nbytes: int,
+    cufile: CuFileProbeResult | None,
+    s: Settings | None = None,
+) -> Decision:
+    """Choose the route of one local read or write.
+
+    Args:
+        device: the buffer is device memory.
+        nbytes: size of the operation.
+        cufile: the cuFile probe for this file (``None`` when not probed: host buffer or compat on).
+        s: settings snapshot; read from ``gdsstore.config`` when omitted.
+
+    Returns:
+        ``Decision("cufile" | "posix", reason)``.
+
+    Raises:
+        CuFileRequiredError: ``compat_mode="off"`` and the cuFile probe failed.
+    """
+    s = s or settings()
+    if not device:
+        # cuFile gains nothing for host memory: the POSIX route reads straight into it.
+        return Decision("posix", "host buffer")
+    if s.compat_mode == "on":
+        return Decision("posix", "compat_mode=on")
+    if cufile is None:
+        cufile = CuFileProbeResult(False, "cuFile not probed")
+    if s.compat_mode == "off":
+        if not cufile.ok:
+            raise CuFileRequiredError(
+                f"compat_mode='off' requires cuFile, but its probe failed: {cufile.reason}"
+            )
+        return Decision("cufile", f"compat_mode=off; {cufile.reason}")
+    if not cufile.ok:
+        return Decision("posix", cufile.reason)
+    if nbytes < s.gds_threshold:
+        return Decision("posix", f"size {fmt_bytes(nbytes)} < gds_threshold {fmt_bytes(s.gds_threshold)}")
+    return Decision("cufile", cufile.reason)
+
+
+def needs_cufile_probe(*, device: bool, s: Settings | None = None) -> bool:
+    """Whether the route decision for a file depends on probing cuFile."""
+    s = s or settings()
+    return device and s.compat_mode != "on"

@@ -1,0 +1,33 @@
+"""Shared fixtures. GPU tests carry the ``gpu`` marker and skip, with the reason, where no GPU is."""
+
+from __future__ import annotations
+
+import pytest
+
+from gdsstore.engine import cuda
+
+
+def _gpu_skip_reason() -> str | None:
+    if cuda.cupy_or_none() is None:
+        return "needs a CUDA GPU: cupy is not installed (pip install gdsstore[gpu]); run `pytest -m gpu` on the GPU machine"
+    if cuda.device_count() == 0:
+        return "needs a CUDA GPU: cupy found no CUDA device / driver on this machine"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = _gpu_skip_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def cp():  # type: ignore[no-untyped-def]
+    """The cupy module (GPU tests only)."""
+    import cupy
+
+    return cupy
