@@ -16,12 +16,17 @@ from typing import TYPE_CHECKING, Any
 from gdsstore._config import config
 from gdsstore.engine import open
 from gdsstore.policy import CuFileRequiredError
-from gdsstore.trace import Trace, trace
+from gdsstore.trace import Trace
 
 if TYPE_CHECKING:
     from gdsstore.adapters.zarr_store import GDSStore
     from gdsstore.doctor import doctor
     from gdsstore.gpu.enable import enable_gpu
+    from gdsstore.trace import trace
+else:
+    # gdsstore.trace is the module itself, made callable (see gdsstore/trace.py), so both
+    # `gdsstore.trace()` and `gdsstore.trace.record(...)` work whatever the import order.
+    from gdsstore import trace
 
 __version__ = "0.1.0"
 

@@ -26,6 +26,7 @@ __all__ = [
     "Decision",
     "Settings",
     "decide_local",
+    "decide_remote",
     "fmt_bytes",
     "settings",
 ]
@@ -224,3 +225,32 @@ def needs_cufile_probe(*, device: bool, s: Settings | None = None) -> bool:
     """Whether the route decision for a file depends on probing cuFile."""
     s = s or settings()
     return device and s.compat_mode != "on"
+
+
+_REMOTE_ROUTES = {"s3": "s3", "http": "http", "https": "http", "webhdfs": "webhdfs", "swebhdfs": "webhdfs"}
+
+
+def decide_remote(*, scheme: str, device: bool, s: Settings | None = None) -> Decision:
+    """Choose the route of one remote read: the transport of ``scheme`` and how bytes land.
+
+    Args:
+        scheme: URL scheme (``s3``, ``http``, ``https``, ``webhdfs``, ``swebhdfs``).
+        device: the buffer is device memory.
+        s: settings snapshot; read from ``gdsstore.config`` when omitted.
+
+    Returns:
+        ``Decision("http" | "s3" | "webhdfs", reason)``.
+
+    Examples:
+        >>> decide_remote(scheme="https", device=False).route
+        'http'
+    """
+    s = s or settings()
+    route = _REMOTE_ROUTES.get(scheme.lower())
+    if route is None:
+        raise ValueError(f"decide_remote(): unsupported scheme {scheme!r}; use one of {', '.join(_REMOTE_ROUTES)}")
+    plan = f"{fmt_bytes(s.task_size)} ranges, concurrency {s.remote_concurrency}"
+    if device:
+        # Sockets cannot write into device memory: bodies land in the pinned ring, then async H2D.
+        return Decision(route, f"device buffer: {plan}, pinned bounce ring + async H2D")
+    return Decision(route, f"host buffer: {plan}, read in place")

@@ -10,10 +10,12 @@ Nothing is recorded (and nothing costs more than one truthiness check) unless a 
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,3 +165,14 @@ def trace() -> Iterator[Trace]:
                 for k, v in snap.items()
             }
         t.stats.setdefault("wall", {})["seconds"] = round(time.perf_counter() - start, 6)
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``gdsstore.trace`` be both this module and the ``trace()`` context manager, whatever the
+    import order (``from gdsstore import trace`` then ``trace.record(...)`` or ``trace()``)."""
+
+    def __call__(self) -> AbstractContextManager[Trace]:
+        return trace()
+
+
+sys.modules[__name__].__class__ = _CallableModule

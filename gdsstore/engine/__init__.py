@@ -49,7 +49,7 @@ def split_url(path_or_url: str | os.PathLike[str]) -> tuple[str, str]:
     )
 
 
-def open(path_or_url: str | os.PathLike[str], mode: str = "rb", **storage_options: Any) -> Any:  # noqa: A001
+def open(path_or_url: str | os.PathLike[str], mode: str = "rb", **storage_options: Any) -> Any:
     """Open a local path or URL for reads/writes into host or device buffers.
 
     Args:

@@ -165,6 +165,7 @@ def backend_for(root: str, storage_options: dict[str, Any] | None = None, *, rea
         from gdsstore.engine.localfs import LocalBackend
 
         return LocalBackend(rest)
-    from gdsstore.engine.remote import remote_backend
+    from gdsstore.engine import remote
 
-    return remote_backend(rest, opts)
+    backend: Backend = remote.remote_backend(rest, opts)  # type: ignore[attr-defined,unused-ignore]
+    return backend

@@ -17,10 +17,10 @@ import subprocess
 import sys
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from gdsstore import trace as _trace
+import gdsstore.trace as _trace
 from gdsstore.engine import cuda
 from gdsstore.policy import CuFileProbeResult, settings
 
@@ -67,7 +67,7 @@ _PROBE_CODE = "import cuda.bindings.cufile as c; c.driver_open(); c.driver_close
 @dataclass
 class _DriverState:
     probed: bool = False
-    result: CuFileProbeResult = CuFileProbeResult(False, "cuFile not probed")
+    result: CuFileProbeResult = field(default_factory=lambda: CuFileProbeResult(False, "cuFile not probed"))
 
 
 _driver = _DriverState()

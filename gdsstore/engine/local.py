@@ -7,10 +7,11 @@ import stat as stat_mod
 import threading
 import time
 from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
+import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore import trace as _trace
 from gdsstore.engine import cufile as _cufile
 from gdsstore.engine import posix
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer
@@ -31,6 +32,14 @@ def check_mode(mode: str, where: str) -> str:
     if mode not in _MODES:
         raise ValueError(f"{where}: unsupported mode {mode!r}; use one of {', '.join(_MODES)}")
     return mode
+
+
+def _host_read(fd: int, b: IOBuffer, off: int, n: int, base: int) -> int:
+    return posix.pread_full(fd, b.host_slice(off, off + n), base + off)
+
+
+def _host_write(fd: int, b: IOBuffer, off: int, n: int, base: int) -> int:
+    return posix.pwrite_full(fd, b.host_slice(off, off + n), base + off)
 
 
 def _split(total: int, piece: int) -> list[tuple[int, int]]:
@@ -210,10 +219,7 @@ class LocalFile:
             return self._posix_device_read(b, pieces, offset, s, on_done)
         fd = self._fd
         return run_pieces(
-            [
-                (lambda off=off, n=n: posix.pread_full(fd, b.host_slice(off, off + n), offset + off))
-                for off, n in pieces
-            ],
+            [partial(_host_read, fd, b, off, n, offset) for off, n in pieces],
             [n for _, n in pieces],
             s.num_threads,
             on_done,
@@ -310,7 +316,7 @@ class LocalFile:
             limit = 2 * s.num_threads
             return run_pieces(
                 [
-                    (lambda off=off, n=n: posix.write_from_device(fd, dev, b.ptr + off, n, offset + off, slot, limit))
+                    partial(posix.write_from_device, fd, dev, b.ptr + off, n, offset + off, slot, limit)
                     for off, n in pieces
                 ],
                 expected,
@@ -318,10 +324,7 @@ class LocalFile:
                 on_done,
             )
         return run_pieces(
-            [
-                (lambda off=off, n=n: posix.pwrite_full(fd, b.host_slice(off, off + n), offset + off))
-                for off, n in pieces
-            ],
+            [partial(_host_write, fd, b, off, n, offset) for off, n in pieces],
             expected,
             s.num_threads,
             on_done,

@@ -1,0 +1,166 @@
+"""Throughput of each route on one file (or URL, or zarr array), next to the anchors users compare with.
+
+Used by ``gdsstore bench``. Every measurement reads the whole object into one destination (cupy when a
+GPU is present, numpy otherwise), best of ``repeat`` runs; ``cold=True`` drops the file's pages
+before each run (``posix_fadvise``) and checks they are gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gdsstore import pagecache
+from gdsstore._config import config
+from gdsstore.engine import cuda
+
+__all__ = ["BenchResult", "bench_file", "format_table"]
+
+
+@dataclass
+class BenchResult:
+    name: str
+    nbytes: int
+    seconds: float
+    note: str = ""
+
+    @property
+    def gbps(self) -> float:
+        return self.nbytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "gbps": round(self.gbps, 3)}
+
+
+def _dest(nbytes: int, device: bool) -> Any:
+    if device:
+        import cupy as cp
+
+        return cp.empty(nbytes, dtype=cp.uint8)
+    import numpy as np
+
+    return np.empty(nbytes, dtype=np.uint8)
+
+
+def _sync(device: bool) -> None:
+    if device:
+        import cupy as cp
+
+        cp.cuda.runtime.deviceSynchronize()
+
+
+@contextlib.contextmanager
+def _settings(**kw: Any) -> Iterator[None]:
+    with config.set(kw):
+        yield
+
+
+def _measure(fn: Callable[[], int], path: str | None, cold: bool, repeat: int, device: bool) -> tuple[float, str]:
+    best = float("inf")
+    note = ""
+    for _ in range(repeat):
+        if cold and path:
+            left = pagecache.drop(path)
+            if left.resident_pages:
+                note = f"{left.fraction:.0%} still cached after drop"
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return best, note
+
+
+def bench_file(
+    path: str,
+    *,
+    repeat: int = 3,
+    cold: bool = False,
+    threads: int | None = None,
+    device: bool | None = None,
+    progress: bool = True,
+) -> list[BenchResult]:
+    """Measure every available route reading ``path`` whole into device (or host) memory."""
+    import numpy as np
+
+    import gdsstore
+
+    device = cuda.device_count() > 0 if device is None else device
+    size = os.path.getsize(path)
+    buf = _dest(size, device)
+    n_threads = threads or int(config.get("num_threads"))
+    cases: list[tuple[str, Callable[[], Any], dict[str, Any]]] = []
+
+    def engine_read(**kw: Any) -> Callable[[], int]:
+        def run() -> int:
+            with _settings(**kw), gdsstore.open(path) as f:
+                return int(f.read(buf))
+
+        return run
+
+    cases.append(("gdsstore (defaults)", engine_read(), {}))
+    if threads:
+        cases.append((f"gdsstore ({n_threads} threads)", engine_read(num_threads=n_threads), {}))
+    if device:
+        cases.append(("gdsstore posix route", engine_read(compat_mode="on", num_threads=n_threads), {}))
+        from gdsstore.engine import cufile
+
+        if cufile.driver_probe().ok:
+            cases.append(("gdsstore cufile route", engine_read(compat_mode="off", num_threads=n_threads), {}))
+
+    def np_fromfile() -> int:
+        arr = np.fromfile(path, dtype=np.uint8)
+        if device:
+            import cupy as cp
+
+            cp.asarray(arr)
+        return arr.size
+
+    cases.append(("numpy.fromfile" + (" + cupy.asarray" if device else ""), np_fromfile, {}))
+    if device:
+        try:
+            import kvikio
+            import kvikio.defaults
+
+            def kv(nthreads: int | None) -> Callable[[], int]:
+                def run() -> int:
+                    ctx = kvikio.defaults.set({"num_threads": nthreads}) if nthreads else contextlib.nullcontext()
+                    with ctx, kvikio.CuFile(path, "r") as f:
+                        return int(f.read(buf))
+
+                return run
+
+            cases.append(("kvikio.CuFile (defaults)", kv(None), {}))
+            cases.append((f"kvikio.CuFile ({n_threads} threads)", kv(n_threads), {}))
+        except Exception:
+            pass
+    results = []
+    it: Any = cases
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(cases, desc="bench", unit="route", leave=False)
+    for name, fn, _ in it:
+        try:
+            seconds, note = _measure(fn, path, cold, repeat, device)
+            results.append(BenchResult(name, size, seconds, note))
+        except Exception as exc:
+            results.append(BenchResult(name, size, 0.0, f"failed: {type(exc).__name__}: {exc}"))
+    return results
+
+
+def format_table(results: list[BenchResult], title: str = "") -> str:
+    rows = [("route", "bytes", "seconds", "GB/s", "note")]
+    for r in results:
+        rows.append((r.name, str(r.nbytes), f"{r.seconds:.4f}", f"{r.gbps:.2f}", r.note))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    lines = [title] if title else []
+    for i, row in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,212 @@
+"""``gdsstore.doctor()``: the environment, the resolved routes with their reasons, and a probe read.
+
+One command for what GDS users otherwise piece together from ``gdscheck -p``, ``gds_stats`` and the
+cuFile log: versions, libcufile, nvidia-fs, udev, cufile.json, the route each kind of buffer would
+take and why, and a traced probe read. On a machine without a GPU it says so and returns in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+from importlib import metadata
+from typing import Any
+
+from gdsstore import policy
+from gdsstore._config import config
+
+__all__ = ["doctor", "format_report"]
+
+_PACKAGES = ("numpy", "zarr", "fsspec", "numcodecs", "cupy-cuda13x", "cupy-cuda12x", "cuda-bindings",
+             "nvidia-cufile", "kvikio-cu13", "nvidia-nvcomp-cu13", "botocore")
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "gdsstore": _pkg("gdsstore") or "unknown"}
+    for name in _PACKAGES:
+        v = _pkg(name)
+        if v:
+            out[name] = v
+    return out
+
+
+def _pkg(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _cufile_json() -> dict[str, Any]:
+    path = os.environ.get("CUFILE_ENV_PATH_JSON", "/etc/cufile.json")
+    text = _read(path)
+    info: dict[str, Any] = {"path": path, "found": text is not None}
+    if text is None:
+        return info
+    # cufile.json allows // and /* */ comments.
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in text.splitlines())
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        info["error"] = f"not valid JSON: {exc}"
+        return info
+    props = data.get("properties", {})
+    info["execution"] = data.get("execution", {})
+    info["properties"] = {
+        k: props[k]
+        for k in ("allow_compat_mode", "force_compat_mode", "use_poll_mode", "max_direct_io_size_kb",
+                  "max_device_cache_size_kb", "gds_rdma_write_support")
+        if k in props
+    }
+    return info
+
+
+def _gpu() -> dict[str, Any]:
+    from gdsstore.engine import cuda
+
+    n = cuda.device_count()
+    info: dict[str, Any] = {"devices": n, "cupy": cuda.cupy_or_none() is not None}
+    if n:
+        cp = cuda.cupy_or_none()
+        try:
+            info["names"] = [cp.cuda.runtime.getDeviceProperties(i)["name"].decode() for i in range(n)]
+            info["driver"] = cp.cuda.runtime.driverGetVersion()
+            info["runtime"] = cp.cuda.runtime.runtimeGetVersion()
+        except Exception as exc:
+            info["error"] = str(exc)
+    return info
+
+
+def _cufile() -> dict[str, Any]:
+    from gdsstore.engine import cufile
+
+    nvfs = _read("/proc/driver/nvidia-fs/version")
+    udev = os.path.isdir("/run/udev/data") and bool(os.listdir("/run/udev/data"))
+    lib = cufile.library_version()
+    return {
+        "bindings": cufile.bindings_version(),
+        "libcufile": f"{lib // 1000}.{lib % 1000 // 10}" if lib else None,
+        "nvidia_fs": nvfs or "absent (cuFile can only run in its compat mode)",
+        "udev": "present" if udev else "absent (/run/udev/data empty: cuFile handle registration fails)",
+        "proc_modules_readable": os.access("/proc/modules", os.R_OK),
+        "cufile_json": _cufile_json(),
+    }
+
+
+def _probe_read(gpu: bool) -> dict[str, Any]:
+    """Write a small file, read it back through the engine into host (and device) memory, traced."""
+    import numpy as np
+
+    import gdsstore
+
+    data = np.random.default_rng(0).integers(0, 255, 4 << 20, dtype=np.uint8)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="gdsstore-doctor-") as tmp:
+        path = os.path.join(tmp, "probe.bin")
+        with gdsstore.trace() as t:
+            with gdsstore.open(path, "wb") as f:
+                f.write(data)
+            with gdsstore.open(path, "rb") as f:
+                host = np.empty_like(data)
+                f.read(host)
+                out["host_ok"] = bool((host == data).all())
+                if gpu:
+                    import cupy as cp
+
+                    dev = cp.empty(data.size, dtype=cp.uint8)
+                    f.read(dev)
+                    out["device_ok"] = bool((cp.asnumpy(dev) == data).all())
+    out["trace"] = str(t)
+    out["totals"] = t.totals
+    return out
+
+
+def doctor(probe: bool = True) -> dict[str, Any]:
+    """Report on this machine's GPU/cuFile setup, the routes gdsstore will take, and (optionally) a
+    traced probe read. Never opens the cuFile driver unguarded; returns in seconds without a GPU."""
+    from gdsstore.engine import cufile
+
+    report: dict[str, Any] = {"versions": _versions(), "platform": platform.platform()}
+    gpu = _gpu()
+    report["gpu"] = gpu
+    report["cufile"] = _cufile()
+    try:
+        s = policy.settings()
+        report["settings"] = {k: v for k, v in config.config.items()}
+    except ValueError as exc:
+        report["settings_error"] = str(exc)
+        return report
+    drv = cufile.driver_probe() if gpu["devices"] else policy.CuFileProbeResult(False, "no CUDA device")
+    report["cufile"]["driver"] = {"ok": drv.ok, "reason": drv.reason}
+    routes = {"host buffer": policy.decide_local(device=False, nbytes=s.task_size, cufile=None, s=s)}
+    try:
+        routes["device buffer, small"] = policy.decide_local(device=True, nbytes=4096, cufile=drv, s=s)
+        routes["device buffer, large"] = policy.decide_local(device=True, nbytes=s.task_size * 4, cufile=drv, s=s)
+    except policy.CuFileRequiredError as exc:
+        routes["device buffer"] = policy.Decision("error", str(exc))
+    report["routes"] = {k: {"route": d.route, "reason": d.reason} for k, d in routes.items()}
+    report["compat_mode"] = s.compat_mode
+    if probe:
+        try:
+            report["probe"] = _probe_read(gpu["devices"] > 0)
+        except Exception as exc:  # the report is still useful without the probe
+            report["probe"] = {"error": f"{type(exc).__name__}: {exc}"}
+    return report
+
+
+def format_report(r: dict[str, Any]) -> str:
+    """Human-readable text for :func:`doctor`'s dict."""
+    lines = ["gdsstore doctor", "==============="]
+    lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in r["versions"].items()))
+    g = r["gpu"]
+    if g["devices"]:
+        lines.append(f"GPU: {g['devices']} device(s): {', '.join(g.get('names', []))}")
+    else:
+        why = "cupy not installed" if not g["cupy"] else "no CUDA device/driver visible"
+        lines.append(f"GPU: none ({why}); host buffers only")
+    c = r["cufile"]
+    lines.append(f"cuFile: bindings {c['bindings']}, libcufile {c['libcufile'] or 'not found'}")
+    lines.append(f"  nvidia-fs: {c['nvidia_fs']}")
+    lines.append(f"  udev: {c['udev']}")
+    lines.append(f"  /proc/modules readable: {c['proc_modules_readable']}")
+    cj = c["cufile_json"]
+    lines.append(f"  cufile.json: {cj['path']} ({'found' if cj['found'] else 'not found, defaults apply'})")
+    for k in ("execution", "properties"):
+        if cj.get(k):
+            lines.append(f"    {k}: " + ", ".join(f"{a}={b}" for a, b in cj[k].items()))
+    if "driver" in c:
+        lines.append(f"  driver: {'open' if c['driver']['ok'] else 'not used'} — {c['driver']['reason']}")
+    if "settings_error" in r:
+        lines.append(f"settings: INVALID — {r['settings_error']}")
+        return "\n".join(lines)
+    lines.append(f"compat_mode: {r['compat_mode']}")
+    lines.append("routes:")
+    for k, d in r["routes"].items():
+        lines.append(f"  {k:<22} -> {d['route']:<7} ({d['reason']})")
+    p = r.get("probe")
+    if p:
+        if "error" in p:
+            lines.append(f"probe read: FAILED {p['error']}")
+        else:
+            ok = "ok" if p.get("host_ok") and p.get("device_ok", True) else "MISMATCH"
+            lines.append(f"probe read (4 MiB, write then read back): {ok}")
+            lines.extend("  " + ln for ln in p["trace"].splitlines())
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(format_report(doctor()))
+    sys.exit(0)

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Set-up shared by scripts/demo.sh and scripts/test.sh: a Python >= 3.12 virtual environment in .venv
+# with gdsstore installed (editable) and the extras named in $GDSSTORE_EXTRAS. Idempotent and quick when
+# nothing changed (a stamp file records what was installed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+find_python() {
+  local c
+  for c in "${GDSSTORE_PYTHON:-}" python3.13 python3.12; do
+    [ -n "$c" ] && command -v "$c" >/dev/null 2>&1 && { command -v "$c"; return; }
+  done
+  # pyenv keeps 3.12 beside an older default python3 on our machines (.python-version names it).
+  if command -v pyenv >/dev/null 2>&1; then
+    local v
+    for v in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.(1[2-9])' | sort -rV); do
+      PYENV_VERSION=$v pyenv which python 2>/dev/null && return
+    done
+  fi
+  for c in python3 python; do
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+      command -v "$c"; return
+    fi
+  done
+  echo "gdsstore needs Python >= 3.12 (zarr 3.4 does); none found. Install one or set GDSSTORE_PYTHON." >&2
+  exit 1
+}
+
+extras=${GDSSTORE_EXTRAS:-}
+want="extras=[$extras] $(sha1sum pyproject.toml | cut -c1-12)"
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+  py=$(find_python)
+  echo "bootstrap: creating .venv with $("$py" --version 2>&1)"
+  rm -rf .venv
+  "$py" -m venv .venv
+fi
+if [ "$(cat .venv/.gdsstore-stamp 2>/dev/null)" != "$want" ]; then
+  echo "bootstrap: installing gdsstore${extras:+[$extras]} into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+  echo "$want" > .venv/.gdsstore-stamp
+fi

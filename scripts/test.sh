@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite: set-up (venv, Python deps, nginx for the HTTP tests), lint (ruff), types (mypy),
+# then pytest — unit, property, conformance (zarr StoreTests, fsspec abstract suites), servers over
+# loopback (moto S3, nginx, our WebHDFS and fault-injecting servers), docs build (mkdocs --strict),
+# docs code blocks and notebooks. GPU tests skip here with their reason; on a GPU machine: pytest -m gpu.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GDSSTORE_EXTRAS=${GDSSTORE_EXTRAS:-test,docs,s3,cufile} bash scripts/bootstrap.sh
+
+# nginx serves the HTTP(S) range tests; install it from Debian's packages when missing.
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    echo "test: installing nginx-light"
+    $sudo apt-get install -y -q nginx-light >/dev/null 2>&1 \
+      || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q nginx-light >/dev/null; }
+  fi
+fi
+
+export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
+echo "== ruff"; ruff check .
+echo "== mypy"; mypy
+echo "== pytest"
+exec pytest -p no:cacheprovider "$@"

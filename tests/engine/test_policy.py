@@ -1,0 +1,141 @@
+"""The policy: every setting validated with a message naming it; every route with its reason."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import gdsstore
+from gdsstore import policy
+from gdsstore._config import DEFAULTS
+from gdsstore.policy import CuFileProbeResult, CuFileRequiredError, decide_local
+
+OK = CuFileProbeResult(True, "cuFile handle registered")
+FAIL = CuFileProbeResult(False, "handle register failed: HANDLE_NOT_REGISTERED")
+
+
+def test_defaults_are_valid_and_documented_values() -> None:
+    s = policy.settings()
+    assert s.compat_mode == "auto"
+    assert s.num_threads == max(1, min(16, os.cpu_count() or 1))
+    assert s.num_threads > 1 or (os.cpu_count() or 1) == 1  # not kvikio's 1
+    assert s.task_size == 4 << 20
+    assert s.remote_max_attempts == 5
+    assert 503 in s.remote_retry_status
+
+
+@pytest.mark.parametrize(
+    ("key", "bad", "match"),
+    [
+        ("compat_mode", "maybe", "compat_mode"),
+        ("gds_threshold", -1, "gds_threshold"),
+        ("task_size", 0, "task_size"),
+        ("task_size", -5, "task_size"),
+        ("task_size", "big", "task_size"),
+        ("num_threads", 0, "num_threads"),
+        ("bounce_buffer_size", 100, "bounce_buffer_size"),
+        ("direct_io_read", "perhaps", "direct_io_read"),
+        ("direct_io_write", 3, "direct_io_write"),
+        ("fsync", [], "fsync"),
+        ("cufile_probe_timeout", 0, "cufile_probe_timeout"),
+        ("cufile_handle_cache_size", 0, "cufile_handle_cache_size"),
+        ("remote.max_attempts", 0, "remote.max_attempts"),
+        ("remote.retry_status", [999], "remote.retry_status"),
+        ("remote.retry_status", 5, "remote.retry_status"),
+        ("remote.timeout", -1, "remote.timeout"),
+        ("remote.connect_timeout", 0, "remote.connect_timeout"),
+        ("remote.concurrency", 0, "remote.concurrency"),
+        ("remote.backoff_base", -1, "remote.backoff_base"),
+        ("remote.backoff_max", "x", "remote.backoff_max"),
+        ("remote.multipart_threshold", 1, "remote.multipart_threshold"),
+        ("remote.multipart_chunksize", 1, "remote.multipart_chunksize"),
+    ],
+)
+def test_every_setting_is_validated(key: str, bad: object, match: str) -> None:
+    with gdsstore.config.set({key: bad}), pytest.raises(ValueError, match=match.replace(".", r"\.")):
+        policy.settings()
+
+
+def test_every_default_key_has_a_validation_case() -> None:
+    def flat(d: dict[str, object], prefix: str = "") -> set[str]:
+        out: set[str] = set()
+        for k, v in d.items():
+            out |= flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {prefix + k}
+        return out
+
+    fields = {f.replace("remote_", "remote.", 1) for f in policy.Settings.__dataclass_fields__}
+    assert flat(DEFAULTS) == fields
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "key", "expected"),
+    [
+        ("GDSSTORE_COMPAT_MODE", "on", "compat_mode", "on"),
+        ("GDSSTORE_TASK_SIZE", "1048576", "task_size", 1048576),
+        ("GDSSTORE_NUM_THREADS", "3", "num_threads", 3),
+        ("GDSSTORE_DIRECT_IO_READ", "true", "direct_io_read", True),
+        ("GDSSTORE_REMOTE__MAX_ATTEMPTS", "7", "remote_max_attempts", 7),
+        ("GDSSTORE_REMOTE__RETRY_STATUS", "[500, 503]", "remote_retry_status", (500, 503)),
+        ("GDSSTORE_REMOTE__CONNECT_TIMEOUT", "2.5", "remote_connect_timeout", 2.5),
+    ],
+)
+def test_env_variables_are_parsed(env: str, value: str, key: str, expected: object) -> None:
+    code = f"from gdsstore import policy; print(repr(policy.settings().{key}))"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, env: value}, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == repr(expected)
+
+
+def test_bad_env_value_fails_naming_the_key() -> None:
+    code = "from gdsstore import policy; policy.settings()"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "GDSSTORE_COMPAT_MODE": "maybe"}, capture_output=True, text=True
+    )
+    assert out.returncode != 0
+    assert "compat_mode" in out.stderr and "maybe" in out.stderr
+
+
+def test_host_buffer_always_posix_with_reason() -> None:
+    for mode in ("auto", "on", "off"):
+        with gdsstore.config.set({"compat_mode": mode}):
+            d = decide_local(device=False, nbytes=1 << 30, cufile=OK)
+        assert (d.route, d.reason) == ("posix", "host buffer")
+
+
+def test_compat_on_never_cufile() -> None:
+    with gdsstore.config.set({"compat_mode": "on"}):
+        d = decide_local(device=True, nbytes=1 << 30, cufile=OK)
+    assert (d.route, d.reason) == ("posix", "compat_mode=on")
+
+
+def test_compat_off_requires_cufile() -> None:
+    with gdsstore.config.set({"compat_mode": "off"}):
+        with pytest.raises(CuFileRequiredError, match="HANDLE_NOT_REGISTERED"):
+            decide_local(device=True, nbytes=1 << 30, cufile=FAIL)
+        d = decide_local(device=True, nbytes=16, cufile=OK)
+    assert d.route == "cufile" and "compat_mode=off" in d.reason
+
+
+def test_auto_falls_back_with_probe_reason() -> None:
+    d = decide_local(device=True, nbytes=1 << 30, cufile=FAIL)
+    assert (d.route, d.reason) == ("posix", FAIL.reason)
+    d = decide_local(device=True, nbytes=1 << 30, cufile=None)
+    assert d.route == "posix" and "not probed" in d.reason
+
+
+def test_auto_threshold() -> None:
+    with gdsstore.config.set({"gds_threshold": 16 << 10}):
+        small = decide_local(device=True, nbytes=8 << 10, cufile=OK)
+        big = decide_local(device=True, nbytes=16 << 10, cufile=OK)
+    assert (small.route, small.reason) == ("posix", "size 8 KiB < gds_threshold 16 KiB")
+    assert big.route == "cufile"
+
+
+def test_fmt_bytes() -> None:
+    assert policy.fmt_bytes(0) == "0 B"
+    assert policy.fmt_bytes(8192) == "8 KiB"
+    assert policy.fmt_bytes(1536) == "1.5 KiB"
+    assert policy.fmt_bytes(1 << 30) == "1 GiB"
