@@ -28,10 +28,11 @@ DEFAULTS: dict[str, object] = {
     # Device reads/writes smaller than this go the POSIX route: cuFile's per-call overhead dominates.
     "gds_threshold": 1 << 20,
     # Requests are split into pieces of this size, run in parallel on the engine's thread pool.
-    "task_size": 4 << 20,
+    # Measured on the GPU machine (1 GiB warm, 16 threads): 8 MiB beats 4 MiB by ~10% on both routes.
+    "task_size": 8 << 20,
     "num_threads": _default_threads(),
     # Size of one pinned, page-aligned bounce buffer (one per in-flight piece on the POSIX device route).
-    "bounce_buffer_size": 4 << 20,
+    "bounce_buffer_size": 8 << 20,
     "direct_io_read": False,
     "direct_io_write": False,
     # Local atomic writes (GDSStore.set) fsync the temp file before the rename.
@@ -40,6 +41,10 @@ DEFAULTS: dict[str, object] = {
     "cufile_probe_timeout": 30.0,
     # Bound on cached registered cuFile handles (each holds an open file descriptor).
     "cufile_handle_cache_size": 128,
+    # cuFile's own counters (the nvfs/posix split in the trace) need stats level >= 3. When cufile.json
+    # leaves them off, gdsstore opens the driver with a copy of it that sets only profile.cufile_stats.
+    # 0 leaves cufile.json untouched.
+    "cufile_stats_level": 3,
     "remote": {
         "max_attempts": 5,
         "retry_status": [408, 429, 500, 502, 503, 504],

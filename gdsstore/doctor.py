@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import sys
 import tempfile
 from importlib import metadata
@@ -26,7 +25,9 @@ _PACKAGES = ("numpy", "zarr", "fsspec", "numcodecs", "cupy-cuda13x", "cupy-cuda1
 
 
 def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "gdsstore": _pkg("gdsstore") or "unknown"}
+    import gdsstore
+
+    out = {"python": platform.python_version(), "gdsstore": _pkg("gdsstore") or gdsstore.__version__}
     for name in _PACKAGES:
         v = _pkg(name)
         if v:
@@ -55,16 +56,16 @@ def _cufile_json() -> dict[str, Any]:
     info: dict[str, Any] = {"path": path, "found": text is not None}
     if text is None:
         return info
-    # cufile.json allows // and /* */ comments.
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    text = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in text.splitlines())
+    from gdsstore.engine.cufile import strip_json_comments
+
     try:
-        data = json.loads(text)
+        data = json.loads(strip_json_comments(text))
     except ValueError as exc:
         info["error"] = f"not valid JSON: {exc}"
         return info
     props = data.get("properties", {})
     info["execution"] = data.get("execution", {})
+    info["profile"] = data.get("profile", {})
     info["properties"] = {
         k: props[k]
         for k in ("allow_compat_mode", "force_compat_mode", "use_poll_mode", "max_direct_io_size_kb",
@@ -184,7 +185,7 @@ def format_report(r: dict[str, Any]) -> str:
     lines.append(f"  /proc/modules readable: {c['proc_modules_readable']}")
     cj = c["cufile_json"]
     lines.append(f"  cufile.json: {cj['path']} ({'found' if cj['found'] else 'not found, defaults apply'})")
-    for k in ("execution", "properties"):
+    for k in ("execution", "properties", "profile"):
         if cj.get(k):
             lines.append(f"    {k}: " + ", ".join(f"{a}={b}" for a, b in cj[k].items()))
     if "driver" in c:

@@ -117,6 +117,13 @@ def _as_status_list(key: str, value: object) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _cufile_stats_level(value: object) -> int:
+    level = _as_int("cufile_stats_level", value, minimum=0)
+    if level > 3:
+        raise ValueError(f"gdsstore setting 'cufile_stats_level' must be 0..3, got {level}")
+    return level
+
+
 @dataclass(frozen=True)
 class Settings:
     """A validated snapshot of ``gdsstore.config``; read once per operation."""
@@ -131,6 +138,7 @@ class Settings:
     fsync: bool
     cufile_probe_timeout: float
     cufile_handle_cache_size: int
+    cufile_stats_level: int
     remote_max_attempts: int
     remote_retry_status: tuple[int, ...]
     remote_timeout: float
@@ -163,6 +171,7 @@ def settings() -> Settings:
         cufile_handle_cache_size=_as_int(
             "cufile_handle_cache_size", get("cufile_handle_cache_size"), minimum=1
         ),
+        cufile_stats_level=_cufile_stats_level(get("cufile_stats_level")),
         remote_max_attempts=_as_int("remote.max_attempts", get("remote.max_attempts"), minimum=1),
         remote_retry_status=_as_status_list("remote.retry_status", get("remote.retry_status")),
         remote_timeout=_as_float("remote.timeout", get("remote.timeout")),

@@ -12,9 +12,13 @@ register per get would cost more than the read.
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -104,12 +108,23 @@ def _probe_steps(timeout: float) -> CuFileProbeResult:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
         return CuFileProbeResult(False, f"cuFile driver_open failed: {last[:200]}")
     c = _bindings()
+    _enable_stats_in_config(settings().cufile_stats_level)
     try:
         c.driver_open()
     except Exception as exc:
         return CuFileProbeResult(False, f"cuFile driver_open failed: {exc}")
     _start_stats(c)
+    atexit.register(_shutdown)
     return CuFileProbeResult(True, f"cuFile driver open (libcufile {version // 1000}.{version % 1000 // 10})")
+
+
+def _shutdown() -> None:
+    # Deregister handles and close the driver before CUDA and the bindings are torn down at exit.
+    handle_cache.clear()
+    try:
+        _bindings().driver_close()
+    except Exception:
+        pass
 
 
 def driver_probe() -> CuFileProbeResult:
@@ -123,10 +138,39 @@ def driver_probe() -> CuFileProbeResult:
     return _driver.result
 
 
+def strip_json_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return "\n".join(re.sub(r"^\s*//.*$", "", line) for line in text.splitlines())
+
+
+def _enable_stats_in_config(level: int) -> None:
+    """Point libcufile at a copy of the active cufile.json with ``profile.cufile_stats = level``.
+
+    Only when the active config asks for less (the GPU machine's ships 0) and before the in-process
+    driver_open, which is when libcufile reads it. Every other setting is kept.
+    """
+    if level <= 0:
+        return
+    src = os.environ.get("CUFILE_ENV_PATH_JSON", "/etc/cufile.json")
+    try:
+        with open(src) as fh:
+            data = json.loads(strip_json_comments(fh.read()))
+    except (OSError, ValueError):
+        return
+    profile = data.setdefault("profile", {})
+    if int(profile.get("cufile_stats", 0)) >= level:
+        return
+    profile["cufile_stats"] = level
+    fd, path = tempfile.mkstemp(prefix="gdsstore-cufile-", suffix=".json")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh)
+    os.environ["CUFILE_ENV_PATH_JSON"] = path
+
+
 def _start_stats(c: Any) -> None:
     # Level 3 holds the per-GPU nvfs/posix split the trace reports.
     try:
-        c.set_stats_level(3)
+        c.set_stats_level(settings().cufile_stats_level)
         c.stats_start()
     except Exception:
         pass
@@ -193,12 +237,16 @@ class CuFileHandle:
         self.handle: int = 0
         self._users = 0
         self._evicted = False
-        descr = c.Descr()
-        descr.type = c.FileHandleType.OPAQUE_FD
-        descr.handle.fd = fd
+        # CUfileDescr_t built by hand: {int type; union {int fd; void* handle}; void* fs_ops}, 24 bytes,
+        # zeroed. The bindings' Descr wrapper differs between releases (13.3.1 crashed here with it).
+        import numpy as np
+
+        descr = np.zeros(3, dtype=np.int64)
+        descr[0] = 1  # CU_FILE_HANDLE_TYPE_OPAQUE_FD
+        descr[1] = fd
         self._descr = descr
         try:
-            self.handle = int(c.handle_register(descr.ptr))
+            self.handle = int(c.handle_register(descr.ctypes.data))
         except Exception as exc:
             raise CuFileError(f"handle register failed: {_status_name(exc)}") from exc
 

@@ -22,7 +22,7 @@ def test_defaults_are_valid_and_documented_values() -> None:
     assert s.compat_mode == "auto"
     assert s.num_threads == max(1, min(16, os.cpu_count() or 1))
     assert s.num_threads > 1 or (os.cpu_count() or 1) == 1  # not kvikio's 1
-    assert s.task_size == 4 << 20
+    assert s.task_size == 8 << 20
     assert s.remote_max_attempts == 5
     assert 503 in s.remote_retry_status
 
@@ -42,6 +42,7 @@ def test_defaults_are_valid_and_documented_values() -> None:
         ("fsync", [], "fsync"),
         ("cufile_probe_timeout", 0, "cufile_probe_timeout"),
         ("cufile_handle_cache_size", 0, "cufile_handle_cache_size"),
+        ("cufile_stats_level", 4, "cufile_stats_level"),
         ("remote.max_attempts", 0, "remote.max_attempts"),
         ("remote.retry_status", [999], "remote.retry_status"),
         ("remote.retry_status", 5, "remote.retry_status"),
