@@ -6,8 +6,10 @@ Nothing here imports CuPy at module import; every function does it on first use,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
+from contextlib import AbstractContextManager
 from typing import Any
 
 __all__ = [
@@ -77,6 +79,15 @@ class PinnedBuffer:
             except Exception:
                 pass
             self.ptr = 0
+
+
+def on_device(device: int | None) -> AbstractContextManager[Any]:
+    """``with on_device(d):`` makes GPU ``d`` current (no-op for ``None``: host memory)."""
+    if device is None:
+        return contextlib.nullcontext()
+    cp = cupy_or_none()
+    assert cp is not None
+    return cp.cuda.Device(device)  # type: ignore[no-any-return]
 
 
 _tls = threading.local()

@@ -12,8 +12,8 @@ from typing import Any
 
 import gdsstore.trace as _trace
 from gdsstore import policy
+from gdsstore.engine import cuda, posix
 from gdsstore.engine import cufile as _cufile
-from gdsstore.engine import posix
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer
 from gdsstore.engine.pool import completed, run_pieces
 
@@ -233,11 +233,12 @@ class LocalFile:
     def _cufile_read_piece(handle: Any, b: IOBuffer, off: int, n: int, base: int) -> Any:
         def piece() -> int:
             done = 0
-            while done < n:
-                got = handle.read(b.ptr, n - done, base + off + done, off + done)
-                if got == 0:
-                    break
-                done += got
+            with cuda.on_device(b.device):  # cuFile works in the current context: the buffer's GPU
+                while done < n:
+                    got = handle.read(b.ptr, n - done, base + off + done, off + done)
+                    if got == 0:
+                        break
+                    done += got
             return done
 
         return piece
@@ -302,8 +303,9 @@ class LocalFile:
             def cu(off: int, n: int) -> Any:
                 def piece() -> int:
                     done = 0
-                    while done < n:
-                        done += handle.write(b.ptr, n - done, offset + off + done, off + done)
+                    with cuda.on_device(b.device):
+                        while done < n:
+                            done += handle.write(b.ptr, n - done, offset + off + done, off + done)
                     return done
 
                 return piece
