@@ -44,6 +44,8 @@ class Trace:
     events: list[TraceEvent] = field(default_factory=list)
     #: Differences of each stats source (e.g. ``"cufile"``) between trace start and end.
     stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Wall-clock seconds the trace was active (0 while it still is).
+    wall_seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, event: TraceEvent) -> None:
@@ -87,6 +89,8 @@ class Trace:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
+        if self.wall_seconds:
+            lines.append(f"wall: {self.wall_seconds:.4f} s")
         for name, st in self.stats.items():
             lines.append(f"{name} stats: " + ", ".join(f"{k}={v}" for k, v in st.items()))
         return "\n".join(lines)
@@ -164,7 +168,7 @@ def trace() -> Iterator[Trace]:
                 k: (v - base.get(k, 0)) if isinstance(v, int | float) and not isinstance(v, bool) else v
                 for k, v in snap.items()
             }
-        t.stats.setdefault("wall", {})["seconds"] = round(time.perf_counter() - start, 6)
+        t.wall_seconds = time.perf_counter() - start
 
 
 class _CallableModule(types.ModuleType):

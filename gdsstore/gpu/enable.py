@@ -4,21 +4,60 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["enable_gpu"]
+__all__ = ["PIPELINE_PATH", "config_for", "enable_gpu", "register"]
+
+#: ``codec_pipeline.path`` of :class:`gdsstore.gpu.pipeline.GDSCodecPipeline`.
+PIPELINE_PATH = "gdsstore.gpu.pipeline.GDSCodecPipeline"
+
+_registered = False
 
 
-def enable_gpu() -> Any:
-    """Switch zarr to GPU buffers (and gdsstore's GPU pipeline when available).
+def register() -> None:
+    """Register gdsstore's codec pipeline and codecs with zarr (idempotent; selects nothing)."""
+    global _registered
+    if _registered:
+        return
+    from zarr.registry import register_codec, register_pipeline
+
+    from gdsstore.gpu.codecs import CODECS
+    from gdsstore.gpu.pipeline import GDSCodecPipeline
+
+    register_pipeline(GDSCodecPipeline)
+    for name, cls in CODECS.items():
+        register_codec(name, cls)  # type: ignore[arg-type]
+    _registered = True
+
+
+def config_for(*, gpu: bool = True) -> dict[str, Any]:
+    """The zarr settings :func:`enable_gpu` applies; ``gpu=False`` keeps host buffers (pipeline and
+    codecs only: batched reads through the engine, CPU decode)."""
+    from gdsstore.gpu.codecs import CODECS
+
+    settings: dict[str, Any] = {"codec_pipeline.path": PIPELINE_PATH}
+    for name, cls in CODECS.items():
+        settings[f"codecs.{name}"] = f"{cls.__module__}.{cls.__qualname__}"
+    if gpu:
+        settings["buffer"] = "zarr.buffer.gpu.Buffer"
+        settings["ndbuffer"] = "zarr.buffer.gpu.NDBuffer"
+    return settings
+
+
+def enable_gpu(*, buffers: bool = True) -> Any:
+    """Switch zarr to GPU buffers, gdsstore's batched codec pipeline and its nvCOMP codecs.
 
     Returns zarr's ``ConfigSet``: it applies at once and, used as a context manager, undoes itself::
 
         with gdsstore.enable_gpu():
+            z = zarr.open_array(gdsstore.GDSStore("/data/x.zarr"), mode="r")
             x = z[:]        # cupy.ndarray
+
+    Arrays pick their codec pipeline and codecs when they are opened: open them inside (or after)
+    ``enable_gpu()``. An array opened before keeps zarr's pipeline and still reads into GPU buffers.
+
+    Without nvCOMP or a GPU the codecs decode on the CPU and the trace says why; ``buffers=False``
+    keeps host buffers (batched reads through the engine, CPU decode) on machines without a GPU.
     """
     import zarr
 
-    settings: dict[str, Any] = {
-        "buffer": "zarr.buffer.gpu.Buffer",
-        "ndbuffer": "zarr.buffer.gpu.NDBuffer",
-    }
-    return zarr.config.set(settings)
+    register()
+    return zarr.config.set(config_for(gpu=buffers))
