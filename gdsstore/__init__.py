@@ -18,9 +18,11 @@ from gdsstore.engine import open
 from gdsstore.policy import CuFileRequiredError
 from gdsstore.trace import Trace
 
+# Eager: importing the gdsstore.doctor module later must not shadow the function (stdlib-only imports).
+from gdsstore.doctor import doctor
+
 if TYPE_CHECKING:
     from gdsstore.adapters.zarr_store import GDSStore
-    from gdsstore.doctor import doctor
     from gdsstore.gpu.enable import enable_gpu
     from gdsstore.trace import trace
 else:
@@ -45,7 +47,6 @@ __all__ = [
 # Imported on first use: zarr, the doctor and the GPU pieces are not needed by engine-only users.
 _LAZY = {
     "GDSStore": ("gdsstore.adapters.zarr_store", "GDSStore"),
-    "doctor": ("gdsstore.doctor", "doctor"),
     "enable_gpu": ("gdsstore.gpu.enable", "enable_gpu"),
 }
 

@@ -5,21 +5,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+runs_312() {  # a pyenv shim exists for every installed version but only runs for the selected ones
+  "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1
+}
+
 find_python() {
   local c
-  for c in "${GDSSTORE_PYTHON:-}" python3.13 python3.12; do
-    [ -n "$c" ] && command -v "$c" >/dev/null 2>&1 && { command -v "$c"; return; }
+  for c in "${GDSSTORE_PYTHON:-}" python3.12 python3.13; do
+    if [ -n "$c" ] && command -v "$c" >/dev/null 2>&1 && runs_312 "$c"; then
+      "$c" -c 'import sys; print(sys.executable)'; return
+    fi
   done
   # pyenv keeps 3.12 beside an older default python3 on our machines (.python-version names it).
   if command -v pyenv >/dev/null 2>&1; then
     local v
-    for v in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.(1[2-9])' | sort -rV); do
-      PYENV_VERSION=$v pyenv which python 2>/dev/null && return
+    for v in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.(1[2-9])' | sort -V); do
+      c=$(PYENV_VERSION=$v pyenv which python 2>/dev/null) && runs_312 "$c" && { echo "$c"; return; }
     done
   fi
   for c in python3 python; do
-    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
-      command -v "$c"; return
+    if command -v "$c" >/dev/null 2>&1 && runs_312 "$c"; then
+      "$c" -c 'import sys; print(sys.executable)'; return
     fi
   done
   echo "gdsstore needs Python >= 3.12 (zarr 3.4 does); none found. Install one or set GDSSTORE_PYTHON." >&2
