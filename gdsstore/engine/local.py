@@ -157,12 +157,14 @@ class LocalFile:
         return policy.decide_local(device=buf.is_device, nbytes=nbytes, cufile=probe, s=s), handle
 
     def _direct(self) -> int:
-        if self._direct_fd < 0 and hasattr(os, "O_DIRECT"):
+        """An O_DIRECT descriptor for the bounce path, or -1 where the filesystem refuses it (tmpfs)."""
+        if self._direct_fd == -1 and hasattr(os, "O_DIRECT"):
+            flags = os.O_RDONLY if self.mode == "rb" else os.O_RDWR
             try:
-                self._direct_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECT)
+                self._direct_fd = os.open(self.path, flags | os.O_DIRECT)
             except OSError:
-                self._direct_fd = -2  # filesystem refuses O_DIRECT (tmpfs): buffered reads
-        return self._direct_fd
+                self._direct_fd = -2
+        return self._direct_fd if self._direct_fd >= 0 else -1
 
     def _traced(self, op: str, d: policy.Decision, buf: IOBuffer) -> Any:
         if not _trace.active():
@@ -254,7 +256,7 @@ class LocalFile:
         assert b.device is not None
         device = b.device
         fd = self._fd
-        direct = self._direct() if s.direct_io_read else -1
+        direct = self._direct() if s.direct_io_read else -1  # O_DIRECT reads: bypass the page cache
         slot = min(s.bounce_buffer_size, s.task_size)
         limit = 2 * s.num_threads  # two slots per thread: read k+1 while k's copy runs
         events: list[Any] = []
@@ -263,7 +265,7 @@ class LocalFile:
         def make(off: int, n: int) -> Any:
             def piece() -> int:
                 got, evs = posix.read_to_device(
-                    fd, device, b.ptr + off, n, offset + off, slot, limit, direct if direct >= 0 else -1
+                    fd, device, b.ptr + off, n, offset + off, slot, limit, direct
                 )
                 with ev_lock:
                     events.extend(evs)
@@ -316,9 +318,10 @@ class LocalFile:
             dev = b.device
             slot = min(s.bounce_buffer_size, s.task_size)
             limit = 2 * s.num_threads
+            direct = self._direct() if s.direct_io_write else -1
             return run_pieces(
                 [
-                    partial(posix.write_from_device, fd, dev, b.ptr + off, n, offset + off, slot, limit)
+                    partial(posix.write_from_device, fd, dev, b.ptr + off, n, offset + off, slot, limit, direct)
                     for off, n in pieces
                 ],
                 expected,

@@ -123,11 +123,15 @@ def read_to_device(
         event = None
         try:
             pos = offset + done
-            if direct_fd >= 0 and pos % _PAGE == 0:
+            got = -1
+            span = -(-want // _PAGE) * _PAGE
+            if direct_fd >= 0 and pos % _PAGE == 0 and span <= slot_size:
                 # O_DIRECT needs aligned offset, length and buffer: slots are page-aligned; round up.
-                span = min(slot_size, -(-want // _PAGE) * _PAGE)
-                got = min(pread_full(direct_fd, slot.buf.view[:span], pos), want)
-            else:
+                try:
+                    got = min(pread_full(direct_fd, slot.buf.view[:span], pos), want)
+                except OSError:  # EINVAL on filesystems with stricter alignment: buffered instead
+                    got = -1
+            if got < 0:
                 got = pread_full(fd, slot.buf.view[:want], pos)
             if got:
                 with cp.cuda.Device(device):
@@ -146,16 +150,27 @@ def read_to_device(
 
 
 def write_from_device(
-    fd: int, device: int, src_ptr: int, nbytes: int, offset: int, slot_size: int, ring_limit: int
+    fd: int,
+    device: int,
+    src_ptr: int,
+    nbytes: int,
+    offset: int,
+    slot_size: int,
+    ring_limit: int,
+    direct_fd: int = -1,
 ) -> int:
-    """Write ``nbytes`` of device memory at ``offset`` through the ring (D2H, then pwrite)."""
+    """Write ``nbytes`` of device memory at ``offset`` through the ring (D2H, then pwrite).
+
+    With ``direct_fd`` (O_DIRECT), page-aligned whole pages go through it; the rest is buffered.
+    """
     done = 0
     while done < nbytes:
         want = min(slot_size, nbytes - done)
         slot = ring.acquire(slot_size, ring_limit)
         try:
             cuda.memcpy_dtoh(device, slot.buf.ptr, src_ptr + done, want)
-            pwrite_full(fd, slot.buf.view[:want], offset + done)
+            aligned = direct_fd >= 0 and (offset + done) % _PAGE == 0 and want % _PAGE == 0
+            pwrite_full(direct_fd if aligned else fd, slot.buf.view[:want], offset + done)
         finally:
             ring.release(slot)
         done += want

@@ -143,3 +143,11 @@ def test_direct_io_read(cp, ref) -> None:  # type: ignore[no-untyped-def]
     with gdsstore.config.set({"compat_mode": "on", "direct_io_read": True}), gdsstore.open(path) as f:
         assert f.read(buf) == SIZE
     assert np.array_equal(cp.asnumpy(buf), data)
+
+
+def test_direct_io_write(cp, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    p = tmp_path / "d.bin"
+    src = np.random.default_rng(9).integers(0, 256, (5 << 20) + 123, dtype=np.uint8)
+    with gdsstore.config.set({"compat_mode": "on", "direct_io_write": True}), gdsstore.open(p, "wb") as f:
+        assert f.write(cp.asarray(src)) == src.size
+    assert np.array_equal(np.fromfile(p, dtype=np.uint8), src)
