@@ -11,8 +11,9 @@ Examples:
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gdsstore._config import config
 
@@ -150,8 +151,26 @@ class Settings:
     remote_multipart_chunksize: int
 
 
+_cache: tuple[dict[str, Any], Settings] | None = None
+
+
 def settings() -> Settings:
-    """Read and validate every setting; raise ``ValueError`` naming the first bad key."""
+    """Read and validate every setting; raise ``ValueError`` naming the first bad key.
+
+    Called on every engine operation, so the validated snapshot is reused while ``gdsstore.config``
+    compares equal to the values it was built from (a dict comparison, ~1 µs, not a re-validation).
+    """
+    global _cache
+    current = config.config
+    cached = _cache
+    if cached is not None and cached[0] == current:
+        return cached[1]
+    s = _build_settings()
+    _cache = (copy.deepcopy(current), s)
+    return s
+
+
+def _build_settings() -> Settings:
     get = config.get
     mode = get("compat_mode")
     if not isinstance(mode, str) or mode.lower() not in _COMPAT_MODES:

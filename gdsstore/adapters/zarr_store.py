@@ -1,0 +1,580 @@
+"""``gdsstore.GDSStore``: a Zarr v3 store over gdsstore's engine, for local paths and URLs.
+
+The store is a thin adapter over one :class:`~gdsstore.engine.backend.Backend` (a local directory,
+or a remote root from :mod:`gdsstore.engine.remote`). Every read allocates its destination from the
+caller's ``prototype`` — host memory for zarr's default buffers, device memory for
+``zarr.core.buffer.gpu.Buffer`` — and the engine fills it directly (cuFile or POSIX route; no host
+copy first for device prototypes). Writes hand the buffer's own array, host or device, to the engine.
+
+As in zarr's ``LocalStore``: the blocking work sits in small module-level functions and Backend
+methods; each async method runs one of them through ``asyncio.to_thread``, each sync method
+(``get_sync``, ``set_sync``, ``delete_sync``, ``get_ranges_sync``) calls it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Self
+
+import numpy as np
+from zarr.abc.store import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
+from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.core.buffer.core import default_buffer_prototype
+
+from gdsstore.engine.backend import Backend, ByteRange, backend_for, check_key
+
+if TYPE_CHECKING:
+    from zarr.core.common import AccessModeLiteral
+
+__all__ = ["GDSStore"]
+
+# zarr's own defaults for Store.get_ranges (zarr/abc/store.py): merge ranges closer than 1 MiB,
+# into fetches of at most 16 MiB.
+_MAX_GAP_BYTES = 1 << 20
+_MAX_COALESCED_BYTES = 16 << 20
+
+# Buffer class -> its memory is on the device (decided once per class from a zero-length buffer).
+_DEVICE_BUFFER_CLASSES: dict[type[Buffer], bool] = {}
+
+
+# -- buffers ---------------------------------------------------------------------------------------
+
+
+def _is_device_buffer(cls: type[Buffer]) -> bool:
+    known = _DEVICE_BUFFER_CLASSES.get(cls)
+    if known is None:
+        known = hasattr(cls.create_zero_length().as_array_like(), "__cuda_array_interface__")
+        _DEVICE_BUFFER_CLASSES[cls] = known
+    return known
+
+
+def _allocator(prototype: BufferPrototype) -> Callable[[int], Any]:
+    """``alloc(nbytes)`` giving an uninitialised 1-d byte array in the prototype's memory."""
+    if _is_device_buffer(prototype.buffer):
+        import cupy  # only reachable when the caller asked for device buffers
+
+        return lambda n: cupy.empty(n, dtype=np.uint8)
+    return lambda n: np.empty(n, dtype=np.uint8)
+
+
+def _engine_array(value: Buffer) -> Any:
+    """The memory behind a zarr Buffer, as the engine takes it (device array or host buffer)."""
+    arr = value.as_array_like()
+    if hasattr(arr, "__cuda_array_interface__"):
+        return arr
+    try:
+        memoryview(arr)  # type: ignore[arg-type]
+    except TypeError:
+        return value.as_numpy_array()
+    return arr
+
+
+def _check_int(where: str, name: str, v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer):
+        raise TypeError(f"{where}: byte range `{name}` must be an int, got {v!r}")
+    if v < 0:
+        raise ValueError(f"{where}: byte range `{name}` must be >= 0, got {v}")
+    return int(v)
+
+
+def _to_byte_range(byte_range: ByteRequest | None, where: str) -> ByteRange | None:
+    """zarr's ByteRequest -> the engine's ByteRange (validated)."""
+    if byte_range is None:
+        return None
+    if isinstance(byte_range, RangeByteRequest):
+        start = _check_int(where, "start", byte_range.start)
+        end = _check_int(where, "end", byte_range.end)
+        if end < start:
+            raise ValueError(f"{where}: byte range end {end} < start {start} in {byte_range!r}")
+        return ByteRange("range", start, end)
+    if isinstance(byte_range, OffsetByteRequest):
+        return ByteRange("offset", _check_int(where, "offset", byte_range.offset))
+    if isinstance(byte_range, SuffixByteRequest):
+        return ByteRange("suffix", _check_int(where, "suffix", byte_range.suffix))
+    raise TypeError(
+        f"{where}: Unexpected byte_range, got {byte_range!r}; "
+        "use RangeByteRequest, OffsetByteRequest, SuffixByteRequest or None"
+    )
+
+
+# -- blocking work (each async method runs one of these in a thread; sync methods call them) -------
+
+
+def _get(
+    backend: Backend, key: str, prototype: BufferPrototype, byte_range: ByteRange | None
+) -> Buffer | None:
+    try:
+        arr = backend.get(key, _allocator(prototype), byte_range)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    return prototype.buffer.from_array_like(arr)
+
+
+def _plan(
+    spans: list[tuple[int, int, int]], max_gap: int, max_coalesced: int
+) -> list[list[tuple[int, int, int]]]:
+    """Merge ``(index, offset, nbytes)`` spans, sorted by offset, into groups read by one I/O each."""
+    groups: list[list[tuple[int, int, int]]] = []
+    g_start = g_end = 0
+    for span in sorted(spans, key=lambda s: s[1]):
+        _, off, n = span
+        if groups and off - g_end <= max_gap and max(g_end, off + n) - g_start <= max_coalesced:
+            groups[-1].append(span)
+            g_end = max(g_end, off + n)
+            continue
+        groups.append([span])
+        g_start, g_end = off, off + n
+    return groups
+
+
+def _read_ranges(
+    backend: Backend,
+    key: str,
+    prototype: BufferPrototype,
+    ranges: Sequence[ByteRange | None],
+    max_gap: int = _MAX_GAP_BYTES,
+    max_coalesced: int = _MAX_COALESCED_BYTES,
+) -> list[list[tuple[int, Buffer]]] | None:
+    """Read many ranges of one key with few engine reads: one per group of nearby ranges.
+
+    The object is opened once (one size lookup for all offset/suffix ranges and EOF clamping);
+    every group is read into one buffer from the prototype, and each range is returned as a view
+    of it. Returns the groups as ``[(input_index, Buffer), ...]`` lists, or None if ``key`` is absent.
+    """
+    alloc = _allocator(prototype)
+    try:
+        f = backend.open(key, "rb")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    with f:
+        size = f.size
+        spans = [(i, *(r.resolve(size) if r is not None else (0, size))) for i, r in enumerate(ranges)]
+        groups = _plan(spans, max_gap, max_coalesced)
+        pending = []
+        for group in groups:
+            start = group[0][1]
+            nbytes = max(off + n for _, off, n in group) - start
+            buf = alloc(nbytes)
+            pending.append((group, start, nbytes, buf, f.pread(buf, nbytes, start)))
+        out: list[list[tuple[int, Buffer]]] = []
+        for group, start, nbytes, buf, fut in pending:
+            got = fut.result()
+            if got != nbytes:
+                raise OSError(
+                    f"GDSStore.get_ranges(): short read of {key!r}: {got} of {nbytes} bytes at {start}"
+                )
+            out.append(
+                [
+                    (i, prototype.buffer.from_array_like(buf[off - start : off - start + n]))
+                    for i, off, n in group
+                ]
+            )
+    return out
+
+
+def _found(groups: list[list[tuple[int, Buffer]]] | None, key: str) -> list[list[tuple[int, Buffer]]]:
+    """zarr's get_ranges contract: a missing key is a FileNotFoundError inside an exception group."""
+    if groups is None:
+        raise BaseExceptionGroup("chunk read failed", [FileNotFoundError(key)])
+    return groups
+
+
+def _exists(backend: Backend, key: str) -> bool:
+    try:
+        return backend.info(key).type == "file"
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def _getsize(backend: Backend, key: str) -> int:
+    info = backend.info(key)
+    if info.type != "file":
+        raise FileNotFoundError(f"GDSStore.getsize(): {key!r} is a directory, not a key")
+    return info.size
+
+
+def _size_prefix(backend: Backend, prefix: str) -> int:
+    total = 0
+    for key in backend.list(prefix):
+        try:
+            total += backend.size(key)
+        except FileNotFoundError:  # deleted between the listing and the stat
+            pass
+    return total
+
+
+def _is_empty(backend: Backend, prefix: str) -> bool:
+    return next(iter(backend.list(prefix)), None) is None
+
+
+def _put(backend: Backend, key: str, value: Buffer, exclusive: bool) -> None:
+    try:
+        backend.put(key, _engine_array(value), exclusive=exclusive)
+    except FileExistsError:
+        if not exclusive:
+            raise
+
+
+def _dir_prefix(prefix: str) -> str:
+    return prefix if prefix == "" or prefix.endswith("/") else prefix + "/"
+
+
+class GDSStore(Store):
+    """A Zarr v3 store that moves chunks through gdsstore's engine (cuFile / POSIX / remote).
+
+    Args:
+        root: a local directory, a ``file://`` URL, or a remote root (``s3://bucket/prefix``,
+            ``http(s)://host/path``, ``webhdfs://host/path``).
+        read_only: refuse writes and deletes.
+        storage_options: transport options for remote roots (credentials, ``endpoint_url``...).
+
+    Attributes:
+        backend: the :class:`~gdsstore.engine.backend.Backend` that does the I/O (public: batched
+            readers such as gdsstore's GPU pipeline read chunks through it directly).
+        root: the local directory (absolute path) or the remote root URL.
+
+    Examples:
+        >>> import tempfile, numpy as np, zarr, gdsstore
+        >>> store = gdsstore.GDSStore(tempfile.mkdtemp())
+        >>> z = zarr.create_array(store, shape=(4,), chunks=(2,), dtype="i4")
+        >>> z[:] = np.arange(4)
+        >>> zarr.open_array(store, mode="r")[:].tolist()
+        [0, 1, 2, 3]
+    """
+
+    backend: Backend
+    root: str
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        read_only: bool = False,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(read_only=read_only)
+        if not isinstance(root, str | os.PathLike):
+            raise TypeError(
+                f"GDSStore(): `root` must be a str, os.PathLike or URL, got {type(root).__name__}"
+            )
+        if storage_options is not None and not isinstance(storage_options, dict):
+            raise TypeError(
+                f"GDSStore(): `storage_options` must be a dict or None, got {type(storage_options).__name__}"
+            )
+        self._root_arg = os.fspath(root)
+        self._storage_options = dict(storage_options or {})
+        self._attach(backend_for(self._root_arg, self._storage_options))
+        # Pickles carry the absolute root: a worker with another working directory opens the same data.
+        self._root_arg = self.root
+
+    def _attach(self, backend: Backend) -> None:
+        self.backend = backend
+        # Local roots: the absolute directory; remote roots: the URL as given.
+        self.root = getattr(backend, "root", None) or self._root_arg
+
+    # -- identity ------------------------------------------------------------------------------------
+
+    def with_read_only(self, read_only: bool = False) -> Self:
+        # docstring inherited
+        new = type(self).__new__(type(self))
+        Store.__init__(new, read_only=read_only)
+        new._root_arg = self._root_arg
+        new._storage_options = dict(self._storage_options)
+        new._attach(self.backend)  # share the backend (and its connection pools)
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, GDSStore)
+            and self.backend.url == other.backend.url
+            and self._storage_options == other._storage_options
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable (open state), like zarr's LocalStore
+
+    def __str__(self) -> str:
+        return self.backend.url
+
+    def __repr__(self) -> str:
+        return f"GDSStore('{self}')"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The backend is rebuilt on unpickling: remote backends hold connection pools and locks.
+        state = self.__dict__.copy()
+        del state["backend"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._attach(backend_for(self._root_arg, self._storage_options))
+
+    # -- capabilities --------------------------------------------------------------------------------
+
+    @property
+    def supports_writes(self) -> bool:
+        return self.backend.writable
+
+    @property
+    def supports_deletes(self) -> bool:
+        return self.backend.writable
+
+    @property
+    def supports_listing(self) -> bool:
+        return self.backend.listable
+
+    def _check_writes(self, where: str) -> None:
+        self._check_writable()
+        if not self.backend.writable:
+            raise NotImplementedError(f"{where}: {self} does not support writes or deletes")
+
+    def _check_listing(self, where: str) -> None:
+        if not self.backend.listable:
+            raise NotImplementedError(f"{where}: {self} does not support listing")
+
+    # -- open ----------------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        root: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        storage_options: dict[str, Any] | None = None,
+        mode: AccessModeLiteral | None = None,
+    ) -> Self:
+        """Create and open the store (``mode`` as in zarr's ``LocalStore.open``)."""
+        creating_read_only = mode in ("r", "r+") if mode is not None else read_only
+        store = cls(root, read_only=creating_read_only, storage_options=storage_options)
+        await store._open()
+        if creating_read_only != read_only:
+            store = store.with_read_only(read_only)
+            await store._open()
+        return store
+
+    def _prepare(self) -> None:
+        # A writable local root is created on open, as zarr's LocalStore does.
+        if not self.read_only and self.backend.writable:
+            self.backend.mkdir("")
+
+    async def _open(self) -> None:
+        if self._is_open:
+            raise ValueError("store is already open")
+        await asyncio.to_thread(self._prepare)
+        await super()._open()
+
+    async def _ensure_open(self) -> None:
+        # Concurrent lazy opens may all get here; preparing twice is harmless, Store._open is not.
+        if not self._is_open:
+            await asyncio.to_thread(self._prepare)
+            self._is_open = True
+
+    def _ensure_open_sync(self) -> None:
+        if not self._is_open:
+            self._prepare()
+            self._is_open = True
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    async def get(
+        self,
+        key: str,
+        prototype: BufferPrototype | None = None,
+        byte_range: ByteRequest | None = None,
+    ) -> Buffer | None:
+        # docstring inherited
+        check_key(key, "GDSStore.get()")
+        br = _to_byte_range(byte_range, "GDSStore.get()")
+        await self._ensure_open()
+        return await asyncio.to_thread(_get, self.backend, key, prototype or default_buffer_prototype(), br)
+
+    def get_sync(
+        self,
+        key: str,
+        *,
+        prototype: BufferPrototype | None = None,
+        byte_range: ByteRequest | None = None,
+    ) -> Buffer | None:
+        """Blocking :meth:`get` (zarr's sync codec pipeline reads through it)."""
+        check_key(key, "GDSStore.get_sync()")
+        br = _to_byte_range(byte_range, "GDSStore.get_sync()")
+        self._ensure_open_sync()
+        return _get(self.backend, key, prototype or default_buffer_prototype(), br)
+
+    async def get_partial_values(
+        self,
+        prototype: BufferPrototype,
+        key_ranges: Iterable[tuple[str, ByteRequest | None]],
+    ) -> list[Buffer | None]:
+        # docstring inherited
+        where = "GDSStore.get_partial_values()"
+        requests = list(key_ranges)  # a one-shot iterable is fine: read it exactly once
+        by_key: dict[str, list[tuple[int, ByteRange | None]]] = defaultdict(list)
+        for i, (key, byte_range) in enumerate(requests):
+            check_key(key, where)
+            by_key[key].append((i, _to_byte_range(byte_range, where)))
+        out: list[Buffer | None] = [None] * len(requests)
+        if not by_key:
+            return out
+        await self._ensure_open()
+
+        async def one(key: str, items: list[tuple[int, ByteRange | None]]) -> None:
+            groups = await asyncio.to_thread(
+                _read_ranges, self.backend, key, prototype, [r for _, r in items]
+            )
+            for group in groups or ():
+                for j, buf in group:
+                    out[items[j][0]] = buf
+
+        await asyncio.gather(*(one(k, items) for k, items in by_key.items()))
+        return out
+
+    async def get_ranges(
+        self,
+        key: str,
+        byte_ranges: Sequence[ByteRequest | None],
+        *,
+        prototype: BufferPrototype,
+        max_concurrency: int = 10,
+        max_gap_bytes: int = _MAX_GAP_BYTES,
+        max_coalesced_bytes: int = _MAX_COALESCED_BYTES,
+    ) -> AsyncIterator[Sequence[tuple[int, Buffer | None]]]:
+        """Read many ranges of ``key``: nearby ranges coalesce into one engine read each.
+
+        Yields one batch of ``(input_index, Buffer)`` per engine read. A missing key raises a
+        ``BaseExceptionGroup`` holding a FileNotFoundError (zarr's contract).
+        """
+        ranges = self._ranges(key, byte_ranges, "GDSStore.get_ranges()")
+        await self._ensure_open()
+        groups = await asyncio.to_thread(
+            _read_ranges, self.backend, key, prototype, ranges, max_gap_bytes, max_coalesced_bytes
+        )
+        for group in _found(groups, key):
+            yield group
+
+    def get_ranges_sync(
+        self,
+        key: str,
+        byte_ranges: Sequence[ByteRequest | None],
+        *,
+        prototype: BufferPrototype,
+        max_gap_bytes: int = _MAX_GAP_BYTES,
+        max_coalesced_bytes: int = _MAX_COALESCED_BYTES,
+    ) -> Sequence[tuple[int, Buffer | None]]:
+        """Blocking :meth:`get_ranges`, flattened (zarr's sync sharding path reads through it)."""
+        ranges = self._ranges(key, byte_ranges, "GDSStore.get_ranges_sync()")
+        self._ensure_open_sync()
+        groups = _read_ranges(self.backend, key, prototype, ranges, max_gap_bytes, max_coalesced_bytes)
+        return [item for group in _found(groups, key) for item in group]
+
+    @staticmethod
+    def _ranges(key: str, byte_ranges: Sequence[ByteRequest | None], where: str) -> list[ByteRange | None]:
+        check_key(key, where)
+        return [_to_byte_range(r, where) for r in byte_ranges]
+
+    async def exists(self, key: str) -> bool:
+        # docstring inherited
+        check_key(key, "GDSStore.exists()")
+        return await asyncio.to_thread(_exists, self.backend, key)
+
+    async def getsize(self, key: str) -> int:
+        # docstring inherited
+        check_key(key, "GDSStore.getsize()")
+        return await asyncio.to_thread(_getsize, self.backend, key)
+
+    async def getsize_prefix(self, prefix: str) -> int:
+        # docstring inherited
+        check_key(prefix, "GDSStore.getsize_prefix()")
+        self._check_listing("GDSStore.getsize_prefix()")
+        return await asyncio.to_thread(_size_prefix, self.backend, _dir_prefix(prefix))
+
+    # -- writes --------------------------------------------------------------------------------------
+
+    def _check_value(self, value: object, where: str) -> None:
+        if not isinstance(value, Buffer):
+            raise TypeError(
+                f"{where}: `value` must be a Buffer instance. Got an instance of {type(value)} instead."
+            )
+
+    async def set(self, key: str, value: Buffer) -> None:
+        # docstring inherited
+        await self._set(key, value, exclusive=False, where="GDSStore.set()")
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        # docstring inherited
+        await self._set(key, value, exclusive=True, where="GDSStore.set_if_not_exists()")
+
+    async def _set(self, key: str, value: Buffer, *, exclusive: bool, where: str) -> None:
+        check_key(key, where)
+        await self._ensure_open()
+        self._check_writes(where)
+        self._check_value(value, where)
+        await asyncio.to_thread(_put, self.backend, key, value, exclusive)
+
+    def set_sync(self, key: str, value: Buffer) -> None:
+        """Blocking :meth:`set`."""
+        where = "GDSStore.set_sync()"
+        check_key(key, where)
+        self._ensure_open_sync()
+        self._check_writes(where)
+        self._check_value(value, where)
+        _put(self.backend, key, value, False)
+
+    async def delete(self, key: str) -> None:
+        # docstring inherited
+        check_key(key, "GDSStore.delete()")
+        self._check_writes("GDSStore.delete()")
+        await asyncio.to_thread(self.backend.delete, key)
+
+    def delete_sync(self, key: str) -> None:
+        """Blocking :meth:`delete`."""
+        check_key(key, "GDSStore.delete_sync()")
+        self._ensure_open_sync()
+        self._check_writes("GDSStore.delete_sync()")
+        self.backend.delete(key)
+
+    async def delete_dir(self, prefix: str) -> None:
+        # docstring inherited
+        check_key(prefix, "GDSStore.delete_dir()")
+        self._check_writes("GDSStore.delete_dir()")
+        self._check_listing("GDSStore.delete_dir()")
+        await asyncio.to_thread(self.backend.delete_prefix, _dir_prefix(prefix))
+
+    async def clear(self) -> None:
+        # docstring inherited
+        await self.delete_dir("")
+
+    # -- listing -------------------------------------------------------------------------------------
+
+    async def _listed(self, fn: Callable[[str], Iterable[str]], prefix: str, where: str) -> list[str]:
+        check_key(prefix, where)
+        self._check_listing(where)
+        return await asyncio.to_thread(lambda: list(fn(prefix)))
+
+    async def list(self) -> AsyncIterator[str]:
+        # docstring inherited
+        for key in await self._listed(self.backend.list, "", "GDSStore.list()"):
+            yield key
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        # docstring inherited
+        for key in await self._listed(self.backend.list, prefix, "GDSStore.list_prefix()"):
+            yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        # docstring inherited
+        for name in await self._listed(self.backend.list_dir, prefix, "GDSStore.list_dir()"):
+            yield name
+
+    async def is_empty(self, prefix: str) -> bool:
+        # docstring inherited
+        check_key(prefix, "GDSStore.is_empty()")
+        self._check_listing("GDSStore.is_empty()")
+        return await asyncio.to_thread(_is_empty, self.backend, _dir_prefix(prefix))
