@@ -14,12 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gdsstore._config import config
+
+# doctor is imported eagerly (it needs only the stdlib): a later `import gdsstore.doctor` must not
+# replace the function with the module.
+from gdsstore.doctor import doctor
 from gdsstore.engine import open
 from gdsstore.policy import CuFileRequiredError
 from gdsstore.trace import Trace
-
-# Eager: importing the gdsstore.doctor module later must not shadow the function (stdlib-only imports).
-from gdsstore.doctor import doctor
 
 if TYPE_CHECKING:
     from gdsstore.adapters.zarr_store import GDSStore
