@@ -1,0 +1,306 @@
+"""nvCOMP access: which chunk formats decode on the GPU, the reason when they do not, and batched calls.
+
+nvCOMP (optional extra ``gdsstore[nvcomp]``, module ``nvidia.nvcomp``) is imported on first use only.
+Formats and their compatibility with numcodecs (what plain zarr writes and reads):
+
+- ``zstd``: numcodecs writes standard zstd frames; nvCOMP's RAW zstd reads them and writes frames that
+  numcodecs reads (mutually readable, measured).
+- ``gzip``: a gzip member is a 10+ byte header, a raw deflate stream and an 8-byte trailer (CRC-32,
+  size). The GPU decodes the deflate stream with nvCOMP's RAW Deflate after the header is parsed on
+  the host; writing stays on the CPU (the trailer needs a CRC-32 of the data, and numcodecs' gzip is
+  what other readers expect byte for byte).
+- ``lz4`` (numcodecs): a 4-byte little-endian size, then one raw LZ4 block: nvCOMP's RAW LZ4 both ways.
+- ``blosc``: blosc's own framing (blocks, shuffle, per-block codecs): no nvCOMP decoder, CPU only.
+
+Example:
+    >>> from gdsstore.gpu import nvcomp
+    >>> nvcomp.decide_codec("zstd", device=False).route
+    'cpu-codec'
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from gdsstore.engine import cuda
+from gdsstore.policy import Decision
+
+__all__ = [
+    "GPU_DECODABLE",
+    "GPU_ENCODABLE",
+    "Frame",
+    "decide_codec",
+    "decode_batch",
+    "decode_batch_into",
+    "encode_batch",
+    "frame_of",
+    "nvcomp_or_none",
+    "nvcomp_reason",
+]
+
+#: Chunk formats that nvCOMP can decode bit-compatibly with numcodecs.
+GPU_DECODABLE = frozenset({"zstd", "gzip", "lz4"})
+#: Formats that the GPU also writes (gzip writes on the CPU: see the module docstring).
+GPU_ENCODABLE = frozenset({"zstd", "lz4"})
+
+# nvCOMP's algorithm name for each chunk format.
+_ALGORITHM = {"zstd": "zstd", "gzip": "deflate", "lz4": "lz4"}
+
+_CPU_ONLY_REASON = {
+    "blosc": "blosc framing (blocks, shuffle) has no nvCOMP decoder",
+}
+
+
+@functools.cache
+def _import_nvcomp() -> tuple[Any, str]:
+    try:
+        from nvidia import nvcomp
+    except Exception as exc:  # ImportError, or the shared library failing to load
+        return None, f"nvCOMP not available ({type(exc).__name__}: {exc}); pip install gdsstore[nvcomp]"
+    return nvcomp, f"nvCOMP {getattr(nvcomp, '__version__', '?')}"
+
+
+def nvcomp_or_none() -> Any:
+    """The ``nvidia.nvcomp`` module, or ``None`` when it is not installed or cannot load."""
+    return _import_nvcomp()[0]
+
+
+def nvcomp_reason() -> str:
+    """Why nvCOMP is (not) usable, in words for the trace."""
+    return _import_nvcomp()[1]
+
+
+def decide_codec(fmt: str, *, device: bool, encode: bool = False) -> Decision:
+    """Route of one decode (or encode) of chunks in format ``fmt``: ``gpu-decode`` or ``cpu-codec``.
+
+    Args:
+        fmt: ``"zstd"``, ``"gzip"``, ``"lz4"``, ``"blosc"``, ...
+        device: the chunk bytes are (or are to be) in device memory.
+        encode: decide for a write instead of a read.
+
+    Returns:
+        ``Decision("gpu-decode" | "gpu-encode" | "cpu-codec", reason)``.
+    """
+    gpu_route = "gpu-encode" if encode else "gpu-decode"
+    if not device:
+        return Decision("cpu-codec", "host buffer")
+    if fmt in _CPU_ONLY_REASON:
+        return Decision("cpu-codec", _CPU_ONLY_REASON[fmt])
+    if fmt not in (GPU_ENCODABLE if encode else GPU_DECODABLE):
+        if encode and fmt == "gzip":
+            return Decision(
+                "cpu-codec", "gzip writes on the CPU (trailer CRC-32; numcodecs-identical output)"
+            )
+        return Decision("cpu-codec", f"no nvCOMP codec for {fmt!r}")
+    if not cuda.gpu_available():
+        return Decision("cpu-codec", "no CUDA GPU (cupy or the driver missing)")
+    if nvcomp_or_none() is None:
+        return Decision("cpu-codec", nvcomp_reason())
+    return Decision(gpu_route, f"nvCOMP batched {_ALGORITHM[fmt]}")
+
+
+# -- framing: where the nvCOMP payload sits inside a numcodecs chunk -------------------------------
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The nvCOMP payload of one stored chunk: ``data[start:stop]`` decodes to ``size`` bytes (``-1``: unknown)."""
+
+    start: int
+    stop: int
+    size: int
+
+
+_GZ_FTEXT, _GZ_FHCRC, _GZ_FEXTRA, _GZ_FNAME, _GZ_FCOMMENT = 1, 2, 4, 8, 16
+
+
+def frame_of(fmt: str, head: Any, total: int) -> Frame:
+    """Locate the nvCOMP payload of a chunk in format ``fmt`` from its first bytes.
+
+    Args:
+        fmt: chunk format.
+        head: the chunk's first bytes (bytes-like or numpy ``uint8``; the whole chunk or its header).
+        total: the chunk's length in bytes.
+
+    Raises:
+        ValueError: the header is not valid for ``fmt`` (then the CPU codec must decode it).
+    """
+    if fmt == "zstd":
+        return Frame(0, total, -1)
+    if fmt == "lz4":
+        if total < 4:
+            raise ValueError(f"frame_of(): lz4 chunk of {total} bytes has no size header")
+        (size,) = struct.unpack_from("<I", head, 0)
+        return Frame(4, total, size)
+    if fmt == "gzip":
+        h = bytes(head[: min(len(head), total)])
+        if len(h) < 10 or h[0] != 0x1F or h[1] != 0x8B or h[2] != 8:
+            raise ValueError("frame_of(): not a gzip member (bad magic or method)")
+        flg = h[3]
+        pos = 10
+        if flg & _GZ_FEXTRA:
+            if len(h) < pos + 2:
+                raise ValueError("frame_of(): gzip FEXTRA header truncated")
+            (xlen,) = struct.unpack_from("<H", h, pos)
+            pos += 2 + xlen
+        for flag in (_GZ_FNAME, _GZ_FCOMMENT):
+            if flg & flag:
+                end = h.find(b"\x00", pos)
+                if end < 0:
+                    raise ValueError("frame_of(): gzip name/comment not terminated in the header bytes given")
+                pos = end + 1
+        if flg & _GZ_FHCRC:
+            pos += 2
+        if total < pos + 8:
+            raise ValueError(f"frame_of(): gzip member of {total} bytes too short")
+        # ISIZE: size mod 2**32; the caller checks it against the expected chunk size.
+        return Frame(pos, total - 8, -1)
+    raise ValueError(f"frame_of(): no nvCOMP framing for format {fmt!r}")
+
+
+def gzip_isize(tail: Any) -> int:
+    """The uncompressed size (mod 2**32) from a gzip member's last 4 bytes."""
+    return int(struct.unpack_from("<I", bytes(tail[-4:]), 0)[0])
+
+
+# -- batched GPU calls ------------------------------------------------------------------------------
+
+_tls = threading.local()
+_ALIGN = 16  # input alignment given to nvCOMP (its strictest format asks for 4 or 8)
+
+
+#: Largest chunk nvCOMP compresses as one RAW stream (its zstd/LZ4 batched limit); larger: CPU.
+MAX_ENCODE_CHUNK = 16 << 20
+
+
+def _codec(fmt: str, chunk: int | None = None) -> Any:
+    # nvCOMP Codec objects are thread-local by contract (mutable scratch state). Encoders are keyed
+    # by chunk size: a RAW stream must be one compressed chunk, or numcodecs would see several frames.
+    codecs: dict[tuple[str, int | None], Any] | None = getattr(_tls, "codecs", None)
+    if codecs is None:
+        codecs = _tls.codecs = {}
+    c = codecs.get((fmt, chunk))
+    if c is None:
+        nv = nvcomp_or_none()
+        assert nv is not None
+        kw: dict[str, Any] = {"algorithm": _ALGORITHM[fmt], "bitstream_kind": nv.BitstreamKind.RAW}
+        if chunk is not None:
+            kw["uncomp_chunk_size"] = chunk
+        c = codecs[(fmt, chunk)] = nv.Codec(**kw)
+    return c
+
+
+def encode_chunk_size(sizes: list[int]) -> int | None:
+    """The nvCOMP chunk size that keeps each input one RAW stream; ``None`` when one is too large."""
+    most = max(sizes, default=1)
+    if most > MAX_ENCODE_CHUNK:
+        return None
+    return max(1 << 16, 1 << (max(most, 1) - 1).bit_length())
+
+
+def _as_batch(nv: Any, arrays: list[Any]) -> Any:
+    return nv.as_arrays(arrays)
+
+
+def decode_batch(fmt: str, srcs: list[Any], sizes: list[int]) -> list[Any]:
+    """Decode device byte arrays (cupy ``uint8``) of one format on the GPU, in one nvCOMP call.
+
+    Args:
+        fmt: ``"zstd"``, ``"gzip"`` (raw deflate payloads) or ``"lz4"`` (raw blocks).
+        srcs: the compressed payloads (already stripped of numcodecs framing).
+        sizes: the expected decoded size of each (``-1``: unknown, take what nvCOMP reports).
+
+    Returns:
+        cupy ``uint8`` arrays (owned copies), one per source.
+
+    Raises:
+        ValueError: a payload decoded to a size other than the expected one.
+    """
+    cp = cuda.cupy_or_none()
+    nv = nvcomp_or_none()
+    assert cp is not None and nv is not None
+    if not srcs:
+        return []
+    codec = _codec(fmt)
+    # nvCOMP wants aligned inputs (Deflate: 4 bytes); gzip/lz4 framing shifts payloads off alignment.
+    srcs = [s.reshape(-1) if int(s.data.ptr) % _ALIGN == 0 else s.reshape(-1).copy() for s in srcs]
+    decoded = codec.decode(_as_batch(nv, srcs), data_type="|u1")
+    out = [cp.array(cp.asarray(decoded[i]), dtype=cp.uint8).reshape(-1) for i in range(len(srcs))]
+    for i, (o, want) in enumerate(zip(out, sizes)):
+        if want >= 0 and o.size != want:
+            raise ValueError(
+                f"nvcomp.decode_batch(): {fmt} chunk {i} decoded to {o.size} bytes, expected {want}"
+            )
+    return out
+
+
+def decode_batch_into(
+    fmt: str,
+    src: Any,
+    src_offsets: list[int],
+    src_sizes: list[int],
+    out: Any,
+    out_offsets: list[int],
+    out_sizes: list[int],
+) -> None:
+    """Decode payloads carved from one device buffer into slots of another, in one nvCOMP call.
+
+    Misaligned payloads (gzip/lz4 framing shifts them by a few bytes) are first packed into an
+    aligned buffer when nvCOMP refuses them.
+
+    Raises:
+        ValueError: a payload decoded to a size other than its slot's.
+    """
+    cp = cuda.cupy_or_none()
+    nv = nvcomp_or_none()
+    assert cp is not None and nv is not None
+    if not src_offsets:
+        return
+    codec = _codec(fmt)
+    outs = nv.as_arrays(out, list(out_offsets), list(out_sizes))
+    base = int(src.data.ptr)
+    if any((base + a) % _ALIGN for a in src_offsets):
+        # nvCOMP refuses unaligned inputs (Deflate: 4 bytes) and gzip/lz4 framing shifts payloads:
+        # pack them into aligned slots with one gather kernel.
+        from gdsstore.gpu.kernels import scatter_blocks
+
+        packed_offsets = []
+        pos = 0
+        for n in src_sizes:
+            packed_offsets.append(pos)
+            pos += (n + 63) // 64 * 64
+        packed = cp.empty(max(pos, 1), dtype=cp.uint8)
+        p0 = int(packed.data.ptr)
+        scatter_blocks(
+            [(base + a, p0 + b, (n,), (1,), (1,)) for a, b, n in zip(src_offsets, packed_offsets, src_sizes)],
+            1,
+            b"\0",
+        )
+        cp.cuda.get_current_stream().synchronize()
+        src, src_offsets = packed, packed_offsets
+    res = codec.decode(nv.as_arrays(src, list(src_offsets), list(src_sizes)), out=outs)
+    got = list(res.buffer_sizes)
+    for i, (g, want) in enumerate(zip(got, out_sizes)):
+        if int(g) != want:
+            raise ValueError(
+                f"nvcomp.decode_batch_into(): {fmt} chunk {i} decoded to {g} bytes, expected {want}"
+            )
+
+
+def encode_batch(fmt: str, srcs: list[Any]) -> list[Any]:
+    """Encode device byte arrays on the GPU (``zstd`` frames or raw ``lz4`` blocks), one nvCOMP call."""
+    cp = cuda.cupy_or_none()
+    nv = nvcomp_or_none()
+    assert cp is not None and nv is not None
+    if not srcs:
+        return []
+    chunk = encode_chunk_size([int(x.size) for x in srcs])
+    if chunk is None:
+        raise ValueError(f"nvcomp.encode_batch(): a chunk is larger than {MAX_ENCODE_CHUNK} bytes")
+    codec = _codec(fmt, chunk)
+    encoded = codec.encode(_as_batch(nv, [s.reshape(-1) for s in srcs]))
+    return [cp.array(cp.asarray(encoded[i]), dtype=cp.uint8).reshape(-1) for i in range(len(srcs))]
