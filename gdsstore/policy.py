@@ -258,12 +258,16 @@ def needs_cufile_probe(*, device: bool, s: Settings | None = None) -> bool:
 _REMOTE_ROUTES = {"s3": "s3", "http": "http", "https": "http", "webhdfs": "webhdfs", "swebhdfs": "webhdfs"}
 
 
-def decide_remote(*, scheme: str, device: bool, s: Settings | None = None) -> Decision:
-    """Choose the route of one remote read: the transport of ``scheme`` and how bytes land.
+def decide_remote(
+    *, scheme: str, device: bool, op: str = "read", nbytes: int = 0, s: Settings | None = None
+) -> Decision:
+    """Choose the route of one remote read or write: the transport of ``scheme`` and how bytes move.
 
     Args:
         scheme: URL scheme (``s3``, ``http``, ``https``, ``webhdfs``, ``swebhdfs``).
         device: the buffer is device memory.
+        op: ``"read"`` (concurrent ranges) or ``"write"`` (a whole-object upload).
+        nbytes: size of a write (S3 switches to multipart above ``remote.multipart_threshold``).
         s: settings snapshot; read from ``gdsstore.config`` when omitted.
 
     Returns:
@@ -272,11 +276,29 @@ def decide_remote(*, scheme: str, device: bool, s: Settings | None = None) -> De
     Examples:
         >>> decide_remote(scheme="https", device=False).route
         'http'
+        >>> decide_remote(scheme="s3", device=False, op="write", nbytes=1024).reason
+        'single PUT: 1 KiB <= remote.multipart_threshold 64 MiB'
     """
     s = s or settings()
     route = _REMOTE_ROUTES.get(scheme.lower())
     if route is None:
         raise ValueError(f"decide_remote(): unsupported scheme {scheme!r}; use one of {', '.join(_REMOTE_ROUTES)}")
+    if op == "write":
+        src = "device buffer copied to host, " if device else ""
+        if route == "webhdfs":
+            return Decision(route, f"{src}CREATE via the datanode")
+        if nbytes > s.remote_multipart_threshold:
+            parts = -(-nbytes // s.remote_multipart_chunksize)
+            return Decision(
+                route,
+                f"{src}multipart upload: {fmt_bytes(nbytes)} > remote.multipart_threshold "
+                f"{fmt_bytes(s.remote_multipart_threshold)}, {parts} parts",
+            )
+        return Decision(
+            route, f"{src}single PUT: {fmt_bytes(nbytes)} <= remote.multipart_threshold {fmt_bytes(s.remote_multipart_threshold)}"
+        )
+    if op != "read":
+        raise ValueError(f"decide_remote(): `op` must be 'read' or 'write', got {op!r}")
     plan = f"{fmt_bytes(s.task_size)} ranges, concurrency {s.remote_concurrency}"
     if device:
         # Sockets cannot write into device memory: bodies land in the pinned ring, then async H2D.

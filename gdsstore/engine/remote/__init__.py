@@ -72,12 +72,12 @@ def open_remote(url: str, mode: str = "rb", **storage_options: Any) -> Any:
     scheme = _scheme(url, where)
     check_remote_mode(mode, where)
     if scheme == "s3":
-        from gdsstore.engine.remote.s3 import S3Client, S3Source, parse_s3_url, s3_upload
+        from gdsstore.engine.remote.s3 import S3Source, get_s3_client, parse_s3_url, s3_upload
 
         bucket, key = parse_s3_url(url)
-        client = S3Client(storage_options)
+        client = get_s3_client(storage_options)
         if mode == "wb":
-            return RemoteWriteFile(f"s3://{bucket}/{key}", lambda data: s3_upload(client, bucket, key, data))
+            return RemoteWriteFile(f"s3://{bucket}/{key}", lambda data, dev: s3_upload(client, bucket, key, data, device=dev))
         return RemoteFile(S3Source(client, bucket, key))
     if scheme in ("webhdfs", "swebhdfs"):
         from gdsstore.engine.remote.webhdfs import WebHDFSClient, WebHDFSSource, webhdfs_upload
@@ -85,7 +85,7 @@ def open_remote(url: str, mode: str = "rb", **storage_options: Any) -> Any:
         wc = WebHDFSClient(url, storage_options)
         path = urlsplit(url).path or "/"
         if mode == "wb":
-            return RemoteWriteFile(wc.display(path), lambda data: webhdfs_upload(wc, path, data))
+            return RemoteWriteFile(wc.display(path), lambda data, dev: webhdfs_upload(wc, path, data, device=dev))
         return RemoteFile(WebHDFSSource(wc, path))
     from gdsstore.engine.remote.http import HTTPSource, get_client
 

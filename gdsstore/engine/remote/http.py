@@ -1,0 +1,415 @@
+"""The HTTP(S) transport: a pooled, thread-safe client whose bodies are read in place.
+
+urllib3's ``PoolManager`` gives connection pooling, TLS (verified by default) and timeouts; bodies are
+read through the underlying ``http.client.HTTPResponse.readinto`` because it is about 3x faster than
+urllib3's own ``readinto`` (loopback, 16 threads, 16 MiB ranges: 11.9 vs 4.0 GB/s). The S3 (presigned
+GETs) and WebHDFS transports use the same client.
+
+Storage options for ``http(s)://`` URLs:
+
+- ``headers``: extra request headers (``Authorization``, cookies...); never shown anywhere.
+- ``verify``: ``True`` (default), ``False``, or a CA bundle path.
+- ``cert``: a client certificate path, or ``(cert, key)``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from gdsstore import policy
+from gdsstore.engine.backend import Backend, ByteRange, ObjectInfo, check_key
+from gdsstore.engine.remote.reader import (
+    Body,
+    FirstRange,
+    NoBody,
+    RangeRequest,
+    check_first_response,
+    check_range_response,
+    get_object,
+    parse_content_range,
+)
+from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
+from gdsstore.engine.remote.secrets import Scrubber, redact_url
+
+__all__ = ["HTTPBackend", "HTTPBody", "HTTPClient", "HTTPSource", "drop", "get_client", "raise_for_status"]
+
+_PRESIGNED_PARAMS = ("x-amz-signature", "signature", "sig", "x-goog-signature")
+_REDIRECTS = (301, 302, 303, 307, 308)
+_MAX_REDIRECTS = 5
+_CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+
+
+class HTTPClient:
+    """A pooled HTTP(S) client shared by threads; timeouts come from the settings at each request."""
+
+    def __init__(self, *, verify: bool | str = True, cert: str | tuple[str, str] | None = None,
+                 maxsize: int = 16) -> None:
+        import urllib3
+
+        kw: dict[str, Any] = {"num_pools": 32, "maxsize": maxsize, "block": False, "retries": False}
+        if verify is False:
+            kw["cert_reqs"] = "CERT_NONE"
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        else:
+            kw["cert_reqs"] = "CERT_REQUIRED"
+            if isinstance(verify, str):
+                kw["ca_certs"] = verify
+        if isinstance(cert, tuple):
+            kw["cert_file"], kw["key_file"] = cert
+        elif cert:
+            kw["cert_file"] = cert
+        self._pool = urllib3.PoolManager(**kw)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        body: Any = None,
+        scrub: Scrubber | None = None,
+    ) -> Any:
+        """Send one request (no redirects, no retries: callers decide); returns the unread response.
+
+        Connection failures and timeouts become :class:`TransientError` with a scrubbed message.
+        """
+        import urllib3
+
+        s = policy.settings()
+        timeout = urllib3.Timeout(connect=s.remote_connect_timeout, read=s.remote_timeout)
+        try:
+            return self._pool.request(
+                method, url, headers=dict(headers or {}), body=body, preload_content=False,
+                redirect=False, retries=False, timeout=timeout, decode_content=False,
+            )
+        except Exception as exc:
+            text = (scrub or Scrubber())(f"{type(exc).__name__}: {exc}")
+            if is_transient(exc):
+                raise TransientError(f"{method} {redact_url(url)}: {text}") from None
+            raise RemoteIOError(f"{method} {redact_url(url)}: {text}") from None
+
+    def clear(self) -> None:
+        self._pool.clear()
+
+
+_clients: dict[tuple[Any, ...], HTTPClient] = {}
+_clients_lock = threading.Lock()
+
+
+def get_client(verify: bool | str = True, cert: str | tuple[str, str] | None = None) -> HTTPClient:
+    """The process-wide client for these TLS settings (one pool of connections per host)."""
+    s = policy.settings()
+    key = (verify, cert, s.remote_concurrency)
+    with _clients_lock:
+        c = _clients.get(key)
+        if c is None:
+            # Twice the workers: a worker may hold a connection while its next request starts.
+            c = _clients[key] = HTTPClient(verify=verify, cert=cert, maxsize=2 * s.remote_concurrency)
+        return c
+
+
+class HTTPBody:
+    """A response body read through http.client's ``readinto`` (no urllib3 layer in the hot loop)."""
+
+    __slots__ = ("_expected", "_fp", "_read", "_resp", "_what")
+
+    def __init__(self, resp: Any, expected: int, what: str) -> None:
+        self._resp = resp
+        fp = getattr(resp, "_fp", None)
+        # urllib3 2.x wraps an http.client.HTTPResponse; fall back to urllib3's readinto otherwise.
+        self._fp = fp if isinstance(fp, http.client.HTTPResponse) else resp
+        self._expected = expected
+        self._what = what  # the request, for messages (no secrets)
+        self._read = 0
+
+    def readinto(self, dst: memoryview) -> int:
+        try:
+            n = self._fp.readinto(dst)
+        except (http.client.IncompleteRead, OSError) as exc:
+            raise TransientError(
+                f"{self._what}: body read failed after {self._read} bytes: {type(exc).__name__}"
+            ) from None
+        self._read += n
+        return int(n)
+
+    def finish(self) -> None:
+        if self._read != self._expected:
+            raise RemoteIOError(f"{self._what}: body: read {self._read} bytes, expected {self._expected}")
+        fp = self._fp
+        # No declared length: the body must end exactly here.
+        unbounded = getattr(fp, "length", 0) is None or getattr(fp, "chunked", False)
+        if unbounded and fp.read(1):
+            self.abort()
+            raise RemoteIOError(f"{self._what}: body longer than the {self._expected} bytes asked for")
+        self._resp.release_conn()
+
+    def abort(self) -> None:
+        # A half-read connection must never go back to the pool: the next response would be garbage.
+        try:
+            self._resp.close()
+        finally:
+            self._resp.release_conn()
+
+
+def _error_detail(resp: Any) -> str:
+    """A short, secret-free detail of an error response: S3's ``<Code>`` or Hadoop's exception name."""
+    try:
+        data = resp.read(65536, decode_content=False) or b""
+    except Exception:
+        return ""
+    text = data.decode("utf-8", "replace")
+    m = re.search(r"<Code>([A-Za-z0-9.]+)</Code>", text)
+    if m:
+        return m.group(1)
+    try:
+        doc = json.loads(text)
+        exc = doc.get("RemoteException", {})
+        return str(exc.get("exception", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "NotFound", "FileNotFoundException"})
+
+
+def raise_for_status(resp: Any, what: str, retry: RetryPolicy | None = None) -> None:
+    """Map an error response to an exception (and drop its connection); no-op for 2xx/3xx.
+
+    404 → FileNotFoundError, 401/403 → PermissionError, a ``remote.retry_status`` code →
+    TransientError (retried), anything else → RemoteIOError. Messages name the code, never secrets.
+    """
+    status = int(resp.status)
+    if status < 400:
+        return
+    detail = _error_detail(resp)
+    drop(resp)
+    label = f"{what}: HTTP {status}" + (f" ({detail})" if detail else "")
+    if status == 404 or detail in _NOT_FOUND_CODES:
+        raise FileNotFoundError(f"{label}: no such object")
+    if status in (401, 403):
+        raise PermissionError(f"{label}: access denied")
+    if (retry or RetryPolicy.from_settings()).retryable_status(status):
+        raise TransientError(label)
+    raise RemoteIOError(label)
+
+
+def drop(resp: Any) -> None:
+    """Close a response we will not read to the end, so its connection is not reused half-read."""
+    resp.close()
+    resp.release_conn()
+
+
+def _verified[T](resp: Any, what: str, check: Callable[[], T]) -> T:
+    """Run ``check`` on a 200/206 response (dropping it on failure); map any other status to errors."""
+    if resp.status not in (200, 206):
+        raise_for_status(resp, what)
+        drop(resp)
+        raise RemoteIOError(f"{what}: unexpected status {resp.status}")
+    try:
+        return check()
+    except BaseException:
+        drop(resp)
+        raise
+
+
+def is_presigned(url: str) -> bool:
+    """Whether ``url`` carries a query signature (it then allows only the signed method, GET)."""
+    q = urlsplit(url).query.lower()
+    return any(f"{p}=" in q for p in _PRESIGNED_PARAMS)
+
+
+class HTTPSource:
+    """One object behind an HTTP(S) URL (a :class:`~gdsstore.engine.remote.reader.RangeSource`)."""
+
+    route = "http"
+
+    def __init__(self, url: str, client: HTTPClient, headers: Mapping[str, str] | None = None,
+                 scrub: Scrubber | None = None, *, scheme: str | None = None, route: str | None = None) -> None:
+        self._url = url
+        self._client = client
+        self._headers = {**(headers or {}), "Accept-Encoding": "identity"}
+        self._scrub = scrub or Scrubber()
+        self._scrub.add_url(url)
+        for v in (headers or {}).values():
+            self._scrub.add(str(v))
+        self.url = redact_url(url)
+        self.scheme = scheme or urlsplit(url).scheme
+        if route:
+            self.route = route
+        self._etag: str | None = None
+
+    def __repr__(self) -> str:
+        return f"HTTPSource({self.url!r})"
+
+    def _get(self, req: RangeRequest) -> Any:
+        h = dict(self._headers)
+        h["Range"] = req.header
+        if self._etag:
+            h["If-Match"] = self._etag  # a replaced object answers 412 instead of mixing versions
+        return self._client.request("GET", self._url, headers=h, scrub=self._scrub)
+
+    def stat(self) -> int:
+        """The object's size: HEAD, or ``GET bytes=0-0`` where HEAD is not allowed; follows redirects
+        (the ranges then go to the final URL; credentials headers are dropped across origins)."""
+        for _ in range(_MAX_REDIRECTS + 1):
+            size = self._stat_once()
+            if size is not None:
+                return size
+        raise RemoteIOError(f"HEAD {self.url}: more than {_MAX_REDIRECTS} redirects")
+
+    def _follow(self, resp: Any, what: str) -> None:
+        loc = resp.headers.get("Location")
+        drop(resp)
+        if not loc:
+            raise RemoteIOError(f"{what}: redirect ({resp.status}) without a Location")
+        new = urljoin(self._url, loc)
+        old, nxt = urlsplit(self._url), urlsplit(new)
+        if nxt.scheme not in ("http", "https"):
+            raise RemoteIOError(f"{what}: redirect to a non-HTTP URL {redact_url(new)!r}")
+        if (old.scheme, old.netloc) != (nxt.scheme, nxt.netloc):
+            # Never hand the user's credentials to another origin (as browsers and requests do).
+            self._headers = {k: v for k, v in self._headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
+        self._scrub.add_url(new)
+        self._url = new
+
+    def _stat_once(self) -> int | None:
+        what = f"HEAD {self.url}"
+        if not is_presigned(self._url):
+            resp = self._client.request("HEAD", self._url, headers=self._headers, scrub=self._scrub)
+            if resp.status in _REDIRECTS:
+                self._follow(resp, what)
+                return None
+            if resp.status == 200 and resp.headers.get("Content-Length") is not None:
+                self._remember_etag(resp.headers)
+                resp.release_conn()
+                return int(resp.headers["Content-Length"])
+            if resp.status not in (403, 405, 501, 200):
+                raise_for_status(resp, what)
+            drop(resp)
+        # Presigned URLs sign GET only, and some servers refuse HEAD: ask for the first byte instead.
+        what = f"GET {self.url} bytes=0-0"
+        resp = self._get(RangeRequest(0, 1))
+        if resp.status in _REDIRECTS:
+            self._follow(resp, what)
+            return None
+        try:
+            if resp.status == 416:
+                cr = resp.headers.get("Content-Range", "")
+                if cr.strip().endswith("/0"):
+                    return 0  # empty object: no byte 0 to send
+            raise_for_status(resp, what)
+            if resp.status == 206:
+                try:
+                    _, _, total = parse_content_range(resp.headers.get("Content-Range", ""))
+                except ValueError as exc:
+                    raise RemoteIOError(f"{what}: {exc}") from None
+                if total is None:
+                    raise RemoteIOError(f"{what}: server does not tell the object's size (Content-Range */*)")
+                self._remember_etag(resp.headers)
+                return total
+            if resp.status == 200 and resp.headers.get("Content-Length") is not None:
+                return int(resp.headers["Content-Length"])
+            raise RemoteIOError(f"{what}: cannot tell the object's size (status {resp.status}, no length)")
+        finally:
+            drop(resp)
+
+    def _remember_etag(self, headers: Mapping[str, str]) -> None:
+        self.pin_etag(headers.get("ETag"))
+
+    def pin_etag(self, etag: str | None) -> None:
+        """Send ``If-Match: etag`` with every range: a replaced object then fails instead of mixing."""
+        if etag and not etag.startswith("W/"):  # weak tags never match under If-Match
+            self._etag = etag
+
+    def open_first(self, nbytes: int) -> FirstRange:
+        """``GET bytes=0-(nbytes-1)`` before the size is known; follows redirects like :meth:`stat`."""
+        what = f"GET {self.url} bytes=0-{nbytes - 1}"
+        for _ in range(_MAX_REDIRECTS + 1):
+            resp = self._get(RangeRequest(0, nbytes))
+            if resp.status not in _REDIRECTS:
+                break
+            self._follow(resp, what)
+        else:
+            raise RemoteIOError(f"{what}: more than {_MAX_REDIRECTS} redirects")
+        if resp.status == 416:
+            # An empty object has no byte 0; without "bytes */0" (S3 omits it) the caller stats first.
+            empty = resp.headers.get("Content-Range", "").strip().endswith("/0")
+            drop(resp)
+            return FirstRange(NoBody(), 0, 0 if empty else None)
+        n, total = _verified(resp, what, lambda: check_first_response(resp.status, resp.headers, nbytes, what))
+        self._remember_etag(resp.headers)
+        return FirstRange(HTTPBody(resp, n, what), n, total)
+
+    def open_range(self, req: RangeRequest, size: int) -> Body:
+        what = f"GET {self.url} {req.header}"
+        resp = self._get(req)
+        if resp.status == 412:
+            drop(resp)
+            raise RemoteIOError(f"{what}: the object changed while it was being read (ETag no longer matches)")
+        _verified(resp, what, lambda: check_range_response(resp.status, resp.headers, req, size, what))
+        return HTTPBody(resp, req.nbytes, what)
+
+
+class HTTPBackend(Backend):
+    """Read-only objects under an HTTP(S) root (a web server: no listing, no writes)."""
+
+    writable = False
+    listable = False
+
+    def __init__(self, root: str, *, headers: Mapping[str, str] | None = None, verify: bool | str = True,
+                 cert: str | tuple[str, str] | None = None) -> None:
+        parts = urlsplit(root)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"HTTPBackend(): not an http(s) URL: {redact_url(root)!r}")
+        self._root = root.rstrip("/")
+        self._headers = dict(headers or {})
+        self._client = get_client(verify, cert)
+
+    @property
+    def url(self) -> str:
+        return redact_url(self._root)
+
+    def _key_url(self, key: str, where: str) -> str:
+        check_key(key, where)
+        parts = urlsplit(self._root)
+        path = parts.path.rstrip("/") + "/" + key
+        return parts._replace(path=path).geturl()
+
+    def source(self, key: str, where: str) -> HTTPSource:
+        return HTTPSource(self._key_url(key, where), self._client, self._headers)
+
+    def open(self, key: str, mode: str = "rb") -> Any:
+        from gdsstore.engine.remote.reader import RemoteFile
+
+        if mode != "rb":
+            raise PermissionError(f"HTTPBackend.open(): {self.url} is read-only; mode {mode!r} needs a writable backend")
+        return RemoteFile(self.source(key, "HTTPBackend.open()"))
+
+    def info(self, key: str) -> ObjectInfo:
+        src = self.source(key, "HTTPBackend.info()")
+        size = RetryPolicy.from_settings().call(src.stat, f"HEAD {src.url}")
+        return ObjectInfo(key, size)
+
+    def get(self, key: str, alloc: Any, byte_range: ByteRange | None = None) -> Any:
+        # docstring inherited
+        if byte_range is None:
+            return get_object(self.source(key, "HTTPBackend.get()"), alloc)  # one round trip for small objects
+        return super().get(key, alloc, byte_range)
+
+    def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
+        raise PermissionError(f"HTTPBackend.put(): {self.url} is read-only (key {key!r})")
+
+    def delete(self, key: str) -> None:
+        raise PermissionError(f"HTTPBackend.delete(): {self.url} is read-only (key {key!r})")
+
+    def list(self, prefix: str = "") -> Any:
+        raise NotImplementedError(f"HTTPBackend.list(): a web server cannot list {self.url} (listable=False)")
+
+    def list_dir(self, prefix: str = "") -> Any:
+        raise NotImplementedError(f"HTTPBackend.list_dir(): a web server cannot list {self.url} (listable=False)")

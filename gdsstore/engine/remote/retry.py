@@ -1,0 +1,118 @@
+"""The remote retry policy, in one place: which failures are retried, how long to wait, when to stop.
+
+Retried: timeouts, refused/reset/aborted connections, truncated bodies and responses whose status is
+in ``remote.retry_status``. Not retried: anything that will fail the same way again (404, 403, a
+server that ignores ``Range``, a bad URL). Waits grow exponentially from ``remote.backoff_base`` up
+to ``remote.backoff_max`` with "full jitter" (a uniform draw in ``[0, cap]``), so many clients that
+failed together do not retry together.
+
+Examples:
+    >>> from gdsstore.engine.remote.retry import RetryPolicy, TransientError
+    >>> p = RetryPolicy(max_attempts=3, retry_status=(503,), backoff_base=0.0, backoff_max=0.0)
+    >>> calls = []
+    >>> def flaky() -> str:
+    ...     calls.append(1)
+    ...     if len(calls) < 3:
+    ...         raise TransientError("503 Service Unavailable")
+    ...     return "ok"
+    >>> p.call(flaky, "GET x")
+    'ok'
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from gdsstore import policy
+
+__all__ = ["RemoteIOError", "RetryPolicy", "TransientError", "is_transient"]
+
+log = logging.getLogger("gdsstore.remote")
+
+T = TypeVar("T")
+
+
+class RemoteIOError(OSError):
+    """A remote operation failed for good (after retries, or for a reason retries cannot fix)."""
+
+
+class TransientError(OSError):
+    """A failure worth retrying: retryable status, truncated body, reset connection."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure that a later attempt may not hit."""
+    if isinstance(exc, TransientError):
+        return True
+    if isinstance(exc, socket.timeout | TimeoutError | ConnectionError):
+        return True  # ConnectionError covers refused, reset, aborted and broken pipe
+    try:
+        import http.client
+
+        import urllib3.exceptions as ue
+    except ImportError:  # pragma: no cover - urllib3 is a dependency
+        return False
+    if isinstance(exc, http.client.IncompleteRead | http.client.RemoteDisconnected | http.client.BadStatusLine):
+        return True
+    if isinstance(exc, ue.SSLError):
+        return False  # a certificate problem does not heal on its own
+    return isinstance(exc, ue.TimeoutError | ue.ProtocolError | ue.NewConnectionError | ue.MaxRetryError)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Attempts, retryable statuses and backoff for one remote operation."""
+
+    max_attempts: int
+    retry_status: tuple[int, ...]
+    backoff_base: float
+    backoff_max: float
+
+    @classmethod
+    def from_settings(cls, s: policy.Settings | None = None) -> RetryPolicy:
+        """The policy in force (``remote.*`` settings, validated by :func:`gdsstore.policy.settings`)."""
+        s = s or policy.settings()
+        return cls(s.remote_max_attempts, s.remote_retry_status, s.remote_backoff_base, s.remote_backoff_max)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before attempt ``attempt + 1`` (``attempt`` counts from 1): full jitter."""
+        cap = min(self.backoff_max, self.backoff_base * (2 ** (attempt - 1)))
+        return random.uniform(0.0, cap) if cap > 0 else 0.0
+
+    def retryable_status(self, status: int) -> bool:
+        return status in self.retry_status
+
+    def call(self, fn: Callable[[], T], what: str) -> T:
+        """Run ``fn`` until it succeeds, fails permanently, or ``max_attempts`` are used up.
+
+        Args:
+            fn: one attempt; raises a transient exception (see :func:`is_transient`) to ask for another.
+            what: the operation for messages, e.g. ``"GET https://host/x bytes=0-99"`` (no secrets).
+
+        Raises:
+            RemoteIOError: the last transient failure, once the attempts are used up.
+            Exception: any non-transient exception of ``fn``, at once.
+        """
+        attempt = 1
+        while True:
+            try:
+                return fn()
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                if attempt >= self.max_attempts:
+                    raise RemoteIOError(
+                        f"{what}: failed after {attempt} attempt(s) (remote.max_attempts={self.max_attempts}): "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                wait = self.delay(attempt)
+                log.debug("%s: attempt %d failed (%s: %s); retrying in %.3f s", what, attempt,
+                          type(exc).__name__, exc, wait)
+                time.sleep(wait)
+                attempt += 1

@@ -1,0 +1,142 @@
+"""Remote writes: a file object that buffers what is written (host or device memory) and uploads
+the whole object on close, as S3 and WebHDFS publish whole objects, not byte ranges. Device
+buffers are copied to the host buffer as they are written.
+
+A ``with`` block that raises uploads nothing: a failed writer never publishes a partial object.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from gdsstore.engine.buffers import IOBuffer, as_io_buffer
+from gdsstore.engine.pool import completed
+
+__all__ = ["RemoteWriteFile", "check_remote_mode", "host_bytes"]
+
+_REMOTE_MODES = ("rb", "wb")
+
+
+def check_remote_mode(mode: str, where: str) -> str:
+    """Remote objects open ``"rb"`` (ranged reads) or ``"wb"`` (buffered, uploaded on close)."""
+    if mode not in _REMOTE_MODES:
+        raise ValueError(
+            f"{where}: unsupported mode {mode!r} for a remote object; use 'rb' or 'wb' "
+            "(objects are replaced whole, not updated in place)"
+        )
+    return mode
+
+
+def host_bytes(b: IOBuffer) -> memoryview:
+    """The bytes of ``b`` in host memory: the buffer itself, or a device → host copy."""
+    if b.host is not None:
+        return b.host
+    out = bytearray(b.nbytes)
+    if b.nbytes:
+        import ctypes
+
+        from gdsstore.engine import cuda
+
+        assert b.device is not None
+        dst = ctypes.addressof(ctypes.c_char.from_buffer(out))
+        cuda.memcpy_dtoh(b.device, dst, b.ptr, b.nbytes)
+    return memoryview(out)
+
+
+class RemoteWriteFile:
+    """A remote object opened ``"wb"``: writes land in a host buffer, ``close()`` uploads it.
+
+    Use :func:`gdsstore.open` rather than constructing this directly::
+
+        with gdsstore.open("s3://bucket/x.bin", "wb") as f:
+            f.write(cupy.arange(10, dtype="u1"))
+    """
+
+    mode = "wb"
+
+    def __init__(self, url: str, upload: Callable[[memoryview, int | None], None]) -> None:
+        self._url = url
+        self._upload = upload
+        self._device: int | None = None  # device of the buffers written, for the trace
+        self._data = bytearray()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def size(self) -> int:
+        """Bytes written so far (the object's size once closed)."""
+        return len(self._data)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def writable(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"RemoteWriteFile({self._url!r}, mode='wb')"
+
+    def __enter__(self) -> RemoteWriteFile:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()
+
+    def _check_open(self, method: str) -> None:
+        if self._closed:
+            raise ValueError(f"RemoteWriteFile.{method}(): I/O operation on closed file {self._url!r}")
+
+    def pwrite(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
+        """Buffer ``size`` bytes (default: all) of ``buf`` at ``offset``; a future of bytes written."""
+        where = "RemoteWriteFile.pwrite()"
+        self._check_open("pwrite")
+        b = as_io_buffer(buf, writable=False, where=where)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"{where}: `offset` must be an int >= 0, got {offset!r}")
+        n = b.nbytes if size is None else size
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= b.nbytes:
+            raise ValueError(f"{where}: `size` must be an int in [0, {b.nbytes}], got {size!r}")
+        data = host_bytes(b)[:n]
+        if b.device is not None:
+            self._device = b.device
+        with self._lock:
+            end = offset + n
+            if end > len(self._data):
+                self._data.extend(bytes(end - len(self._data)))  # a gap reads back as zeros
+            self._data[offset:end] = data
+        return completed(n)
+
+    def write(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
+        """Blocking :meth:`pwrite`."""
+        return self.pwrite(buf, size, offset).result()
+
+    def read(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
+        raise PermissionError(f"RemoteWriteFile.read(): {self._url!r} is open write-only (mode 'wb')")
+
+    def pread(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
+        raise PermissionError(f"RemoteWriteFile.pread(): {self._url!r} is open write-only (mode 'wb')")
+
+    def abort(self) -> None:
+        """Close without uploading."""
+        self._closed = True
+        self._data = bytearray()
+
+    def close(self) -> None:
+        """Upload everything written, then close (once; a failed upload raises and uploads nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        data, self._data = self._data, bytearray()
+        self._upload(memoryview(data), self._device)

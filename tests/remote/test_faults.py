@@ -1,0 +1,132 @@
+"""Every fault the fault server injects: correct bytes after retries, or a clear error after
+``remote.max_attempts`` — never wrong bytes. Plus unreachable hosts, within the configured timeouts."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from servers.faults import FaultServer
+from servers.net import Blackhole, closed_port
+
+import gdsstore
+from gdsstore.engine.remote import RangeMismatchError, RangeNotSupportedError, RemoteIOError
+
+from .conftest import payload
+
+DATA = payload(512 << 10, seed=2)
+FILL = 0xA5
+
+
+@pytest.fixture
+def srv(faults: FaultServer) -> FaultServer:
+    faults.objects["obj.bin"] = DATA
+    faults.slow_seconds = 0.6
+    return faults
+
+
+def no_wrong_bytes(buf: np.ndarray) -> None:
+    """Every byte is either untouched (FILL) or the right one."""
+    ref = np.frombuffer(DATA, "u1")[: buf.size]
+    assert np.all((buf == FILL) | (buf == ref))
+
+
+def ranged_gets(srv: FaultServer, mode: str) -> int:
+    return sum(1 for e in srv.log if e[0] == "GET" and e[1].startswith(f"/{mode}/"))
+
+
+RECOVERABLE = ["503", "reset", "truncate", "slow"]
+
+
+@pytest.mark.parametrize("mode", RECOVERABLE)
+def test_recovers_after_retries(srv: FaultServer, mode: str) -> None:
+    # Each faulty response is followed by a good one: 3 faults < max_attempts=4 for the first range(s).
+    with gdsstore.config.set({"remote.timeout": 0.3}), gdsstore.open(srv.url("obj.bin", mode, 3)) as f:
+        buf = np.full(f.size, FILL, "u1")
+        assert f.read(buf) == len(DATA)
+    assert buf.tobytes() == DATA
+    assert ranged_gets(srv, mode) >= 8 + 3  # 8 ranges of 64 KiB, 3 of them retried at least once
+
+
+@pytest.mark.parametrize("mode", RECOVERABLE)
+def test_gives_up_after_max_attempts(srv: FaultServer, mode: str) -> None:
+    with gdsstore.config.set({"remote.timeout": 0.3, "remote.concurrency": 1}):
+        with gdsstore.open(srv.url("obj.bin", mode, "always")) as f:
+            buf = np.full(f.size, FILL, "u1")
+            t0 = time.perf_counter()
+            with pytest.raises(RemoteIOError, match=r"failed after 4 attempt\(s\) \(remote\.max_attempts=4\)"):
+                f.read(buf)
+            elapsed = time.perf_counter() - t0
+    no_wrong_bytes(buf)
+    # One range used its 4 attempts; the others stopped instead of retrying too (fail fast).
+    assert ranged_gets(srv, mode) == 4
+    assert elapsed < 4 * 0.3 + 2
+
+
+def test_retry_resumes_where_the_body_broke(srv: FaultServer) -> None:
+    # "truncate" delivers half the body then closes cleanly (a reset may discard unread data in the kernel).
+    with gdsstore.config.set({"task_size": 1 << 20}), gdsstore.open(srv.url("obj.bin", "truncate", 1)) as f:
+        buf = np.full(f.size, FILL, "u1")
+        assert f.read(buf) == len(DATA)
+    assert buf.tobytes() == DATA
+    ranges = [e[2] for e in srv.log if e[0] == "GET"]
+    # The first body broke after half the bytes; the retry asked only for bytes not yet landed.
+    assert ranges[0] == f"bytes=0-{len(DATA) - 1}"
+    assert ranges[1] == f"bytes={len(DATA) // 2}-{len(DATA) - 1}"
+
+
+def test_server_ignoring_range_never_yields_wrong_bytes(srv: FaultServer) -> None:
+    with gdsstore.open(srv.url("obj.bin", "ignore-range", "always")) as f:
+        buf = np.full(f.size, FILL, "u1")
+        with pytest.raises(RangeNotSupportedError, match="ignored the Range header"):
+            f.read(buf)
+        no_wrong_bytes(buf)
+        # Asking for the whole object in one range is fine: the 200 is exactly what was asked.
+        with gdsstore.config.set({"task_size": 1 << 20}):
+            assert f.read(buf) == len(DATA)
+        assert buf.tobytes() == DATA
+        # ... but a partial read of it, even from offset 0, is not.
+        part = np.full(1000, FILL, "u1")
+        with pytest.raises(RangeNotSupportedError):
+            f.read(part)
+        no_wrong_bytes(part)
+
+
+@pytest.mark.parametrize("mode", ["wrong-range", "short-range"])
+def test_mismatched_ranges_are_refused(srv: FaultServer, mode: str) -> None:
+    with gdsstore.open(srv.url("obj.bin", mode, "always")) as f:
+        buf = np.full(f.size, FILL, "u1")
+        with pytest.raises(RangeMismatchError):
+            f.read(buf)
+    no_wrong_bytes(buf)
+
+
+def test_chunked_bodies(srv: FaultServer) -> None:
+    with gdsstore.open(srv.url("obj.bin", "chunked", "always")) as f:
+        buf = np.full(f.size, FILL, "u1")
+        assert f.read(buf) == len(DATA)
+    assert buf.tobytes() == DATA
+    with gdsstore.open(srv.url("obj.bin", "chunked-extra", "always")) as f:
+        buf = np.full(f.size, FILL, "u1")
+        with pytest.raises(RemoteIOError, match="longer than"):
+            f.read(buf)
+    no_wrong_bytes(buf)
+
+
+def test_closed_port_fails_fast() -> None:
+    port = closed_port()
+    with gdsstore.config.set({"remote.connect_timeout": 1.0}):
+        t0 = time.perf_counter()
+        with pytest.raises(RemoteIOError, match=r"NewConnectionError|refused"):
+            gdsstore.open(f"http://127.0.0.1:{port}/x.bin")
+    assert time.perf_counter() - t0 < 1.0 * 4
+
+
+def test_silent_server_times_out(blackhole: Blackhole) -> None:
+    with gdsstore.config.set({"remote.connect_timeout": 0.3, "remote.timeout": 0.3, "remote.max_attempts": 2}):
+        t0 = time.perf_counter()
+        with pytest.raises(RemoteIOError, match=r"timed out.*|Timeout"):
+            gdsstore.open(f"http://127.0.0.1:{blackhole.port}/x.bin")
+        elapsed = time.perf_counter() - t0
+    assert 0.5 < elapsed < 2 * 0.3 + 1.5

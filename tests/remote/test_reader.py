@@ -1,0 +1,145 @@
+"""Range splitting, response verification, the retry policy and redaction, without a server."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import gdsstore
+from gdsstore.engine.remote.reader import (
+    RangeMismatchError,
+    RangeNotSupportedError,
+    RangeRequest,
+    check_length_response,
+    check_range_response,
+    parse_content_range,
+    split_ranges,
+)
+from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
+from gdsstore.engine.remote.secrets import Scrubber, redact_url
+
+
+def test_split_ranges_cover_exactly() -> None:
+    rs = split_ranges(100, 1000, 300)
+    assert [(r.offset, r.nbytes) for r in rs] == [(100, 300), (400, 300), (700, 300), (1000, 100)]
+    assert split_ranges(5, 0, 10) == []
+    with pytest.raises(ValueError, match="task_size"):
+        split_ranges(0, 10, 0)
+
+
+def test_range_header_is_inclusive() -> None:
+    assert RangeRequest(10, 5).header == "bytes=10-14"
+
+
+def test_parse_content_range() -> None:
+    assert parse_content_range("bytes 0-99/1000") == (0, 99, 1000)
+    assert parse_content_range("bytes 5-5/*") == (5, 5, None)
+    for bad in ("bytes */1000", "bytes 10-5/100", "bytes 0-100/100", "items 0-1/2", ""):
+        with pytest.raises(ValueError):
+            parse_content_range(bad)
+
+
+def test_check_206_must_match_the_request() -> None:
+    req = RangeRequest(100, 50)
+    ok = {"Content-Range": "bytes 100-149/1000", "Content-Length": "50"}
+    assert check_range_response(206, ok, req, 1000, "GET x") == 50
+    with pytest.raises(RangeMismatchError, match="asked bytes=100-149"):
+        check_range_response(206, {"Content-Range": "bytes 101-150/1000"}, req, 1000, "GET x")
+    with pytest.raises(RangeMismatchError, match="Content-Length 49"):
+        check_range_response(206, {**ok, "Content-Length": "49"}, req, 1000, "GET x")
+    with pytest.raises(RangeMismatchError, match="without Content-Range"):
+        check_range_response(206, {"Content-Length": "50"}, req, 1000, "GET x")
+    with pytest.raises(RangeMismatchError, match="size changed"):
+        check_range_response(206, {"Content-Range": "bytes 100-149/2000"}, req, 1000, "GET x")
+    with pytest.raises(RangeMismatchError, match="Content-Encoding"):
+        check_range_response(206, {**ok, "Content-Encoding": "gzip"}, req, 1000, "GET x")
+
+
+def test_check_200_only_for_the_whole_object() -> None:
+    assert check_range_response(200, {"Content-Length": "1000"}, RangeRequest(0, 1000), 1000, "GET x") == 1000
+    with pytest.raises(RangeNotSupportedError, match="ignored the Range header"):
+        check_range_response(200, {"Content-Length": "1000"}, RangeRequest(0, 999), 1000, "GET x")
+    with pytest.raises(RangeNotSupportedError):
+        check_range_response(200, {"Content-Length": "1000"}, RangeRequest(1, 999), 1000, "GET x")
+    with pytest.raises(RangeMismatchError, match="Content-Length 999"):
+        check_range_response(200, {"Content-Length": "999"}, RangeRequest(0, 1000), 1000, "GET x")
+
+
+def test_check_length_response() -> None:
+    assert check_length_response(200, {"Content-Length": "7"}, 7, "OPEN x") == 7
+    assert check_length_response(200, {}, 7, "OPEN x") is None
+    with pytest.raises(RangeMismatchError):
+        check_length_response(200, {"Content-Length": "8"}, 7, "OPEN x")
+    with pytest.raises(RangeMismatchError):
+        check_length_response(206, {}, 7, "OPEN x")
+
+
+def test_retry_policy_retries_transient_then_gives_up() -> None:
+    p = RetryPolicy(max_attempts=3, retry_status=(503,), backoff_base=0.0, backoff_max=0.0)
+    calls: list[int] = []
+
+    def always() -> None:
+        calls.append(1)
+        raise TransientError("503")
+
+    with pytest.raises(RemoteIOError, match=r"failed after 3 attempt\(s\) \(remote.max_attempts=3\)"):
+        p.call(always, "GET x")
+    assert len(calls) == 3
+
+
+def test_retry_policy_does_not_retry_permanent_errors() -> None:
+    p = RetryPolicy(max_attempts=5, retry_status=(503,), backoff_base=0.0, backoff_max=0.0)
+    calls: list[int] = []
+
+    def missing() -> None:
+        calls.append(1)
+        raise FileNotFoundError("gone")
+
+    with pytest.raises(FileNotFoundError):
+        p.call(missing, "GET x")
+    assert calls == [1]
+
+
+def test_backoff_is_exponential_capped_and_jittered() -> None:
+    p = RetryPolicy(max_attempts=10, retry_status=(), backoff_base=0.1, backoff_max=0.5)
+    for attempt, cap in ((1, 0.1), (2, 0.2), (3, 0.4), (4, 0.5), (9, 0.5)):
+        draws = [p.delay(attempt) for _ in range(200)]
+        assert all(0.0 <= d <= cap for d in draws)
+        assert len(set(draws)) > 100  # jittered, not a fixed wait
+    t0 = time.perf_counter()
+    with pytest.raises(RemoteIOError):
+        RetryPolicy(3, (), 0.0, 0.0).call(lambda: (_ for _ in ()).throw(ConnectionResetError()), "x")
+    assert time.perf_counter() - t0 < 0.5
+
+
+def test_policy_from_settings_follows_config() -> None:
+    with gdsstore.config.set({"remote.max_attempts": 7, "remote.retry_status": "500, 503"}):
+        p = RetryPolicy.from_settings()
+    assert p.max_attempts == 7 and p.retry_status == (500, 503)
+    with gdsstore.config.set({"remote.max_attempts": 0}), pytest.raises(ValueError, match=r"remote\.max_attempts"):
+        RetryPolicy.from_settings()
+
+
+def test_transient_classification() -> None:
+    assert is_transient(ConnectionResetError())
+    assert is_transient(TimeoutError())
+    assert is_transient(TransientError("x"))
+    assert not is_transient(FileNotFoundError())
+    assert not is_transient(PermissionError())
+    assert not is_transient(RangeNotSupportedError("x"))
+
+
+def test_redact_url_and_scrubber() -> None:
+    url = "https://user:pw@h/b/k?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=deadbeef&op=OPEN&delegation=TOKEN123"
+    red = redact_url(url)
+    for secret in ("pw", "AKIA", "deadbeef", "TOKEN123"):
+        assert secret not in red
+    assert "op=OPEN" in red and red.startswith("https://h/b/k?")
+    sc = Scrubber(["s3cr3t-value"])
+    sc.add_url(url)
+    text = f"error for {url} with s3cr3t-value and AKIA/1"
+    out = sc(text)
+    for secret in ("s3cr3t-value", "deadbeef", "TOKEN123", "AKIA%2F1", "AKIA/1"):
+        assert secret not in out
+    assert "Scrubber(" in repr(sc) and "s3cr3t" not in repr(sc)

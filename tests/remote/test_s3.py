@@ -1,0 +1,169 @@
+"""The S3 transport and backend against moto's S3 server (a subprocess on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import pytest
+from servers.moto_s3 import ACCESS_KEY, SECRET_KEY
+
+import gdsstore
+from gdsstore.engine.backend import ByteRange, backend_for
+from gdsstore.engine.remote import RemoteIOError
+from gdsstore.engine.remote.s3 import S3Client, parse_s3_url
+
+from .conftest import payload
+
+DATA = payload(700 << 10, seed=3)
+
+
+def opts(s3: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {k: v for k, v in s3.items() if k != "client"} | extra
+
+
+def put(s3: dict[str, Any], key: str, data: bytes, **kw: Any) -> None:
+    s3["client"].put_object(Bucket="test-bucket", Key=key, Body=data, **kw)
+
+
+def assert_no_secrets(*texts: str) -> None:
+    for text in texts:
+        assert SECRET_KEY not in text and ACCESS_KEY not in text
+        assert "X-Amz-Signature" not in text or "X-Amz-Signature=***" in text
+
+
+def test_read_ranges_through_presigned_get(s3: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    put(s3, "dir/obj.bin", DATA)
+    caplog.set_level(logging.DEBUG)
+    with gdsstore.trace() as t, gdsstore.open("s3://test-bucket/dir/obj.bin", **opts(s3)) as f:
+        assert f.size == len(DATA)
+        buf = np.empty(f.size, "u1")
+        assert f.read(buf) == len(DATA) and buf.tobytes() == DATA
+        part = bytearray(100_001)
+        assert f.read(part, offset=333_333) == 100_001 and bytes(part) == DATA[333_333:433_334]
+    assert repr(f) == "RemoteFile('s3://test-bucket/dir/obj.bin', mode='rb')"
+    assert {e.route for e in t.events} == {"s3"}
+    assert all(e.path == "s3://test-bucket/dir/obj.bin" for e in t.events)
+    assert_no_secrets(repr(f), str(t), repr(t.events), caplog.text)
+
+
+def test_write_single_put_and_multipart(s3: dict[str, Any]) -> None:
+    with gdsstore.open("s3://test-bucket/a.bin", "wb", **opts(s3)) as f:
+        assert f.write(np.frombuffer(DATA, "u1")) == len(DATA)
+        f.write(b"tail", offset=len(DATA))
+    got = s3["client"].get_object(Bucket="test-bucket", Key="a.bin")["Body"].read()
+    assert got == DATA + b"tail"
+    big = payload(11 << 20, seed=4)
+    with gdsstore.config.set({"remote.multipart_threshold": 5 << 20, "remote.multipart_chunksize": 5 << 20}):
+        with gdsstore.trace() as t, gdsstore.open("s3://test-bucket/big.bin", "wb", **opts(s3)) as f:
+            f.write(big)
+    head = s3["client"].head_object(Bucket="test-bucket", Key="big.bin")
+    assert head["ContentLength"] == len(big)
+    assert head["ETag"].strip('"').endswith("-3")  # a 3-part multipart upload
+    (w,) = [e for e in t.events if e.op == "write"]
+    assert w.route == "s3" and w.reason.startswith("multipart upload: 11 MiB > remote.multipart_threshold 5 MiB, 3 parts")
+    with gdsstore.open("s3://test-bucket/big.bin", **opts(s3)) as f:
+        buf = bytearray(f.size)
+        with gdsstore.config.set({"task_size": 1 << 20}):
+            f.read(buf)
+    assert bytes(buf) == big
+
+
+def test_failed_writer_uploads_nothing(s3: dict[str, Any]) -> None:
+    with pytest.raises(RuntimeError), gdsstore.open("s3://test-bucket/never.bin", "wb", **opts(s3)) as f:
+        f.write(b"partial")
+        raise RuntimeError("boom")
+    with pytest.raises(FileNotFoundError):
+        gdsstore.open("s3://test-bucket/never.bin", **opts(s3))
+
+
+def test_errors(s3: dict[str, Any]) -> None:
+    with pytest.raises(FileNotFoundError, match="no such bucket or key"):
+        gdsstore.open("s3://test-bucket/missing.bin", **opts(s3))
+    with pytest.raises(FileNotFoundError):
+        gdsstore.open("s3://no-such-bucket/x.bin", **opts(s3))
+    with pytest.raises(ValueError, match="no object key"):
+        gdsstore.open("s3://test-bucket/", **opts(s3))
+    with pytest.raises(ValueError, match="credentials in the URL"):
+        parse_s3_url("s3://AKIA:secret@bucket/x")
+    with pytest.raises(TypeError, match="unknown storage options"):
+        gdsstore.open("s3://test-bucket/x", **opts(s3, bogus=1))
+
+
+def test_access_denied_maps_to_permission_error(s3: dict[str, Any]) -> None:
+    from botocore.exceptions import ClientError
+
+    c = S3Client(opts(s3))
+    err = ClientError({"Error": {"Code": "AccessDenied", "Message": "no"},
+                       "ResponseMetadata": {"HTTPStatusCode": 403}}, "HeadObject")
+    mapped = c.map_error(err, "HEAD s3://b/k")
+    assert isinstance(mapped, PermissionError) and "AccessDenied" in str(mapped)
+    busy = ClientError({"Error": {"Code": "SlowDown"}, "ResponseMetadata": {"HTTPStatusCode": 503}}, "GetObject")
+    from gdsstore.engine.remote.retry import is_transient
+
+    assert is_transient(c.map_error(busy, "GET"))
+
+
+def test_anonymous_and_presigned_passthrough(s3: dict[str, Any]) -> None:
+    put(s3, "pub.bin", DATA, ACL="public-read")
+    anon = {"endpoint_url": s3["endpoint_url"], "anon": True}
+    with gdsstore.open("s3://test-bucket/pub.bin", **anon) as f:
+        buf = bytearray(f.size)
+        f.read(buf)
+    assert bytes(buf) == DATA
+    url = s3["client"].generate_presigned_url("get_object", Params={"Bucket": "test-bucket", "Key": "pub.bin"})
+    assert "Signature" in url
+    with gdsstore.trace() as t, gdsstore.open(url) as f:
+        buf = bytearray(f.size)
+        f.read(buf)
+    assert bytes(buf) == DATA
+    sig = url.split("Signature=")[1].split("&")[0]
+    assert sig not in repr(f) and sig not in str(t)
+
+
+def test_addressing_style_and_sigv4(s3: dict[str, Any]) -> None:
+    c = S3Client(opts(s3, addressing_style="path"))
+    assert c.client.meta.config.s3["addressing_style"] == "path"
+    assert c.client.meta.config.signature_version == "s3v4"
+    url = c.presign_get("test-bucket", "k")
+    assert url.startswith(s3["endpoint_url"] + "/test-bucket/k?") and "X-Amz-Algorithm=AWS4-HMAC-SHA256" in url
+    assert c.client.meta.config.retries["total_max_attempts"] == 1  # one retry policy: ours
+
+
+def test_backend_operations(s3: dict[str, Any]) -> None:
+    b = backend_for("s3://test-bucket/root", opts(s3))
+    assert repr(b) == "S3Backend('s3://test-bucket/root')"
+    b.put("a/b/c.bin", np.frombuffer(DATA, "u1"))
+    b.put("a/d.bin", b"hello")
+    b.put("zarr.json", b"{}")
+    put(s3, "outside.bin", b"not under root")
+    assert sorted(b.list()) == ["a/b/c.bin", "a/d.bin", "zarr.json"]
+    assert sorted(b.list("a/")) == ["a/b/c.bin", "a/d.bin"]
+    assert sorted(b.list_dir()) == ["a", "zarr.json"]
+    assert sorted(b.list_dir("a")) == ["b", "d.bin"]
+    assert b.info("a/d.bin").size == 5 and b.exists("a/d.bin") and not b.exists("a/zz")
+    assert bytes(b.get("a/b/c.bin", bytearray, ByteRange("offset", 700_000))) == DATA[700_000:]
+    with pytest.raises(FileExistsError):
+        b.put("a/d.bin", b"other", exclusive=True)
+    assert bytes(b.get("a/d.bin", bytearray)) == b"hello"
+    b.put("a/new.bin", b"x", exclusive=True)
+    b.delete("a/d.bin")
+    b.delete("a/d.bin")  # missing: not an error
+    assert not b.exists("a/d.bin")
+    b.delete_prefix("a")
+    assert sorted(b.list()) == ["zarr.json"]
+    assert s3["client"].head_object(Bucket="test-bucket", Key="outside.bin")["ContentLength"] == 14
+    with pytest.raises(ValueError, match="invalid key"):
+        b.put("../outside.bin", b"x")
+    with pytest.raises(FileNotFoundError):
+        b.info("missing")
+
+
+def test_object_replaced_mid_read_fails(s3: dict[str, Any]) -> None:
+    put(s3, "v.bin", DATA)
+    with gdsstore.open("s3://test-bucket/v.bin", **opts(s3)) as f:
+        put(s3, "v.bin", DATA[::-1])
+        buf = np.zeros(f.size, "u1")
+        with pytest.raises(RemoteIOError, match="changed while it was being read"):
+            f.read(buf)

@@ -1,0 +1,121 @@
+"""The WebHDFS transport and backend against the namenode + datanode test server."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from servers.webhdfs import WebHDFSServer
+
+import gdsstore
+from gdsstore.engine.backend import ByteRange, backend_for
+
+from .conftest import WEBHDFS_TOKEN, WEBHDFS_USER, payload
+
+DATA = payload(300 << 10, seed=5)
+USER = {"user": WEBHDFS_USER}
+TOKEN = {"delegation": WEBHDFS_TOKEN}
+
+
+def test_write_then_read_through_datanode(webhdfs: WebHDFSServer) -> None:
+    url = webhdfs.url("/d/x.bin")
+    with gdsstore.trace() as t:
+        with gdsstore.open(url, "wb", **USER) as f:
+            f.write(np.frombuffer(DATA, "u1"))
+        with gdsstore.open(url, **USER) as f:
+            assert f.size == len(DATA)
+            buf = np.empty(f.size, "u1")
+            assert f.read(buf) == len(DATA)
+            part = bytearray(1001)
+            assert f.read(part, offset=99_999) == 1001
+    assert buf.tobytes() == DATA and bytes(part) == DATA[99_999:101_000]
+    assert {e.route for e in t.events} == {"webhdfs"}
+    # Data went through the datanode: CREATE and every OPEN range were redirected there.
+    dn = [p for m, port, p in webhdfs.log if port == webhdfs.datanode_port]
+    assert any("op=CREATE" in p for p in dn)
+    assert sum("op=OPEN" in p for p in dn) == 5 + 1  # 300 KiB in 64 KiB ranges, then one 1001-byte read
+    nn_opens = [p for m, port, p in webhdfs.log if port == webhdfs.port and "op=OPEN" in p]
+    assert any("offset=65536&length=65536" in p for p in nn_opens)
+
+
+def test_delegation_token_is_used_and_never_shown(webhdfs: WebHDFSServer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    url = webhdfs.url("/t.bin")
+    with gdsstore.trace() as t:
+        with gdsstore.open(url, "wb", **TOKEN) as f:
+            f.write(DATA[:1000])
+        with gdsstore.open(url, **TOKEN) as f:
+            buf = bytearray(f.size)
+            f.read(buf)
+    assert bytes(buf) == DATA[:1000]
+    assert all(f"delegation={WEBHDFS_TOKEN}" in p for _, _, p in webhdfs.log)
+    with pytest.raises(FileNotFoundError) as missing:
+        gdsstore.open(webhdfs.url("/nope.bin"), **TOKEN)
+    with pytest.raises(PermissionError) as bad:
+        gdsstore.open(url, delegation=WEBHDFS_TOKEN[::-1])
+    for text in (repr(f), str(t), repr(t.events), str(missing.value), str(bad.value), caplog.text):
+        assert WEBHDFS_TOKEN not in text and WEBHDFS_TOKEN[::-1] not in text
+
+
+def test_auth_and_errors(webhdfs: WebHDFSServer) -> None:
+    backend_for(webhdfs.url("/"), USER).put("f.bin", b"abc")
+    with pytest.raises(PermissionError, match="401"):
+        gdsstore.open(webhdfs.url("/f.bin"))  # no user.name
+    with pytest.raises(PermissionError):
+        gdsstore.open(webhdfs.url("/f.bin"), user="mallory")
+    with pytest.raises(FileNotFoundError, match=r"FileNotFoundException|404"):
+        gdsstore.open(webhdfs.url("/missing.bin"), **USER)
+    backend_for(webhdfs.url("/"), USER).mkdir("dir")
+    with pytest.raises(IsADirectoryError):
+        gdsstore.open(webhdfs.url("/dir"), **USER)
+    with pytest.raises(ValueError, match="not a remote URL"):
+        gdsstore.open("webhdfs:///x", **USER)
+    with pytest.raises(ValueError, match="not a webhdfs"):
+        backend_for("webhdfs://:8/x", USER)
+    with pytest.raises(TypeError, match="unknown storage options"):
+        gdsstore.open(webhdfs.url("/f.bin"), username="x")
+    with pytest.raises(ValueError, match="mode"):
+        gdsstore.open(webhdfs.url("/f.bin"), "r+b", **USER)
+
+
+def test_backend_operations(webhdfs: WebHDFSServer) -> None:
+    b = backend_for(webhdfs.url("/root"), USER)
+    assert repr(b) == f"WebHDFSBackend('webhdfs://127.0.0.1:{webhdfs.port}/root')"
+    b.put("a/b/c.bin", DATA)
+    b.put("a/d.bin", b"hello")
+    b.put("zarr.json", b"{}")
+    assert sorted(b.list()) == ["a/b/c.bin", "a/d.bin", "zarr.json"]
+    assert sorted(b.list("a/")) == ["a/b/c.bin", "a/d.bin"]
+    assert sorted(b.list("a/d")) == ["a/d.bin"]
+    assert sorted(b.list("zz")) == []
+    assert sorted(b.list_dir()) == ["a", "zarr.json"]
+    assert sorted(b.list_dir("a")) == ["b", "d.bin"]
+    assert b.info("a/d.bin").size == 5 and b.info("a").type == "directory"
+    assert b.exists("a/d.bin") and not b.exists("a/zz")
+    assert bytes(b.get("a/b/c.bin", bytearray, ByteRange("suffix", 77))) == DATA[-77:]
+    with pytest.raises(FileExistsError):
+        b.put("a/d.bin", b"other", exclusive=True)
+    assert bytes(b.get("a/d.bin", bytearray)) == b"hello"
+    b.put("a/d.bin", b"other")
+    assert bytes(b.get("a/d.bin", bytearray)) == b"other"
+    b.delete("a/d.bin")
+    b.delete("a/d.bin")  # missing: not an error
+    assert not b.exists("a/d.bin")
+    b.delete_prefix("a")
+    assert sorted(b.list()) == ["zarr.json"]
+    with pytest.raises(ValueError, match="invalid key"):
+        b.get("../x", bytearray)
+
+
+def test_small_get_skips_the_status_call(webhdfs: WebHDFSServer) -> None:
+    b = backend_for(webhdfs.url("/r"), USER)
+    b.put("small.bin", DATA[:5000])
+    b.put("big.bin", DATA)
+    webhdfs.log.clear()
+    assert bytes(b.get("small.bin", bytearray)) == DATA[:5000]
+    assert not any("GETFILESTATUS" in p for _, _, p in webhdfs.log)
+    assert bytes(b.get("big.bin", bytearray)) == DATA  # a full first range: then the size is asked
+    assert any("GETFILESTATUS" in p for _, _, p in webhdfs.log)
+    with pytest.raises(FileNotFoundError):
+        b.get("missing.bin", bytearray)
