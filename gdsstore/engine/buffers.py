@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["IOBuffer", "as_io_buffer"]
+__all__ = ["IOBuffer", "as_io_buffer", "check_request"]
 
 
 @dataclass(frozen=True)
@@ -93,3 +93,25 @@ def as_io_buffer(buf: Any, *, writable: bool, where: str, argname: str = "buf") 
 
         ptr = ctypes.addressof(ctypes.c_char.from_buffer(flat))
     return IOBuffer(buf, ptr, flat.nbytes, None, flat)
+
+
+def check_request(where: str, buf: IOBuffer, size: int | None, offset: int) -> int:
+    """Validate ``size``/``offset`` of a read or write against ``buf``; returns the size to transfer.
+
+    Raises:
+        TypeError: a non-integer ``size`` or ``offset``.
+        ValueError: negative values, or ``size`` larger than the buffer.
+    """
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"{where}: `offset` must be an int, got {type(offset).__name__}")
+    if offset < 0:
+        raise ValueError(f"{where}: `offset` must be >= 0, got {offset}")
+    if size is None:
+        return buf.nbytes
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(f"{where}: `size` must be an int or None, got {type(size).__name__}")
+    if size < 0:
+        raise ValueError(f"{where}: `size` must be >= 0, got {size}")
+    if size > buf.nbytes:
+        raise ValueError(f"{where}: buffer too small: `size`={size} but `buf` holds {buf.nbytes} bytes")
+    return size

@@ -14,7 +14,7 @@ import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine import cuda, posix
 from gdsstore.engine import cufile as _cufile
-from gdsstore.engine.buffers import IOBuffer, as_io_buffer
+from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
 from gdsstore.engine.pool import completed, run_pieces
 
 __all__ = ["LocalFile", "check_mode"]
@@ -179,21 +179,6 @@ class LocalFile:
 
     # -- reads --------------------------------------------------------------------------------------
 
-    def _validate(self, where: str, buf: IOBuffer, size: int | None, offset: int) -> int:
-        if isinstance(offset, bool) or not isinstance(offset, int):
-            raise TypeError(f"{where}: `offset` must be an int, got {type(offset).__name__}")
-        if offset < 0:
-            raise ValueError(f"{where}: `offset` must be >= 0, got {offset}")
-        if size is None:
-            return buf.nbytes
-        if isinstance(size, bool) or not isinstance(size, int):
-            raise TypeError(f"{where}: `size` must be an int or None, got {type(size).__name__}")
-        if size < 0:
-            raise ValueError(f"{where}: `size` must be >= 0, got {size}")
-        if size > buf.nbytes:
-            raise ValueError(f"{where}: buffer too small: `size`={size} but `buf` holds {buf.nbytes} bytes")
-        return size
-
     def pread(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
         """Start reading ``size`` bytes (default: the buffer's size) at ``offset`` into ``buf``.
 
@@ -202,7 +187,7 @@ class LocalFile:
         where = "LocalFile.pread()"
         self._check_open("pread")
         b = as_io_buffer(buf, writable=True, where=where)
-        size = self._validate(where, b, size, offset)
+        size = check_request(where, b, size, offset)
         s = policy.settings()
         avail = max(0, min(size, os.fstat(self._fd).st_size - offset))
         if avail == 0:
@@ -291,7 +276,7 @@ class LocalFile:
         if not self.writable:
             raise PermissionError(f"{where}: {self.path!r} is open read-only (mode 'rb')")
         b = as_io_buffer(buf, writable=False, where=where)
-        size = self._validate(where, b, size, offset)
+        size = check_request(where, b, size, offset)
         if size == 0:
             return completed(0)
         s = policy.settings()

@@ -8,22 +8,23 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["completed", "get_pool", "run_pieces"]
 
-_pool: ThreadPoolExecutor | None = None
-_pool_threads = 0
+_pools: dict[str, tuple[ThreadPoolExecutor, int]] = {}
 _pool_lock = threading.Lock()
 
 
-def get_pool(num_threads: int) -> ThreadPoolExecutor:
-    """The process-wide pool, resized when ``num_threads`` changes (old pool drains on its own)."""
-    global _pool, _pool_threads
+def get_pool(num_threads: int, name: str = "local") -> ThreadPoolExecutor:
+    """The process-wide pool ``name`` ("local" I/O, "remote" requests), resized when ``num_threads``
+    changes (the old pool drains on its own). Separate pools: num_threads and remote.concurrency
+    differ, and one must not rebuild the other's pool on every call."""
     with _pool_lock:
-        if _pool is None or _pool_threads != num_threads:
-            old = _pool
-            _pool = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="gdsstore-io")
-            _pool_threads = num_threads
-            if old is not None:
-                old.shutdown(wait=False)
-        return _pool
+        entry = _pools.get(name)
+        if entry is None or entry[1] != num_threads:
+            pool = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix=f"gdsstore-{name}")
+            _pools[name] = (pool, num_threads)
+            if entry is not None:
+                entry[0].shutdown(wait=False)
+            return pool
+        return entry[0]
 
 
 def completed(value: int) -> Future[int]:
@@ -37,6 +38,7 @@ def run_pieces(
     expected: Sequence[int],
     num_threads: int,
     on_done: Callable[[int, BaseException | None], None] | None = None,
+    pool: str = "local",
 ) -> Future[int]:
     """Run ``pieces`` on the pool; the future resolves after *all* of them finished.
 
@@ -51,7 +53,7 @@ def run_pieces(
         if on_done:
             on_done(0, None)
         return out
-    pool = get_pool(num_threads)
+    executor = get_pool(num_threads, pool)
     results: list[int] = [0] * len(pieces)
     errors: list[BaseException] = []
     remaining = [len(pieces)]
@@ -92,5 +94,5 @@ def run_pieces(
         make(0, pieces[0])()
         return out
     for i, fn in enumerate(pieces):
-        pool.submit(make(i, fn))
+        executor.submit(make(i, fn))
     return out

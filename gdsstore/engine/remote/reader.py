@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.buffers import IOBuffer, as_io_buffer
+from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
 from gdsstore.engine.pool import completed, run_pieces
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
 
@@ -351,7 +351,7 @@ class RemoteFile:
         where = "RemoteFile.pread()"
         self._check_open("pread")
         b = as_io_buffer(buf, writable=True, where=where)
-        size = _validate(where, b, size, offset)
+        size = check_request(where, b, size, offset)
         avail = max(0, min(size, self._size - offset))
         if avail == 0:
             return completed(0)
@@ -379,7 +379,7 @@ class RemoteFile:
                 on_done(n, exc)
 
         pieces = [partial(self._fetch, r, retry, landing, failed) for r in ranges]
-        return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed)
+        return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed, pool="remote")
 
     def read(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
         """Blocking :meth:`pread`; returns the number of bytes read."""
@@ -519,19 +519,3 @@ class _Landing:
             events, self._events = self._events, []
         for ev in events:
             ev.synchronize()
-
-
-def _validate(where: str, buf: IOBuffer, size: int | None, offset: int) -> int:
-    if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(f"{where}: `offset` must be an int, got {type(offset).__name__}")
-    if offset < 0:
-        raise ValueError(f"{where}: `offset` must be >= 0, got {offset}")
-    if size is None:
-        return buf.nbytes
-    if isinstance(size, bool) or not isinstance(size, int):
-        raise TypeError(f"{where}: `size` must be an int or None, got {type(size).__name__}")
-    if size < 0:
-        raise ValueError(f"{where}: `size` must be >= 0, got {size}")
-    if size > buf.nbytes:
-        raise ValueError(f"{where}: buffer too small: `size`={size} but `buf` holds {buf.nbytes} bytes")
-    return size
