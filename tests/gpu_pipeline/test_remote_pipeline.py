@@ -20,7 +20,7 @@ def s3_opts() -> Iterator[dict[str, Any]]:
     pytest.importorskip("moto.server")
     import botocore.session
 
-    from tests.servers.moto_s3 import MotoServer
+    from servers.moto_s3 import MotoServer
 
     srv = MotoServer()
     try:
