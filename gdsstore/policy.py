@@ -26,6 +26,7 @@ __all__ = [
     "CuFileRequiredError",
     "Decision",
     "Settings",
+    "decide_codec",
     "decide_local",
     "decide_remote",
     "fmt_bytes",
@@ -304,3 +305,49 @@ def decide_remote(
         # Sockets cannot write into device memory: bodies land in the pinned ring, then async H2D.
         return Decision(route, f"device buffer: {plan}, pinned bounce ring + async H2D")
     return Decision(route, f"host buffer: {plan}, read in place")
+
+
+#: Chunk formats nvCOMP decodes bit-compatibly with numcodecs, and those the GPU also writes
+#: (gzip writes on the CPU: its trailer needs a CRC-32 of the data, numcodecs' bytes are the norm).
+GPU_DECODABLE = frozenset({"zstd", "gzip", "lz4"})
+GPU_ENCODABLE = frozenset({"zstd", "lz4"})
+_NVCOMP_ALGORITHM = {"zstd": "zstd", "gzip": "deflate", "lz4": "lz4"}
+_CPU_ONLY_CODEC = {"blosc": "blosc framing (blocks, shuffle) has no nvCOMP decoder"}
+
+
+def decide_codec(
+    fmt: str, *, device: bool, encode: bool = False, gpu: bool = True, nvcomp_error: str | None = None
+) -> Decision:
+    """Route of one batched decode (or encode) of chunks in format ``fmt``.
+
+    Args:
+        fmt: ``"zstd"``, ``"gzip"``, ``"lz4"``, ``"blosc"``, ...
+        device: the chunk bytes are (or are to be) in device memory.
+        encode: decide for a write instead of a read.
+        gpu: a CUDA GPU is usable (cupy and a driver).
+        nvcomp_error: why nvCOMP cannot be used, or ``None`` when it loads.
+
+    Returns:
+        ``Decision("gpu-decode" | "gpu-encode" | "cpu-codec", reason)``.
+
+    Examples:
+        >>> decide_codec("zstd", device=True).reason
+        'nvCOMP batched zstd'
+        >>> decide_codec("zstd", device=False).reason
+        'host buffer'
+        >>> decide_codec("blosc", device=True).route
+        'cpu-codec'
+    """
+    if not device:
+        return Decision("cpu-codec", "host buffer")
+    if fmt in _CPU_ONLY_CODEC:
+        return Decision("cpu-codec", _CPU_ONLY_CODEC[fmt])
+    if fmt not in (GPU_ENCODABLE if encode else GPU_DECODABLE):
+        if encode and fmt == "gzip":
+            return Decision("cpu-codec", "gzip writes on the CPU (trailer CRC-32; numcodecs-identical output)")
+        return Decision("cpu-codec", f"no nvCOMP codec for {fmt!r}")
+    if not gpu:
+        return Decision("cpu-codec", "no CUDA GPU (cupy or the driver missing)")
+    if nvcomp_error is not None:
+        return Decision("cpu-codec", nvcomp_error)
+    return Decision("gpu-encode" if encode else "gpu-decode", f"nvCOMP batched {_NVCOMP_ALGORITHM[fmt]}")

@@ -141,10 +141,27 @@ def read_batch(
     if n and int((dest_offsets + sizes.clip(0)).max()) > dest.nbytes:
         raise ValueError(f"read_batch(): reads overflow the destination of {dest.nbytes} bytes")
     t0 = time.perf_counter()
-    got = np.zeros(n, dtype=np.int64)
+    threads = _threads(num_threads)
+    # Reads larger than ``task_size`` are cut into pieces so that a few big reads (coalesced shard
+    # ranges) still keep every thread busy; each piece opens the file itself.
+    piece = max(1 << 20, policy.settings().task_size)
+    cuts = np.maximum(1, -(-sizes.clip(0) // piece)) if n else np.zeros(0, dtype=np.int64)
+    if n and int(cuts.max()) > 1:
+        owner = np.repeat(np.arange(n), cuts)
+        first = np.cumsum(cuts) - cuts
+        k = np.arange(len(owner)) - first[owner]  # piece number within its read
+        p_off = offsets[owner] + k * piece
+        p_dst = dest_offsets[owner] + k * piece
+        p_size = np.minimum(piece, sizes[owner] - k * piece)
+    else:
+        owner = np.arange(n)
+        p_off, p_dst, p_size = offsets, dest_offsets, sizes
+    m = len(owner)
+    pgot = np.zeros(m, dtype=np.int64)
     view = memoryview(dest).cast("B")
     # Python ints once, not numpy scalars per file.
-    offs, szs, dos = offsets.tolist(), sizes.tolist(), dest_offsets.tolist()
+    offs, szs, dos = p_off.tolist(), p_size.tolist(), p_dst.tolist()
+    pp = [paths[i] for i in owner.tolist()] if m != n else paths
 
     def run(g: range) -> None:
         op, pv, cl = os.open, os.preadv, os.close
@@ -153,9 +170,9 @@ def read_batch(
             if size <= 0:
                 continue
             try:
-                fd = op(paths[i], _FLAGS)
+                fd = op(pp[i], _FLAGS)
             except _MISSING:
-                got[i] = -1
+                pgot[i] = -1
                 continue
             try:
                 done = 0
@@ -167,9 +184,20 @@ def read_batch(
                     done += k
             finally:
                 cl(fd)
-            got[i] = done
+            pgot[i] = done
 
-    _run_groups(run, n, _threads(num_threads))
+    _run_groups(run, m, threads)
+    if m == n:
+        got = pgot
+    else:
+        # a read's count: its pieces' bytes up to the first short one; -1 when its file is gone
+        got = np.zeros(n, dtype=np.int64)
+        short = pgot < p_size
+        first_short = np.full(n, m, dtype=np.int64)
+        np.minimum.at(first_short, owner[short], np.flatnonzero(short))
+        counted = np.arange(m) <= first_short[owner]
+        np.add.at(got, owner[counted], pgot[counted].clip(0))
+        got[owner[pgot < 0]] = -1
     _trace.record(
         "read",
         "posix",

@@ -16,7 +16,15 @@ import numpy as np
 
 from gdsstore.engine import cuda
 
-__all__ = ["BLOCK", "MAX_DIMS", "crc32c_blocked", "crc32c_device", "scatter_blocks", "shift_matrix"]
+__all__ = [
+    "BLOCK",
+    "MAX_DIMS",
+    "crc32c_blocked",
+    "crc32c_device",
+    "scatter_arrays",
+    "scatter_blocks",
+    "shift_matrix",
+]
 
 #: Bytes hashed by one GPU thread.
 BLOCK = 1024
@@ -214,32 +222,55 @@ def scatter_blocks(blocks: list[Block], itemsize: int, fill: bytes) -> None:
         itemsize: 1, 2, 4 or 8 bytes.
         fill: the fill value's bytes (``itemsize`` long), written where ``src_ptr`` is 0.
     """
-    cp = cuda.cupy_or_none()
-    assert cp is not None
     if not blocks:
         return
-    if itemsize not in (1, 2, 4, 8):
-        raise ValueError(f"scatter_blocks(): itemsize must be 1, 2, 4 or 8, got {itemsize}")
-    ndim = len(blocks[0][2])
-    if ndim > MAX_DIMS:
-        raise ValueError(f"scatter_blocks(): rank {ndim} > {MAX_DIMS}")
-    # Built column-wise from lists: one numpy call per field rather than per block.
-    meta = np.zeros((len(blocks), _META), dtype=np.int64)
     srcs, dsts, shapes, ssts, dsts_st = zip(*blocks)
-    shp = np.array(shapes, dtype=np.int64).reshape(len(blocks), ndim)
-    meta[:, 0] = srcs  # device pointers fit in 63 bits
-    meta[:, 1] = dsts
-    meta[:, 2] = shp.prod(axis=1)
-    meta[:, 3 : 3 + ndim] = shp
-    meta[:, 3 + MAX_DIMS : 3 + MAX_DIMS + ndim] = np.array(ssts, dtype=np.int64).reshape(len(blocks), ndim)
-    meta[:, 3 + 2 * MAX_DIMS : 3 + 2 * MAX_DIMS + ndim] = np.array(dsts_st, dtype=np.int64).reshape(
-        len(blocks), ndim
+    n, nd = len(blocks), len(blocks[0][2])
+    scatter_arrays(
+        np.array(srcs, dtype=np.int64),
+        np.array(dsts, dtype=np.int64),
+        np.array(shapes, dtype=np.int64).reshape(n, nd),
+        np.array(ssts, dtype=np.int64).reshape(n, nd),
+        np.array(dsts_st, dtype=np.int64).reshape(n, nd),
+        itemsize=itemsize,
+        fill=fill,
     )
-    most = int(meta[:, 2].max()) if len(blocks) else 1
+
+
+def scatter_arrays(
+    src: np.ndarray,
+    dst: np.ndarray,
+    shape: np.ndarray,
+    src_strides: np.ndarray,
+    dst_strides: np.ndarray,
+    *,
+    itemsize: int,
+    fill: bytes,
+) -> None:
+    """:func:`scatter_blocks` with the blocks given as arrays (one row per block; ``shape`` and the
+    strides are ``n x ndim``), so that callers build them vectorized."""
+    cp = cuda.cupy_or_none()
+    assert cp is not None
+    n = len(src)
+    if not n:
+        return
+    if itemsize not in (1, 2, 4, 8):
+        raise ValueError(f"scatter_arrays(): itemsize must be 1, 2, 4 or 8, got {itemsize}")
+    ndim = int(shape.shape[1])
+    if ndim > MAX_DIMS:
+        raise ValueError(f"scatter_arrays(): rank {ndim} > {MAX_DIMS}")
+    meta = np.zeros((n, _META), dtype=np.int64)
+    meta[:, 0] = src  # device pointers fit in 63 bits
+    meta[:, 1] = dst
+    meta[:, 2] = shape.prod(axis=1)
+    meta[:, 3 : 3 + ndim] = shape
+    meta[:, 3 + MAX_DIMS : 3 + MAX_DIMS + ndim] = src_strides
+    meta[:, 3 + 2 * MAX_DIMS : 3 + 2 * MAX_DIMS + ndim] = dst_strides
+    most = int(meta[:, 2].max())
     fill_u64 = np.uint64(int.from_bytes(fill[:itemsize].ljust(8, b"\0"), "little"))
     fn = _module().get_function("scatter_blocks")
     threads = 256
     gx = max(1, min((most + threads - 1) // threads, 1024))
-    for start in range(0, len(blocks), 65535):
+    for start in range(0, n, 65535):
         part = cp.asarray(meta[start : start + 65535])
         fn((gx, part.shape[0]), (threads,), (part, np.int32(ndim), np.int32(itemsize), fill_u64))

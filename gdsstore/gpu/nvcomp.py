@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from gdsstore import policy
 from gdsstore.engine import cuda
 from gdsstore.policy import Decision
 
@@ -42,17 +43,13 @@ __all__ = [
     "nvcomp_reason",
 ]
 
-#: Chunk formats that nvCOMP can decode bit-compatibly with numcodecs.
-GPU_DECODABLE = frozenset({"zstd", "gzip", "lz4"})
+#: Chunk formats that nvCOMP can decode bit-compatibly with numcodecs (defined by the policy).
+GPU_DECODABLE = policy.GPU_DECODABLE
 #: Formats that the GPU also writes (gzip writes on the CPU: see the module docstring).
-GPU_ENCODABLE = frozenset({"zstd", "lz4"})
+GPU_ENCODABLE = policy.GPU_ENCODABLE
 
 # nvCOMP's algorithm name for each chunk format.
 _ALGORITHM = {"zstd": "zstd", "gzip": "deflate", "lz4": "lz4"}
-
-_CPU_ONLY_REASON = {
-    "blosc": "blosc framing (blocks, shuffle) has no nvCOMP decoder",
-}
 
 
 @functools.cache
@@ -75,32 +72,14 @@ def nvcomp_reason() -> str:
 
 
 def decide_codec(fmt: str, *, device: bool, encode: bool = False) -> Decision:
-    """Route of one decode (or encode) of chunks in format ``fmt``: ``gpu-decode`` or ``cpu-codec``.
-
-    Args:
-        fmt: ``"zstd"``, ``"gzip"``, ``"lz4"``, ``"blosc"``, ...
-        device: the chunk bytes are (or are to be) in device memory.
-        encode: decide for a write instead of a read.
+    """:func:`gdsstore.policy.decide_codec` with this machine's facts (GPU present? nvCOMP loads?).
 
     Returns:
         ``Decision("gpu-decode" | "gpu-encode" | "cpu-codec", reason)``.
     """
-    gpu_route = "gpu-encode" if encode else "gpu-decode"
-    if not device:
-        return Decision("cpu-codec", "host buffer")
-    if fmt in _CPU_ONLY_REASON:
-        return Decision("cpu-codec", _CPU_ONLY_REASON[fmt])
-    if fmt not in (GPU_ENCODABLE if encode else GPU_DECODABLE):
-        if encode and fmt == "gzip":
-            return Decision(
-                "cpu-codec", "gzip writes on the CPU (trailer CRC-32; numcodecs-identical output)"
-            )
-        return Decision("cpu-codec", f"no nvCOMP codec for {fmt!r}")
-    if not cuda.gpu_available():
-        return Decision("cpu-codec", "no CUDA GPU (cupy or the driver missing)")
-    if nvcomp_or_none() is None:
-        return Decision("cpu-codec", nvcomp_reason())
-    return Decision(gpu_route, f"nvCOMP batched {_ALGORITHM[fmt]}")
+    gpu = cuda.gpu_available() if device else False
+    err = None if not (device and gpu) or nvcomp_or_none() is not None else nvcomp_reason()
+    return policy.decide_codec(fmt, device=device, encode=encode, gpu=gpu, nvcomp_error=err)
 
 
 # -- framing: where the nvCOMP payload sits inside a numcodecs chunk -------------------------------

@@ -3,9 +3,10 @@ threads into (pinned) host memory, then moved to the device in one large copy.
 
 Two sources:
 
-- a gdsstore :class:`~gdsstore.engine.backend.Backend` (what ``GDSStore.backend`` exposes): sizes
-  are looked up, then every range is ``pread`` straight into its slot of the staging buffer by a
-  pool of ``num_threads`` threads (no per-chunk Python buffers, no per-chunk device copies);
+- a gdsstore :class:`~gdsstore.engine.backend.Backend` (what ``GDSStore.backend`` exposes): local
+  files through the engine's :func:`gdsstore.engine.batch.read_batch` (``num_threads`` threads
+  ``preadv`` straight into each slot; sizes looked up in one batched ``stat`` unless known), other
+  backends through their file objects (no per-chunk Python buffers, no per-chunk device copies);
 - any other zarr store: the byte getters' ``get`` runs concurrently and the results are copied in.
 
 Slots are 64-byte aligned (nvCOMP wants 8-16 bytes; 64 keeps every chunk on its own cache line).
@@ -13,9 +14,7 @@ Slots are 64-byte aligned (nvCOMP wants 8-16 bytes; 64 keeps every chunk on its 
 
 from __future__ import annotations
 
-import os
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,12 +22,11 @@ from typing import Any
 
 import numpy as np
 
-import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine import cuda
+from gdsstore.engine import batch, cuda
 from gdsstore.engine.backend import ByteRange
 
-__all__ = ["Fetch", "Staged", "stage_from_backend", "stage_from_host_buffers", "to_device"]
+__all__ = ["Fetch", "Staged", "stage_from_backend", "stage_from_host_buffers", "stage_local", "to_device"]
 
 _ALIGN = 64
 
@@ -41,21 +39,48 @@ class Fetch:
     byte_range: ByteRange | None = None
 
 
-@dataclass
 class Staged:
-    """The bytes of a batch in one host buffer: ``slots[i]`` is ``(offset, nbytes)`` or ``None`` (missing)."""
+    """The bytes of a batch in one host buffer.
 
-    host: np.ndarray  # uint8, possibly a view of pinned memory
-    slots: list[tuple[int, int] | None]
-    pinned: Any = None  # the PinnedBuffer backing ``host`` (kept alive, returned to the pool on release)
+    ``offsets[i]``/``sizes[i]`` (``int64`` arrays) locate item ``i``; ``sizes[i] == -1``: missing.
+    ``slots`` is the same as a list of ``(offset, nbytes)`` or ``None``.
+    """
+
+    __slots__ = ("host", "offsets", "pinned", "sizes")
+
+    def __init__(self, host: np.ndarray, offsets: Any, sizes: Any, pinned: Any = None) -> None:
+        self.host = host  # uint8, possibly a view of pinned memory
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.pinned = pinned  # the PinnedBuffer backing ``host`` (returned to the pool on release)
+
+    @classmethod
+    def from_slots(
+        cls, host: np.ndarray, slots: Sequence[tuple[int, int] | None], pinned: Any = None
+    ) -> Staged:
+        offs = [0 if s is None else s[0] for s in slots]
+        sizes = [-1 if s is None else s[1] for s in slots]
+        return cls(host, offs, sizes, pinned)
+
+    @property
+    def slots(self) -> list[tuple[int, int] | None]:
+        return [None if n < 0 else (a, n) for a, n in zip(self.offsets.tolist(), self.sizes.tolist())]
+
+    @property
+    def present(self) -> np.ndarray:
+        """Indices of the items that exist."""
+        return np.flatnonzero(self.sizes >= 0)
 
     def view(self, i: int) -> np.ndarray | None:
-        s = self.slots[i]
-        return None if s is None else self.host[s[0] : s[0] + s[1]]
+        n = int(self.sizes[i])
+        if n < 0:
+            return None
+        a = int(self.offsets[i])
+        return self.host[a : a + n]
 
     @property
     def nbytes(self) -> int:
-        return sum(s[1] for s in self.slots if s is not None)
+        return int(self.sizes.clip(0).sum())
 
     def release(self) -> None:
         if self.pinned is not None:
@@ -109,16 +134,11 @@ def executor() -> ThreadPoolExecutor:
         return _executor
 
 
-def _layout(sizes: Sequence[int | None]) -> tuple[list[tuple[int, int] | None], int]:
-    slots: list[tuple[int, int] | None] = []
-    pos = 0
-    for n in sizes:
-        if n is None:
-            slots.append(None)
-            continue
-        slots.append((pos, n))
-        pos += (n + _ALIGN - 1) // _ALIGN * _ALIGN
-    return slots, pos
+def _layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Slot offsets (64-byte aligned, in order) for ``sizes`` (``-1``: missing, no room)."""
+    padded = (sizes.clip(0) + _ALIGN - 1) // _ALIGN * _ALIGN
+    ends = np.cumsum(padded)
+    return ends - padded, int(ends[-1]) if len(ends) else 0
 
 
 def _alloc(total: int, pinned: bool) -> tuple[np.ndarray, Any]:
@@ -137,86 +157,86 @@ def _resolve(backend: Any, f: Fetch) -> tuple[int, int] | None:
     return f.byte_range.resolve(size) if f.byte_range is not None else (0, size)
 
 
-def _groups(n: int, parts: int) -> list[range]:
-    """``range(n)`` cut into at most ``parts`` contiguous groups (one pool task each)."""
-    parts = max(1, min(parts, n))
-    step = -(-n // parts)
-    return [range(a, min(n, a + step)) for a in range(0, n, step)]
+def stage_local(
+    backend: Any,
+    keys: Sequence[str],
+    starts: np.ndarray | None = None,
+    stops: np.ndarray | None = None,
+    *,
+    pinned: bool,
+    ranges: Sequence[ByteRange | None] | None = None,
+    expect: np.ndarray | None = None,
+) -> Staged:
+    """Local files through :func:`gdsstore.engine.batch.read_batch`, straight into their slots.
 
+    Whole files when ``starts`` is ``None`` and ``ranges`` is ``None`` (one ``stat`` pass sizes them);
+    exact ``[starts, stops)`` ranges known to lie inside the files (shard index entries: no
+    ``stat``); or any :class:`ByteRange` per key (``ranges``, clamped as zarr says). ``expect``:
+    whole files whose size is known (uncompressed chunks): no ``stat`` either, one byte more is
+    asked for so that a file of another size is an error, not silently wrong data.
 
-def _local_stage(backend: Any, fetches: Sequence[Fetch], pinned: bool) -> Staged:
-    """Local files: ``stat`` then ``open``/``preadv``/``close`` per file, straight into the slot.
-
-    The engine's file object costs ~100 us of Python per file (settings, buffer checks, routing);
-    a batch of host-memory reads needs none of it: the route is POSIX into host memory by policy
-    ("host buffer"), and these syscalls release the GIL. Each pool task takes a contiguous group of
-    files: one task per file would cost more in futures than in reads for small chunks.
+    Raises:
+        OSError: a short read, or a file not of its ``expect`` size.
     """
-    pool = executor()
+    n = len(keys)
+    paths = batch.local_paths(backend.root, keys, "stage_from_backend()")
     threads = policy.settings().num_threads
-    t0 = time.perf_counter()
-    n = len(fetches)
-    paths = [backend._path(f.key, "stage_from_backend()") for f in fetches]
-    where: list[tuple[int, int] | None] = [None] * n
-
-    def sizes(g: range) -> None:
-        for i in g:
-            try:
-                size = os.stat(paths[i]).st_size
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            br = fetches[i].byte_range
-            where[i] = br.resolve(size) if br is not None else (0, size)
-
-    groups = _groups(n, threads)
-    list(pool.map(sizes, groups))
-    slots, total = _layout([None if w is None else w[1] for w in where])
+    if expect is not None:
+        offsets = np.zeros(n, dtype=np.int64)
+        sizes = np.asarray(expect, dtype=np.int64) + 1
+    elif starts is not None:
+        assert stops is not None
+        offsets = np.asarray(starts, dtype=np.int64)
+        sizes = np.asarray(stops, dtype=np.int64) - offsets
+    else:
+        sizes = batch.stat_batch(paths, threads)
+        offsets = np.zeros(n, dtype=np.int64)
+        if ranges is not None:
+            for i, br in enumerate(ranges):
+                if br is not None and sizes[i] >= 0:
+                    offsets[i], sizes[i] = br.resolve(int(sizes[i]))
+    slot_offsets, total = _layout(sizes)
     host, pin = _alloc(total, pinned)
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-
-    def read(g: range) -> int:
-        done = 0
-        for i in g:
-            s, w = slots[i], where[i]
-            if s is None or w is None or s[1] == 0:
-                continue
-            try:
-                fd = os.open(paths[i], flags)
-            except (FileNotFoundError, NotADirectoryError):
-                slots[i] = None  # deleted since the stat: missing, as zarr says
-                continue
-            try:
-                got = 0
-                view = memoryview(host[s[0] : s[0] + s[1]])
-                while got < s[1]:
-                    k = os.preadv(fd, [view[got:]], w[0] + got)
-                    if k == 0:
-                        break
-                    got += k
-            finally:
-                os.close(fd)
-            if got != s[1]:
-                raise OSError(
-                    f"stage_from_backend(): short read of {fetches[i].key!r}: {got} of {s[1]} bytes"
-                )
-            done += got
-        return done
-
     try:
-        nbytes = sum(pool.map(read, _groups(n, threads)))
+        got = batch.read_batch(
+            paths,
+            offsets,
+            sizes,
+            host,
+            slot_offsets,
+            threads,
+            into="pinned staging" if pin is not None else "host buffer",
+            url=backend.url,
+        )
     except BaseException:
         if pin is not None:
             _pinned_pool.put(pin)
         raise
-    _trace.record(
-        "read",
-        "posix",
-        f"host buffer; batch of {n} reads",
-        nbytes,
-        time.perf_counter() - t0,
-        backend.url,
-    )
-    return Staged(host, slots, pin)
+    gone = got < 0
+    if gone.any():
+        sizes = np.where(gone, -1, sizes)  # deleted since the stat: missing, as zarr says
+    if expect is not None:
+        bad = np.flatnonzero((got >= 0) & (got != sizes - 1))
+        if len(bad):
+            if pin is not None:
+                _pinned_pool.put(pin)
+            i = int(bad[0])
+            what = "larger than" if got[i] == sizes[i] else f"{int(got[i])} bytes, not"
+            raise OSError(
+                f"stage_from_backend(): chunk {keys[i]!r} is {what} the {int(sizes[i]) - 1} bytes "
+                "its codecs produce"
+            )
+        sizes = np.where(gone, -1, sizes - 1)
+    short = np.flatnonzero((got >= 0) & (got < sizes.clip(0)))
+    if len(short):
+        if pin is not None:
+            _pinned_pool.put(pin)
+        i = int(short[0])
+        raise OSError(
+            f"stage_from_backend(): short read of {keys[i]!r}: {int(got[i])} of {int(sizes[i])} bytes "
+            f"at offset {int(offsets[i])}"
+        )
+    return Staged(host, slot_offsets, sizes, pin)
 
 
 def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool) -> Staged:
@@ -227,11 +247,15 @@ def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool) 
     from gdsstore.engine.localfs import LocalBackend
 
     if isinstance(backend, LocalBackend):
-        return _local_stage(backend, fetches, pinned)
+        return stage_local(
+            backend, [f.key for f in fetches], pinned=pinned, ranges=[f.byte_range for f in fetches]
+        )
     pool = executor()
     where = list(pool.map(lambda f: _resolve(backend, f), fetches))
-    slots, total = _layout([None if w is None else w[1] for w in where])
+    sizes = np.array([-1 if w is None else w[1] for w in where], dtype=np.int64)
+    offs, total = _layout(sizes)
     host, pin = _alloc(total, pinned)
+    slots: list[tuple[int, int] | None] = [None if w is None else (int(a), w[1]) for a, w in zip(offs, where)]
 
     def read(i: int) -> None:
         s, w = slots[i], where[i]
@@ -254,21 +278,22 @@ def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool) 
         if pin is not None:
             _pinned_pool.put(pin)
         raise
-    return Staged(host, slots, pin)
+    return Staged.from_slots(host, slots, pin)
 
 
 def stage_from_host_buffers(bufs: Sequence[Any], *, pinned: bool) -> Staged:
     """Copy host byte buffers (numpy ``uint8`` or ``None``) into one staging buffer."""
-    slots, total = _layout([None if b is None else int(b.nbytes) for b in bufs])
+    sizes = np.array([-1 if b is None else int(b.nbytes) for b in bufs], dtype=np.int64)
+    offs, total = _layout(sizes)
     host, pin = _alloc(total, pinned)
-    for b, s in zip(bufs, slots):
-        if s is not None and b is not None:
-            host[s[0] : s[0] + s[1]] = (
+    for b, a, n in zip(bufs, offs.tolist(), sizes.tolist()):
+        if b is not None:
+            host[a : a + n] = (
                 np.frombuffer(b, dtype=np.uint8)
                 if not isinstance(b, np.ndarray)
                 else b.view(np.uint8).reshape(-1)
             )
-    return Staged(host, slots, pin)
+    return Staged(host, offs, sizes, pin)
 
 
 def to_device(staged: Staged) -> Any:
