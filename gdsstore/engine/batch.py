@@ -179,9 +179,9 @@ def read_batch(
                 d0, off = dos[i], offs[i]
                 while done < size:
                     k = pv(fd, [view[d0 + done : d0 + size]], off + done)
-                    if k == 0:
-                        break
                     done += k
+                    if k < size - done + k:  # short read of a regular file: end of file, no 2nd call
+                        break
             finally:
                 cl(fd)
             pgot[i] = done
