@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import fsspec
 import pytest
 
 from gdsstore.engine import cuda
+
+# A checkout used without `pip install` (the GPU machine runs from PYTHONPATH) has no entry points:
+# register the fsspec protocol the way the installed entry point does.
+if "gds" not in fsspec.registry and "gds" not in fsspec.available_protocols():
+    fsspec.register_implementation("gds", "gdsstore.adapters.fsspec_fs.GDSFileSystem")
 
 
 def _gpu_skip_reason() -> str | None:

@@ -185,6 +185,13 @@ _L1_NEW = 624
 _L1_OLD = 512
 
 
+def _stats_level(c: Any) -> int:
+    try:
+        return int(c.get_stats_level())
+    except Exception:
+        return -1
+
+
 def read_stats() -> dict[str, Any] | None:
     """cuFile's own counters (level 3, summed over GPUs), or None when the driver is not open."""
     if not (_driver.probed and _driver.result.ok):
@@ -205,7 +212,20 @@ def read_stats() -> dict[str, Any] | None:
     pg_off = l3.fields["per_gpu_stats"][1] - shift
     num_gpus = int(buf[ng_off : ng_off + 4].view(np.uint32)[0])
     pg = c.per_gpu_stats_dtype
-    out = {"nvfs_reads": 0, "posix_reads": 0, "nvfs_writes": 0, "posix_writes": 0, "read_bytes": 0}
+    l1 = c.stats_level1_dtype  # leading fields: same offsets in the old and new layouts
+    u64 = buf[: l1_size - l1_size % 8].view(np.uint64)
+    out = {
+        "level": str(_stats_level(c)),  # strings: the trace keeps them as they are (no delta)
+        "read_ops": int(u64[l1.fields["read_ops"][1] // 8]),
+        "write_ops": int(u64[l1.fields["write_ops"][1] // 8]),
+        "bytes_read": int(u64[l1.fields["read_bytes"][1] // 8]),
+        "gpus": str(num_gpus),
+        "nvfs_reads": 0,
+        "posix_reads": 0,
+        "nvfs_writes": 0,
+        "posix_writes": 0,
+        "read_bytes": 0,
+    }
     for i in range(min(num_gpus, 16)):
         rec = buf[pg_off + i * pg.itemsize : pg_off + (i + 1) * pg.itemsize].view(pg)[0]
         out["nvfs_reads"] += int(rec["n_nvfs_reads"])

@@ -91,8 +91,9 @@ def test_auto_picks_cufile_when_handle_registers(cp, ref) -> None:  # type: igno
     assert [(e.route, e.reason) for e in t.events] == [("cufile", "cuFile handle registered")]
     st = t.stats.get("cufile")
     assert st is not None, "cuFile stats unreadable"
-    assert st["posix_reads"] > 0  # cuFile's own compat (POSIX) counter moved: no nvidia-fs here
-    assert st["nvfs_reads"] == 0
+    assert st["read_ops"] > 0 and st["bytes_read"] >= SIZE, st  # cuFile counted our reads
+    assert st["nvfs_reads"] == 0, st  # no nvidia-fs here: nothing went the accelerated path
+    assert st["posix_reads"] > 0, st  # cuFile's own compat (POSIX) counter moved
     assert "cufile stats" in str(t)
 
 

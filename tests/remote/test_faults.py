@@ -130,3 +130,47 @@ def test_silent_server_times_out(blackhole: Blackhole) -> None:
             gdsstore.open(f"http://127.0.0.1:{blackhole.port}/x.bin")
         elapsed = time.perf_counter() - t0
     assert 0.5 < elapsed < 2 * 0.3 + 1.5
+
+
+BIG = payload(6 << 20, seed=5)
+
+
+@pytest.mark.parametrize("mode", [*RECOVERABLE, "ok"])
+def test_large_ranges_read_from_the_socket_recover(faults: FaultServer, mode: str) -> None:
+    """Ranges >= 1 MiB bypass http.client's buffer (recv MSG_WAITALL): same guarantees under faults."""
+    faults.objects["big.bin"] = BIG
+    faults.slow_seconds = 0.6
+    settings = {"remote.timeout": 0.3, "task_size": 2 << 20, "remote.concurrency": 2}
+    with gdsstore.config.set(settings), gdsstore.open(faults.url("big.bin", mode, 2)) as f:
+        buf = np.full(f.size, FILL, "u1")
+        assert f.read(buf) == len(BIG)
+        assert buf.tobytes() == BIG
+        part = np.full(3 << 20, FILL, "u1")
+        assert f.read(part, offset=1234) == part.size
+        assert part.tobytes() == BIG[1234 : 1234 + part.size]
+
+
+def test_recv_waitall_fills_times_out_and_sees_close() -> None:
+    import socket
+    import threading
+
+    from gdsstore.engine.remote.http import _recv_waitall
+
+    a, b = socket.socketpair()
+    a.settimeout(0.5)
+    payload_ = bytes(range(256)) * 8192  # 2 MiB, sent in pieces
+    sender = threading.Thread(target=lambda: [b.sendall(payload_[i : i + 65536]) for i in range(0, len(payload_), 65536)])
+    sender.start()
+    dst = bytearray(len(payload_))
+    assert _recv_waitall(a, memoryview(dst)) == len(payload_)
+    sender.join()
+    assert bytes(dst) == payload_
+    assert a.gettimeout() == 0.5  # restored
+    with pytest.raises(TimeoutError):
+        _recv_waitall(a, memoryview(bytearray(10)))  # nothing arrives within the timeout
+    b.sendall(b"xyz")
+    b.close()
+    out = bytearray(10)
+    assert _recv_waitall(a, memoryview(out)) == 3  # peer closed: what arrived, no hang
+    assert bytes(out[:3]) == b"xyz"
+    a.close()

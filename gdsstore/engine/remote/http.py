@@ -17,6 +17,9 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import socket
+import ssl
+import struct
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -114,10 +117,53 @@ def get_client(verify: bool | str = True, cert: str | tuple[str, str] | None = N
         return c
 
 
+# Ranges at least this large are read with recv(MSG_WAITALL) on plain-HTTP sockets.
+_DIRECT_MIN = 1 << 20
+
+
+def _plain_socket(fp: Any) -> socket.socket | None:
+    """The TCP socket under an http.client response with a known length, or None (TLS, chunked)."""
+    if not isinstance(fp, http.client.HTTPResponse) or fp.chunked or fp.length is None:
+        return None
+    raw = getattr(getattr(fp, "fp", None), "raw", None)
+    sock = getattr(raw, "_sock", None)
+    if not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket):
+        return None  # SSL sockets refuse recv flags
+    return sock
+
+
+def _recv_waitall(sock: socket.socket, dst: memoryview) -> int:
+    """Fill ``dst`` from ``sock`` in as few blocking ``recv`` calls as the kernel allows.
+
+    A socket with a timeout is non-blocking underneath (MSG_WAITALL would return at once), so it is
+    made blocking for the call, with the same timeout as SO_RCVTIMEO. Returns the bytes received
+    (fewer only when the peer closed); a timeout with nothing received raises TimeoutError.
+    """
+    timeout = sock.gettimeout()
+    sec = int(timeout or 0)
+    usec = int(((timeout or 0) - sec) * 1e6)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", sec, usec))
+    sock.settimeout(None)
+    got = 0
+    try:
+        while got < len(dst):
+            try:
+                k = sock.recv_into(dst[got:], len(dst) - got, socket.MSG_WAITALL)
+            except BlockingIOError:
+                raise TimeoutError(f"no data within {timeout} s") from None
+            if k == 0:
+                break
+            got += k
+    finally:
+        sock.settimeout(timeout)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
+    return got
+
+
 class HTTPBody:
     """A response body read through http.client's ``readinto`` (no urllib3 layer in the hot loop)."""
 
-    __slots__ = ("_expected", "_fp", "_read", "_resp", "_what")
+    __slots__ = ("_expected", "_fp", "_read", "_resp", "_sock", "_what")
 
     def __init__(self, resp: Any, expected: int, what: str) -> None:
         self._resp = resp
@@ -127,16 +173,39 @@ class HTTPBody:
         self._expected = expected
         self._what = what  # the request, for messages (no secrets)
         self._read = 0
+        self._sock: socket.socket | None = _plain_socket(self._fp) if expected >= _DIRECT_MIN else None
 
     def readinto(self, dst: memoryview) -> int:
         try:
-            n = self._fp.readinto(dst)
+            if self._sock is not None and len(dst) >= _DIRECT_MIN:
+                n = self._readinto_direct(dst)
+            else:
+                n = self._fp.readinto(dst)
         except (http.client.IncompleteRead, OSError) as exc:
             raise TransientError(
                 f"{self._what}: body read failed after {self._read} bytes: {type(exc).__name__}"
             ) from None
         self._read += n
         return int(n)
+
+    def _readinto_direct(self, dst: memoryview) -> int:
+        """Bytes http.client has buffered, then the rest straight from the socket with one
+        ``recv(MSG_WAITALL)``: the thread leaves the GIL once per range, not once per packet (16
+        threads convoying on the GIL was the bottleneck of the buffered path)."""
+        fp = self._fp
+        assert self._sock is not None and fp.length is not None
+        # peek() returns what is buffered without I/O (or does one read when nothing is); taking all of
+        # it empties http.client's buffer, so the socket is next in the stream.
+        buffered = len(fp.fp.peek(1))
+        first = fp.readinto(dst[: min(buffered, len(dst))])
+        want = min(len(dst) - first, fp.length)
+        if first < buffered or want <= 0:
+            return int(first)
+        got = _recv_waitall(self._sock, dst[first : first + want])
+        fp.length -= got
+        if fp.length == 0:
+            fp.readinto(memoryview(bytearray(0)))  # http.client marks the response complete
+        return int(first + got)
 
     def finish(self) -> None:
         if self._read != self._expected:
