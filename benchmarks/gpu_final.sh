@@ -14,6 +14,6 @@ tail -14 "$out/zarr/bench.log"
 f=/root/gdsstore-bench-1g.bin
 [ -f $f ] || head -c $((1<<30)) /dev/urandom > $f
 cat $f > /dev/null
-timeout 90 python3 -m gdsstore.cli bench $f --threads 16 --repeat 5 2>/dev/null | tee "$out/bench-raw-warm.txt"
-timeout 60 python3 -m gdsstore.cli bench $f --threads 16 --repeat 1 --cold 2>/dev/null | tee "$out/bench-raw-cold.txt"
+timeout 90 python3 -m gdsstore.cli bench $f --threads 16 --repeat 5 2>/dev/null | tee "$out/bench-raw.txt"
+timeout 60 python3 -m gdsstore.cli bench $f --threads 16 --repeat 1 --cold 2>/dev/null | tee -a "$out/bench-raw.txt"
 timeout 100 python3 benchmarks/remote_bench.py --size 1GiB --out "$out" 2>&1 | tail -12
