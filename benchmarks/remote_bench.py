@@ -296,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server", choices=["auto", "nginx", "python"], default="auto")
     ap.add_argument("--workers", type=int, default=8, help="server processes (default 8)")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--sweep", action="store_true", help="also gdsstore under other settings, and host memory")
     args = ap.parse_args(argv)
 
     cp = _cupy()
@@ -336,6 +337,20 @@ def main(argv: list[str] | None = None) -> int:
                 ("fsspec HTTPFileSystem + " + ("cupy.asarray" if cp is not None else "numpy copy"),
                  fsspec_reader(url, cp, args.size)),
             ]
+            if args.sweep:
+                for label, s in [
+                    ("task 32 MiB", {"task_size": 32 << 20}),
+                    ("task 64 MiB", {"task_size": 64 << 20}),
+                    ("task 16 MiB, bounce 16 MiB", {"task_size": 16 << 20, "bounce_buffer_size": 16 << 20}),
+                    ("task 32 MiB, bounce 32 MiB", {"task_size": 32 << 20, "bounce_buffer_size": 32 << 20}),
+                    ("task 16 MiB, concurrency 32", {"task_size": 16 << 20, "remote.concurrency": 32}),
+                    ("task 8 MiB, concurrency 32", {"remote.concurrency": 32}),
+                ]:
+                    contenders.append((f"gdsstore ({label})", gdsstore_reader(url, cp, args.size, s)))
+                contenders.append(("gdsstore (defaults, host memory)", gdsstore_reader(url, None, args.size)))
+                contenders.append(
+                    ("gdsstore (task 16 MiB, host memory)", gdsstore_reader(url, None, args.size, {"task_size": 16 << 20}))
+                )
             for name, run in contenders:
                 if isinstance(run, str):
                     results.append({"name": name, "skipped": run})

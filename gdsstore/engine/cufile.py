@@ -118,6 +118,18 @@ def _probe_steps(timeout: float) -> CuFileProbeResult:
     return CuFileProbeResult(True, f"cuFile driver open (libcufile {version // 1000}.{version % 1000 // 10})")
 
 
+def nvidia_fs_present() -> bool:
+    """Whether the nvidia-fs kernel module is loaded (without it cuFile only does compat I/O)."""
+    return os.path.exists("/proc/driver/nvidia-fs/version")
+
+
+def registered_reason() -> str:
+    """The route reason for a file whose cuFile handle registered, saying which cuFile path runs."""
+    if nvidia_fs_present():
+        return "cuFile handle registered (nvidia-fs loaded)"
+    return "cuFile handle registered (no nvidia-fs: cuFile's compat POSIX path)"
+
+
 def _shutdown() -> None:
     # Deregister handles and close the driver before CUDA and the bindings are torn down at exit.
     handle_cache.clear()
@@ -214,7 +226,7 @@ def read_stats() -> dict[str, Any] | None:
     pg = c.per_gpu_stats_dtype
     l1 = c.stats_level1_dtype  # leading fields: same offsets in the old and new layouts
     u64 = buf[: l1_size - l1_size % 8].view(np.uint64)
-    out = {
+    out: dict[str, Any] = {
         "level": str(_stats_level(c)),  # strings: the trace keeps them as they are (no delta)
         "read_ops": int(u64[l1.fields["read_ops"][1] // 8]),
         "write_ops": int(u64[l1.fields["write_ops"][1] // 8]),
@@ -233,6 +245,8 @@ def read_stats() -> dict[str, Any] | None:
         out["nvfs_writes"] += int(rec["n_nvfs_writes"])
         out["posix_writes"] += int(rec["n_posix_writes"])
         out["read_bytes"] += int(rec["read_bytes"])
+    if num_gpus == 0:
+        out["split"] = "per-GPU nvfs/posix counts not reported by this libcufile"
     return out
 
 

@@ -128,7 +128,7 @@ class LocalFile:
         """The probe result for this file: driver, then handle registration (once per file object)."""
         with self._lock:
             if self._cufile_handle is not None:
-                return policy.CuFileProbeResult(True, "cuFile handle registered"), self._cufile_handle
+                return policy.CuFileProbeResult(True, _cufile.registered_reason()), self._cufile_handle
             if self._cufile_reason is not None:
                 return policy.CuFileProbeResult(False, self._cufile_reason), None
             drv = _cufile.driver_probe()
@@ -147,7 +147,7 @@ class LocalFile:
                 self._cufile_reason = got
                 return policy.CuFileProbeResult(False, got), None
             self._cufile_handle = got
-            return policy.CuFileProbeResult(True, "cuFile handle registered"), got
+            return policy.CuFileProbeResult(True, _cufile.registered_reason()), got
 
     def _decide(self, buf: IOBuffer, nbytes: int, s: policy.Settings) -> tuple[policy.Decision, Any]:
         probe = None

@@ -88,12 +88,18 @@ def test_auto_picks_cufile_when_handle_registers(cp, ref) -> None:  # type: igno
     with gdsstore.trace() as t, gdsstore.open(path) as f:
         f.read(buf)
     assert np.array_equal(cp.asnumpy(buf), data)
-    assert [(e.route, e.reason) for e in t.events] == [("cufile", "cuFile handle registered")]
+    assert [e.route for e in t.events] == ["cufile"]
+    nvfs = cufile.nvidia_fs_present()
+    assert t.events[0].reason == cufile.registered_reason()
+    assert ("nvidia-fs loaded" if nvfs else "no nvidia-fs") in t.events[0].reason
     st = t.stats.get("cufile")
     assert st is not None, "cuFile stats unreadable"
     assert st["read_ops"] > 0 and st["bytes_read"] >= SIZE, st  # cuFile counted our reads
     assert st["nvfs_reads"] == 0, st  # no nvidia-fs here: nothing went the accelerated path
-    assert st["posix_reads"] > 0, st  # cuFile's own compat (POSIX) counter moved
+    if st["gpus"] != "0":
+        assert st["posix_reads"] > 0, st  # cuFile's own compat (POSIX) counter moved
+    else:  # libcufile 1.15 in compat mode keeps no per-GPU records: the trace says so
+        assert "not reported" in st["split"] and "not reported" in str(t), st
     assert "cufile stats" in str(t)
 
 

@@ -19,7 +19,6 @@ BUCKET = "pipeline-bucket"
 def s3_opts() -> Iterator[dict[str, Any]]:
     pytest.importorskip("moto.server")
     import botocore.session
-
     from servers.moto_s3 import MotoServer
 
     srv = MotoServer()
