@@ -330,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
             url = f"{base}/object.bin"
             contenders: list[tuple[str, Callable[[], int] | str]] = [
                 ("gdsstore (defaults)", gdsstore_reader(url, cp, args.size)),
-                ("gdsstore (task_size 16 MiB)", gdsstore_reader(url, cp, args.size, {"task_size": 16 << 20})),
+                ("gdsstore (remote.max_range_size 64 MiB)",
+                 gdsstore_reader(url, cp, args.size, {"remote.max_range_size": 64 << 20})),
                 ("kvikio RemoteFile, 16 threads", kvikio_reader(url, cp, args.size, 16)),
                 (f"kvikio RemoteFile, default ({_KVIKIO_DEFAULT_THREADS[0]} threads)",
                  kvikio_reader(url, cp, args.size, None)),
@@ -339,17 +340,15 @@ def main(argv: list[str] | None = None) -> int:
             ]
             if args.sweep:
                 for label, s in [
-                    ("task 32 MiB", {"task_size": 32 << 20}),
-                    ("task 64 MiB", {"task_size": 64 << 20}),
-                    ("task 16 MiB, bounce 16 MiB", {"task_size": 16 << 20, "bounce_buffer_size": 16 << 20}),
-                    ("task 32 MiB, bounce 32 MiB", {"task_size": 32 << 20, "bounce_buffer_size": 32 << 20}),
-                    ("task 16 MiB, concurrency 32", {"task_size": 16 << 20, "remote.concurrency": 32}),
-                    ("task 8 MiB, concurrency 32", {"remote.concurrency": 32}),
+                    ("ranges of task_size 8 MiB", {"remote.max_range_size": 8 << 20}),
+                    ("max range 16 MiB", {"remote.max_range_size": 16 << 20}),
+                    ("max range 32 MiB, concurrency 32", {"remote.concurrency": 32}),
                 ]:
                     contenders.append((f"gdsstore ({label})", gdsstore_reader(url, cp, args.size, s)))
                 contenders.append(("gdsstore (defaults, host memory)", gdsstore_reader(url, None, args.size)))
                 contenders.append(
-                    ("gdsstore (task 16 MiB, host memory)", gdsstore_reader(url, None, args.size, {"task_size": 16 << 20}))
+                    ("gdsstore (ranges of 8 MiB, host memory)",
+                     gdsstore_reader(url, None, args.size, {"remote.max_range_size": 8 << 20}))
                 )
             for name, run in contenders:
                 if isinstance(run, str):

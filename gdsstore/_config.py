@@ -51,6 +51,11 @@ DEFAULTS: dict[str, object] = {
         "timeout": 60.0,
         "connect_timeout": 10.0,
         "concurrency": _default_threads(),
+        # Largest range one request asks for. A read is split into remote.concurrency ranges of
+        # size/concurrency, kept between task_size and this: every request costs Python (GIL) work, so
+        # fewer, larger ranges scale better across threads (measured, 1 GiB over loopback into cupy,
+        # 16 threads: 8 MiB ranges 9.6 GB/s, 32 MiB ranges 20.3 GB/s).
+        "max_range_size": 32 << 20,
         "backoff_base": 0.1,
         "backoff_max": 5.0,
         # S3 writes switch from one PUT to a multipart upload above this size.

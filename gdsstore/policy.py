@@ -30,6 +30,7 @@ __all__ = [
     "decide_local",
     "decide_remote",
     "fmt_bytes",
+    "remote_range_size",
     "settings",
 ]
 
@@ -146,6 +147,7 @@ class Settings:
     remote_timeout: float
     remote_connect_timeout: float
     remote_concurrency: int
+    remote_max_range_size: int
     remote_backoff_base: float
     remote_backoff_max: float
     remote_multipart_threshold: int
@@ -197,6 +199,7 @@ def _build_settings() -> Settings:
         remote_timeout=_as_float("remote.timeout", get("remote.timeout")),
         remote_connect_timeout=_as_float("remote.connect_timeout", get("remote.connect_timeout")),
         remote_concurrency=_as_int("remote.concurrency", get("remote.concurrency"), minimum=1),
+        remote_max_range_size=_as_int("remote.max_range_size", get("remote.max_range_size"), minimum=1),
         remote_backoff_base=_as_float("remote.backoff_base", get("remote.backoff_base"), positive=False),
         remote_backoff_max=_as_float("remote.backoff_max", get("remote.backoff_max"), positive=False),
         remote_multipart_threshold=_as_int(
@@ -250,6 +253,23 @@ def decide_local(
     return Decision("cufile", cufile.reason)
 
 
+def remote_range_size(nbytes: int, s: Settings | None = None) -> int:
+    """Size of the ranges a remote read of ``nbytes`` is split into.
+
+    One range per concurrent request (``nbytes / remote.concurrency``), but never smaller than
+    ``task_size`` (tiny requests cost more than they transfer) nor larger than ``remote.max_range_size``
+    (bounded pinned memory, balanced threads).
+
+    Examples:
+        >>> s = settings()
+        >>> remote_range_size(1 << 30, s) == min(s.remote_max_range_size, max(s.task_size, (1 << 30) // s.remote_concurrency))
+        True
+    """
+    s = s or settings()
+    per_request = -(-nbytes // s.remote_concurrency)
+    return max(s.task_size, min(s.remote_max_range_size, per_request))
+
+
 def needs_cufile_probe(*, device: bool, s: Settings | None = None) -> bool:
     """Whether the route decision for a file depends on probing cuFile."""
     s = s or settings()
@@ -268,7 +288,8 @@ def decide_remote(
         scheme: URL scheme (``s3``, ``http``, ``https``, ``webhdfs``, ``swebhdfs``).
         device: the buffer is device memory.
         op: ``"read"`` (concurrent ranges) or ``"write"`` (a whole-object upload).
-        nbytes: size of a write (S3 switches to multipart above ``remote.multipart_threshold``).
+        nbytes: size of the read (it sets the range size) or the write (S3 switches to multipart
+            above ``remote.multipart_threshold``).
         s: settings snapshot; read from ``gdsstore.config`` when omitted.
 
     Returns:
@@ -300,7 +321,8 @@ def decide_remote(
         )
     if op != "read":
         raise ValueError(f"decide_remote(): `op` must be 'read' or 'write', got {op!r}")
-    plan = f"{fmt_bytes(s.task_size)} ranges, concurrency {s.remote_concurrency}"
+    rng = remote_range_size(nbytes, s) if nbytes else s.task_size
+    plan = f"{fmt_bytes(rng)} ranges, concurrency {s.remote_concurrency}"
     if device:
         # Sockets cannot write into device memory: bodies land in the pinned ring, then async H2D.
         return Decision(route, f"device buffer: {plan}, pinned bounce ring + async H2D")

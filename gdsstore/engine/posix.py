@@ -50,37 +50,31 @@ class _Slot:
 
 
 class BounceRing:
-    """A bounded set of pinned, page-aligned bounce buffers shared by the engine's threads."""
+    """Pinned, page-aligned bounce buffers shared by the engine's threads, pooled by size.
+
+    Local I/O uses ``bounce_buffer_size`` slots and remote reads ``remote.max_range_size`` slots: one
+    free list per size, so alternating users never free and re-pin each other's memory. ``limit``
+    bounds the slots of one size.
+    """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._free: deque[_Slot] = deque()
-        self._slot_size = 0
-        self._count = 0
+        self._free: dict[int, deque[_Slot]] = {}
+        self._count: dict[int, int] = {}
 
     def acquire(self, slot_size: int, limit: int) -> _Slot:
         with self._cond:
-            if slot_size != self._slot_size:
-                # bounce_buffer_size changed: drop idle slots of the old size.
-                self._count -= len(self._free)
-                self._free.clear()
-                self._slot_size = slot_size
+            free = self._free.setdefault(slot_size, deque())
             while True:
-                while self._free:
-                    slot = self._free.popleft()
-                    if slot.buf.nbytes == slot_size:
-                        break
-                    self._count -= 1
-                else:
-                    slot = None
-                if slot is not None:
+                if free:
+                    slot = free.popleft()
                     break
-                if self._count < limit:
-                    self._count += 1
+                if self._count.get(slot_size, 0) < limit:
+                    self._count[slot_size] = self._count.get(slot_size, 0) + 1
                     try:
                         slot = _Slot(slot_size)
                     except BaseException:
-                        self._count -= 1
+                        self._count[slot_size] -= 1
                         raise
                     break
                 self._cond.wait()
@@ -92,8 +86,8 @@ class BounceRing:
     def release(self, slot: _Slot, event: Any = None) -> None:
         slot.event = event
         with self._cond:
-            self._free.append(slot)
-            self._cond.notify()
+            self._free.setdefault(slot.buf.nbytes, deque()).append(slot)
+            self._cond.notify_all()
 
 
 ring = BounceRing()

@@ -49,6 +49,7 @@ def test_defaults_are_valid_and_documented_values() -> None:
         ("remote.timeout", -1, "remote.timeout"),
         ("remote.connect_timeout", 0, "remote.connect_timeout"),
         ("remote.concurrency", 0, "remote.concurrency"),
+        ("remote.max_range_size", 0, "remote.max_range_size"),
         ("remote.backoff_base", -1, "remote.backoff_base"),
         ("remote.backoff_max", "x", "remote.backoff_max"),
         ("remote.multipart_threshold", 1, "remote.multipart_threshold"),
@@ -133,6 +134,16 @@ def test_auto_threshold() -> None:
         big = decide_local(device=True, nbytes=16 << 10, cufile=OK)
     assert (small.route, small.reason) == ("posix", "size 8 KiB < gds_threshold 16 KiB")
     assert big.route == "cufile"
+
+
+def test_remote_range_size_spreads_over_workers_within_bounds() -> None:
+    with gdsstore.config.set({"task_size": 8 << 20, "remote.concurrency": 16, "remote.max_range_size": 32 << 20}):
+        s = policy.settings()
+        assert policy.remote_range_size(1 << 30, s) == 32 << 20  # capped: 32 requests, 2 per worker
+        assert policy.remote_range_size(256 << 20, s) == 16 << 20  # one range per worker
+        assert policy.remote_range_size(64 << 20, s) == 8 << 20  # never below task_size
+        assert policy.remote_range_size(1, s) == 8 << 20
+        assert "16 MiB ranges, concurrency 16" in policy.decide_remote(scheme="http", device=True, nbytes=256 << 20, s=s).reason
 
 
 def test_fmt_bytes() -> None:

@@ -32,6 +32,7 @@ def fast_retries() -> Iterator[None]:
     with gdsstore.config.set(
         {
             "task_size": 64 << 10,
+            "remote.max_range_size": 64 << 10,  # ranges of exactly task_size: many of them
             "remote.backoff_base": 0.001,
             "remote.backoff_max": 0.01,
             "remote.max_attempts": 4,

@@ -356,8 +356,9 @@ class RemoteFile:
         if avail == 0:
             return completed(0)
         s = policy.settings()
-        d = policy.decide_remote(scheme=self._source.scheme, device=b.is_device, s=s)
-        return self._run(b, split_ranges(offset, avail, s.task_size), offset, s, self._traced(d, b))
+        d = policy.decide_remote(scheme=self._source.scheme, device=b.is_device, nbytes=avail, s=s)
+        ranges = split_ranges(offset, avail, policy.remote_range_size(avail, s))
+        return self._run(b, ranges, offset, s, self._traced(d, b))
 
     def _run(
         self,
@@ -467,11 +468,11 @@ def get_object(source: RangeSource, alloc: Callable[[int], Any]) -> Any:
     except BaseException:
         first.body.abort()
         raise
-    rest = split_ranges(got[0], total - got[0], s.task_size)
+    rest = split_ranges(got[0], total - got[0], policy.remote_range_size(total - got[0], s))
     RemoteFile(source, size=total)._run(b, rest, 0, s, None, landing).result()
     landing.wait()
     if _trace.active():
-        d = policy.decide_remote(scheme=source.scheme, device=b.is_device, s=s)
+        d = policy.decide_remote(scheme=source.scheme, device=b.is_device, nbytes=total, s=s)
         _trace.record("read", d.route, d.reason, total, time.perf_counter() - t0, source.url, b.device)
     return buf
 
@@ -483,8 +484,10 @@ class _Landing:
     def __init__(self, b: IOBuffer, base: int, s: policy.Settings) -> None:
         self._b = b
         self._base = base  # object offset of b[0]
-        self._slot_size = min(s.bounce_buffer_size, s.task_size)
-        self._limit = 2 * s.remote_concurrency  # two slots per worker: read k+1 while k's copy runs
+        # One slot per range (a body is read with as few calls as possible), at most one per worker:
+        # bounded pinned memory (concurrency x max_range_size).
+        self._slot_size = max(s.bounce_buffer_size, s.remote_max_range_size)
+        self._limit = s.remote_concurrency
         self._events: list[Any] = []
         self._lock = threading.Lock()
 
