@@ -124,3 +124,15 @@ def test_cufile_probe_is_guarded_and_quick() -> None:
 
 def test_cufile_stats_none_without_driver() -> None:
     assert cufile.read_stats() is None or cufile.driver_probe().ok
+
+
+def test_demo_runs_and_prints_the_trace(tmp_path: Path) -> None:
+    out = _cli("demo", "--n", "128", "--path", str(tmp_path / "demo.zarr"))
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "equal to the source: True" in text
+    assert "route" in text and "reason" in text  # the trace table
+    from gdsstore.engine import cuda
+
+    if cuda.device_count() == 0:
+        assert "host (numpy)" in text and "posix" in text
