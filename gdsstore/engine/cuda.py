@@ -108,21 +108,21 @@ def thread_stream(device: int) -> Any:
     return s
 
 
-def memcpy_htod(device: int, dst: int, src: int, nbytes: int) -> None:
-    """Copy pinned host → device on the thread's stream and wait for it."""
+def _memcpy(device: int, dst: int, src: int, nbytes: int, to_device: bool) -> None:
     cp = cupy_or_none()
     assert cp is not None
+    rt = cp.cuda.runtime
     with cp.cuda.Device(device):
         s = thread_stream(device)
-        cp.cuda.runtime.memcpyAsync(dst, src, nbytes, cp.cuda.runtime.memcpyHostToDevice, s.ptr)
+        rt.memcpyAsync(dst, src, nbytes, rt.memcpyHostToDevice if to_device else rt.memcpyDeviceToHost, s.ptr)
         s.synchronize()
+
+
+def memcpy_htod(device: int, dst: int, src: int, nbytes: int) -> None:
+    """Copy pinned host → device on the thread's stream and wait for it."""
+    _memcpy(device, dst, src, nbytes, to_device=True)
 
 
 def memcpy_dtoh(device: int, dst: int, src: int, nbytes: int) -> None:
     """Copy device → pinned host on the thread's stream and wait for it."""
-    cp = cupy_or_none()
-    assert cp is not None
-    with cp.cuda.Device(device):
-        s = thread_stream(device)
-        cp.cuda.runtime.memcpyAsync(dst, src, nbytes, cp.cuda.runtime.memcpyDeviceToHost, s.ptr)
-        s.synchronize()
+    _memcpy(device, dst, src, nbytes, to_device=False)
