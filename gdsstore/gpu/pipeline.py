@@ -491,7 +491,7 @@ def _decode_raw_device(chain: _Chain, specs: list[ArraySpec], staged: staging.St
             "one copy per window",
             staged.nbytes,
             time.perf_counter() - t0,
-            device=int(dev.device.id),
+            device=getattr(getattr(dev, "device", None), "id", None),
         )
         t0 = time.perf_counter()
         s_off = staged.offsets.copy()
