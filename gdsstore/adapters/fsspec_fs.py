@@ -42,7 +42,7 @@ from fsspec.implementations.chained import ChainedFileSystem
 from fsspec.implementations.local import LocalFileSystem, make_path_posix
 from fsspec.spec import AbstractBufferedFile
 
-from gdsstore.engine.backend import Backend, ObjectInfo, backend_for
+from gdsstore.engine.backend import Backend, ObjectInfo, backend_for, coalesce_ranges
 
 __all__ = ["REMOTE_PROTOCOLS", "GDSFile", "GDSFileSystem", "GDSLocalFileSystem"]
 
@@ -625,18 +625,9 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
                     continue
                 opened.append(f)
                 size = f.size
-                ranges = sorted((*_resolve(starts[i], ends[i], size), i) for i in idxs)
-                block: list[tuple[int, int, int]] = []
-                b0 = b_end = 0
-                for off, nb, i in ranges:
-                    if block and (off - b_end > gap or max(b_end, off + nb) - b0 > _MAX_BLOCK):
-                        pending.append(self._submit_block(f, block, b0, b_end))
-                        block = []
-                    if not block:
-                        b0 = b_end = off
-                    block.append((i, off, nb))
-                    b_end = max(b_end, off + nb)
-                if block:
+                spans = [_resolve(starts[i], ends[i], size) for i in idxs]
+                for b0, b_end, group in coalesce_ranges([(o, o + n) for o, n in spans], gap, _MAX_BLOCK):
+                    block = [(idxs[m], *spans[m]) for m in group]
                     pending.append(self._submit_block(f, block, b0, b_end))
             for fut, whole, buf, b0, members in pending:
                 try:

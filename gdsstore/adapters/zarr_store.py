@@ -30,7 +30,7 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.core.buffer.core import default_buffer_prototype
 
-from gdsstore.engine.backend import Backend, ByteRange, backend_for, check_key
+from gdsstore.engine.backend import Backend, ByteRange, backend_for, check_key, coalesce_ranges
 
 if TYPE_CHECKING:
     from zarr.core.common import AccessModeLiteral
@@ -119,23 +119,6 @@ def _get(
     return prototype.buffer.from_array_like(arr)
 
 
-def _plan(
-    spans: list[tuple[int, int, int]], max_gap: int, max_coalesced: int
-) -> list[list[tuple[int, int, int]]]:
-    """Merge ``(index, offset, nbytes)`` spans, sorted by offset, into groups read by one I/O each."""
-    groups: list[list[tuple[int, int, int]]] = []
-    g_start = g_end = 0
-    for span in sorted(spans, key=lambda s: s[1]):
-        _, off, n = span
-        if groups and off - g_end <= max_gap and max(g_end, off + n) - g_start <= max_coalesced:
-            groups[-1].append(span)
-            g_end = max(g_end, off + n)
-            continue
-        groups.append([span])
-        g_start, g_end = off, off + n
-    return groups
-
-
 def _read_ranges(
     backend: Backend,
     key: str,
@@ -157,12 +140,12 @@ def _read_ranges(
         return None
     with f:
         size = f.size
-        spans = [(i, *(r.resolve(size) if r is not None else (0, size))) for i, r in enumerate(ranges)]
-        groups = _plan(spans, max_gap, max_coalesced)
+        spans = [r.resolve(size) if r is not None else (0, size) for r in ranges]
+        plan = coalesce_ranges([(off, off + n) for off, n in spans], max_gap, max_coalesced)
         pending = []
-        for group in groups:
-            start = group[0][1]
-            nbytes = max(off + n for _, off, n in group) - start
+        for start, end, members in plan:
+            group = [(i, *spans[i]) for i in members]
+            nbytes = end - start
             buf = alloc(nbytes)
             pending.append((group, start, nbytes, buf, f.pread(buf, nbytes, start)))
         out: list[list[tuple[int, Buffer]]] = []

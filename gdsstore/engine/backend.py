@@ -11,11 +11,11 @@ All methods block; async adapters run them through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Backend", "ByteRange", "ObjectInfo", "backend_for", "check_key"]
+__all__ = ["Backend", "ByteRange", "ObjectInfo", "backend_for", "check_key", "coalesce_ranges"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,31 @@ class ByteRange:
             return a, size - a
         n = min(self.start, size)
         return size - n, n
+
+
+def coalesce_ranges(
+    ranges: Sequence[tuple[int, int]], max_gap: int, max_bytes: int
+) -> list[tuple[int, int, list[int]]]:
+    """Group ``(start, end)`` byte ranges of one object into reads: ``[(start, end, member indices)]``.
+
+    Ranges closer than ``max_gap`` bytes join one read while it stays within ``max_bytes``; the one
+    rule behind GDSStore.get_ranges, the fsspec filesystem's cat_ranges and the pipeline's shard reads.
+
+    Examples:
+        >>> coalesce_ranges([(100, 110), (0, 10), (12, 20)], max_gap=4, max_bytes=1 << 20)
+        [(0, 20, [1, 2]), (100, 110, [0])]
+    """
+    groups: list[tuple[int, int, list[int]]] = []
+    for k in sorted(range(len(ranges)), key=lambda k: ranges[k][0]):
+        a, b = ranges[k]
+        if groups:
+            ga, gb, members = groups[-1]
+            if a - gb <= max_gap and max(b, gb) - ga <= max_bytes:
+                members.append(k)
+                groups[-1] = (ga, max(gb, b), members)
+                continue
+        groups.append((a, b, [k]))
+    return groups
 
 
 def check_key(key: str, where: str) -> str:

@@ -39,7 +39,7 @@ from zarr.core.chunk_utils import ChunkTransform, fill_value_or_default, scatter
 from zarr.core.codec_pipeline import FusedCodecPipeline
 
 import gdsstore.trace as _trace
-from gdsstore.engine.backend import Backend, ByteRange
+from gdsstore.engine.backend import Backend, ByteRange, coalesce_ranges
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import nvcomp, staging
 
@@ -633,23 +633,6 @@ def _pipelined(
         process(w, cur)
 
 
-def _coalesce(
-    ranges: list[tuple[int, int]], max_gap: int, max_bytes: int
-) -> list[tuple[int, int, list[int]]]:
-    """Group ``(start, end)`` ranges (indices kept) into reads: ``(start, end, members)``."""
-    order = sorted(range(len(ranges)), key=lambda k: ranges[k][0])
-    groups: list[tuple[int, int, list[int]]] = []
-    for k in order:
-        a, b = ranges[k]
-        if groups:
-            ga, gb, members = groups[-1]
-            if a - gb <= max_gap and max(b, gb) - ga <= max_bytes:
-                groups[-1] = (ga, max(gb, b), [*members, k])
-                continue
-        groups.append((a, b, [k]))
-    return groups
-
-
 # -- the pipeline --------------------------------------------------------------------------------------
 
 
@@ -905,7 +888,7 @@ class GDSCodecPipeline(CodecPipeline):
                 ids.append(len(inner_specs))
                 inner_specs.append(inner_spec)
                 ranges.append(sl)
-            for a, b, members in _coalesce(ranges, max_gap, max_bytes):
+            for a, b, members in coalesce_ranges(ranges, max_gap, max_bytes):
                 reads.append((bg, ByteRange("range", a, b)))
                 read_members.append(
                     [(ids[k], ranges[k][0] - a, ranges[k][1] - ranges[k][0]) for k in members]
