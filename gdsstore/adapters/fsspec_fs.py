@@ -978,7 +978,7 @@ class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
 
     def _publish(self) -> None:
         from gdsstore import policy
-        from gdsstore.engine.localfs import _fsync_dir
+        from gdsstore.engine.localfs import fsync_dir
 
         fsync = policy.settings().fsync  # same durability setting as LocalBackend.put
         eng, self._engine = self._engine, None
@@ -999,7 +999,7 @@ class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
             else:
                 os.replace(tmp, self.path)
             if fsync:
-                _fsync_dir(os.path.dirname(self.path) or "/")
+                fsync_dir(os.path.dirname(self.path) or "/")
         finally:
             if os.path.lexists(tmp):
                 os.unlink(tmp)

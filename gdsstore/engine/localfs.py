@@ -40,7 +40,7 @@ def _is_tmp(name: str) -> bool:
     return name.endswith(TMP_SUFFIX)
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
     """Make a rename in ``path`` durable (the directory entry, not only the file data)."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -175,7 +175,7 @@ class LocalBackend(Backend):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         if fsync:
-            _fsync_dir(parent)
+            fsync_dir(parent)
 
     def _publish_exclusive(self, tmp: str, path: str, key: str, buf: Any, fsync: bool) -> None:
         try:
