@@ -56,6 +56,9 @@ DEFAULTS: dict[str, object] = {
         # fewer, larger ranges scale better across threads (measured, 1 GiB over loopback into cupy,
         # 16 threads: 8 MiB ranges 9.6 GB/s, 32 MiB ranges 20.3 GB/s).
         "max_range_size": 32 << 20,
+        # Ranged GETs over plain http:// use gdsstore's minimal keep-alive client (less Python per
+        # request under the GIL than urllib3 + http.client); False: urllib3 for every request.
+        "fast_http": True,
         "backoff_base": 0.1,
         "backoff_max": 5.0,
         # S3 writes switch from one PUT to a multipart upload above this size.

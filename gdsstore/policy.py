@@ -148,6 +148,7 @@ class Settings:
     remote_connect_timeout: float
     remote_concurrency: int
     remote_max_range_size: int
+    remote_fast_http: bool
     remote_backoff_base: float
     remote_backoff_max: float
     remote_multipart_threshold: int
@@ -200,6 +201,7 @@ def _build_settings() -> Settings:
         remote_connect_timeout=_as_float("remote.connect_timeout", get("remote.connect_timeout")),
         remote_concurrency=_as_int("remote.concurrency", get("remote.concurrency"), minimum=1),
         remote_max_range_size=_as_int("remote.max_range_size", get("remote.max_range_size"), minimum=1),
+        remote_fast_http=_as_bool("remote.fast_http", get("remote.fast_http")),
         remote_backoff_base=_as_float("remote.backoff_base", get("remote.backoff_base"), positive=False),
         remote_backoff_max=_as_float("remote.backoff_max", get("remote.backoff_max"), positive=False),
         remote_multipart_threshold=_as_int(

@@ -27,6 +27,7 @@ from urllib.parse import urljoin, urlsplit
 
 from gdsstore import policy
 from gdsstore.engine.backend import Backend, ByteRange, ObjectInfo, check_key
+from gdsstore.engine.remote import rawhttp
 from gdsstore.engine.remote.reader import (
     Body,
     FirstRange,
@@ -415,9 +416,29 @@ class HTTPSource:
         self._remember_etag(resp.headers)
         return FirstRange(HTTPBody(resp, n, what), n, total)
 
+    def _get_fast(self, req: RangeRequest, what: str) -> Any:
+        """The ranged GET through :mod:`rawhttp` (plain http, ``remote.fast_http``), or None to use
+        urllib3 (TLS, a response it cannot take)."""
+        s = policy.settings()
+        if not s.remote_fast_http or not self._url.startswith("http://"):
+            return None
+        h = dict(self._headers)
+        h["Range"] = req.header
+        if self._etag:
+            h["If-Match"] = self._etag
+        try:
+            return rawhttp.get(self._url, h, s.remote_connect_timeout, s.remote_timeout)
+        except rawhttp.Unsupported:
+            return None
+        except Exception as exc:
+            text = self._scrub(f"{type(exc).__name__}: {exc}")
+            if is_transient(exc):
+                raise TransientError(f"{what}: {text}") from None
+            raise RemoteIOError(f"{what}: {text}") from None
+
     def open_range(self, req: RangeRequest, size: int) -> Body:
         what = f"GET {self.url} {req.header}"
-        resp = self._get(req)
+        resp = self._get_fast(req, what) or self._get(req)
         if resp.status == 412:
             drop(resp)
             raise RemoteIOError(f"{what}: the object changed while it was being read (ETag no longer matches)")
