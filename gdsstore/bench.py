@@ -188,6 +188,103 @@ def _kvikio_subprocess(
     return BenchResult(name, size, float(seconds), f"kvikio num_threads={threads}, compat_mode={compat}")
 
 
+def _run_cases(
+    cases: list[tuple[str, Callable[[], Any]]], nbytes: int, repeat: int, device: bool, progress: bool
+) -> list[BenchResult]:
+    it: Any = cases
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(cases, desc="bench", unit="route", leave=False)
+    results = []
+    for name, fn in it:
+        try:
+            seconds, note = _measure(fn, None, False, repeat, device)
+            results.append(BenchResult(name, nbytes, seconds, note))
+        except Exception as exc:
+            results.append(BenchResult(name, nbytes, 0.0, f"failed: {type(exc).__name__}: {exc}"))
+    return results
+
+
+def bench_url(
+    url: str,
+    *,
+    repeat: int = 3,
+    device: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> list[BenchResult]:
+    """Read one remote object whole through gdsstore, next to fsspec (+ ``cupy.asarray``) and, for
+    HTTP(S) on a GPU, ``kvikio.RemoteFile`` when installed."""
+    import gdsstore
+
+    device = cuda.device_count() > 0 if device is None else device
+    opts = dict(storage_options or {})
+    with gdsstore.open(url, **opts) as f:
+        size = f.size
+    buf = _dest(size, device)
+
+    def engine() -> int:
+        with gdsstore.open(url, **opts) as f:
+            return int(f.read(buf))
+
+    def via_fsspec() -> int:
+        import fsspec
+        import numpy as np
+
+        with fsspec.open(url, "rb", **opts) as fh:
+            data = fh.read()
+        if device:
+            import cupy as cp
+
+            cp.asarray(np.frombuffer(data, dtype=np.uint8))
+        return len(data)
+
+    cases: list[tuple[str, Callable[[], Any]]] = [
+        ("gdsstore (defaults)", engine),
+        ("fsspec" + (" + cupy.asarray" if device else ""), via_fsspec),
+    ]
+    if device and url.startswith(("http://", "https://")) and importlib.util.find_spec("kvikio") is not None:
+
+        def kvikio_remote() -> int:
+            import kvikio
+
+            with kvikio.RemoteFile.open_http(url) as rf:
+                return int(rf.read(buf))
+
+        cases.append(("kvikio.RemoteFile (its defaults)", kvikio_remote))
+    return _run_cases(cases, size, repeat, device, progress)
+
+
+def bench_zarr(path: str, *, repeat: int = 3, device: bool | None = None, progress: bool = True) -> list[BenchResult]:
+    """Read a zarr array whole (``z[:]``) through gdsstore's store and pipeline, next to zarr's
+    ``LocalStore`` (GPU buffers on both sides when a GPU is present)."""
+    import zarr
+
+    import gdsstore
+
+    device = cuda.device_count() > 0 if device is None else device
+    nbytes = int(zarr.open_array(zarr.storage.LocalStore(path, read_only=True), mode="r").nbytes)
+
+    def ours() -> int:
+        with gdsstore.enable_gpu(buffers=device):
+            z = zarr.open_array(gdsstore.GDSStore(path, read_only=True), mode="r")
+            x: Any = z[:]
+            return int(x.nbytes)
+
+    def theirs() -> int:
+        with zarr.config.enable_gpu() if device else contextlib.nullcontext():
+            z = zarr.open_array(zarr.storage.LocalStore(path, read_only=True), mode="r")
+            x: Any = z[:]
+            return int(x.nbytes)
+
+    cases: list[tuple[str, Callable[[], Any]]] = [
+        ("gdsstore GDSStore + " + ("enable_gpu()" if device else "pipeline, host buffers"), ours),
+        ("zarr LocalStore" + (" + zarr.config.enable_gpu()" if device else ""), theirs),
+    ]
+    return _run_cases(cases, nbytes, repeat, device, progress)
+
+
 def format_table(results: list[BenchResult], title: str = "") -> str:
     rows = [("route", "bytes", "seconds", "GB/s", "note")]
     for r in results:

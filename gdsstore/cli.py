@@ -51,9 +51,18 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from gdsstore.bench import bench_file, format_table
+    from gdsstore.bench import bench_file, bench_url, bench_zarr
 
     path = args.path
+    device = False if args.host else None
+    if path is not None and "://" in path and not path.startswith("file://"):
+        results = bench_url(path, repeat=args.repeat, device=device)
+        return _report(args, results, f"read of {path}")
+    if path is not None and os.path.isdir(path):
+        if not os.path.exists(os.path.join(path, "zarr.json")):
+            raise ValueError(f"{path!r} is a directory without zarr.json: give a file, a zarr v3 array or a URL")
+        results = bench_zarr(path, repeat=args.repeat, device=device)
+        return _report(args, results, f"z[:] of the zarr array {path}")
     tmp = None
     if path is None:
         tmp = tempfile.NamedTemporaryFile(prefix="gdsstore-bench-", suffix=".bin", delete=False)  # noqa: SIM115
@@ -63,16 +72,20 @@ def _bench(args: argparse.Namespace) -> int:
         tmp.close()
         path = tmp.name
     try:
-        results = bench_file(
-            path, repeat=args.repeat, cold=args.cold, threads=args.threads, device=False if args.host else None
-        )
+        results = bench_file(path, repeat=args.repeat, cold=args.cold, threads=args.threads, device=device)
     finally:
         if tmp is not None:
             os.unlink(tmp.name)
+    return _report(args, results, f"{'cold' if args.cold else 'warm'} read of {path}")
+
+
+def _report(args: argparse.Namespace, results: Any, title: str) -> int:
+    from gdsstore.bench import format_table
+
     if args.json:
         print(json.dumps([r.as_dict() for r in results], indent=2))
     else:
-        print(format_table(results, f"{'cold' if args.cold else 'warm'} read of {path}"))
+        print(format_table(results, title))
     return 0
 
 
@@ -88,8 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     m.add_argument("--n", type=int, default=1024, help="array is n x n float32 (default 1024)")
     m.add_argument("--host", action="store_true", help="host buffers even when a GPU is present")
     m.set_defaults(fn=_demo)
-    b = sub.add_parser("bench", help="throughput of each route reading a file, next to numpy and kvikio")
-    b.add_argument("path", nargs="?", help="file to read (default: a temporary file of --size bytes)")
+    b = sub.add_parser(
+        "bench", help="throughput of each route reading a file, a zarr array or a URL, next to the usual anchors"
+    )
+    b.add_argument(
+        "path", nargs="?", help="file, zarr v3 array directory, or s3:// / http(s):// / webhdfs:// URL "
+        "(default: a temporary file of --size bytes)"
+    )
     b.add_argument("--size", type=int, default=256 << 20, help="size of the temporary file (default 256 MiB)")
     b.add_argument("--repeat", type=int, default=3)
     b.add_argument("--threads", type=int, default=None, help="also measure gdsstore and kvikio at this thread count")

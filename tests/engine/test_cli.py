@@ -136,3 +136,33 @@ def test_demo_runs_and_prints_the_trace(tmp_path: Path) -> None:
 
     if cuda.device_count() == 0:
         assert "host (numpy)" in text and "posix" in text
+
+
+def test_bench_zarr_array(tmp_path: Path) -> None:
+    import numpy as np
+    import zarr
+
+    root = tmp_path / "a.zarr"
+    zarr.create_array(str(root), shape=(256, 256), chunks=(64, 64), dtype="f4")[:] = np.ones((256, 256), "f4")
+    out = _cli("bench", str(root), "--repeat", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert set(rows) == {"gdsstore GDSStore + pipeline, host buffers", "zarr LocalStore"}
+    assert all(r["nbytes"] == 256 * 256 * 4 and r["gbps"] > 0 for r in rows.values()), rows
+    bad = _cli("bench", str(tmp_path), "--repeat", "1")
+    assert bad.returncode == 2 and "without zarr.json" in bad.stderr
+
+
+def test_bench_url(tmp_path: Path) -> None:
+    from servers.faults import FaultServer
+
+    srv = FaultServer()
+    try:
+        srv.objects["o.bin"] = os.urandom(3 << 20)
+        out = _cli("bench", srv.url("o.bin"), "--repeat", "1", "--json")
+    finally:
+        srv.close()
+    assert out.returncode == 0, out.stderr
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert rows["gdsstore (defaults)"]["nbytes"] == 3 << 20 and rows["gdsstore (defaults)"]["gbps"] > 0
+    assert "fsspec" in rows
