@@ -334,22 +334,20 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """Entries directly under the directory ``path`` (a file lists itself)."""
         path = self._strip_protocol(path)
         backend, key = self._locate(path)
-        names = [n.rstrip("/") for n in backend.list_dir(key.rstrip("/"))] if backend.listable else []
-        if not names:
+        prefix = path if path.endswith("/") or not path else path + "/"
+        if detail:
+            # Sizes and types from the listing itself (S3: no HEAD per entry).
+            infos = list(backend.list_dir_info(key.rstrip("/"))) if backend.listable else []
+            entries: list[Any] = [_info_dict(prefix + oi.key.rpartition("/")[2], oi) for oi in infos]
+        else:
+            names = [n.rstrip("/") for n in backend.list_dir(key.rstrip("/"))] if backend.listable else []
+            entries = [prefix + n for n in names if n]
+        if not entries:
             inf = self.info(path)  # a file, an empty directory, or FileNotFoundError
             if inf["type"] != "directory":
                 return [inf if detail else path]
             return []
-        prefix = path if path.endswith("/") or not path else path + "/"
-        children = [prefix + n for n in names if n]
-        if not detail:
-            return sorted(children)
-        if self.is_local:
-            entries = [self._child_info(backend, c) for c in children]
-        else:
-            # One HEAD per child: run them at once (a listing of N objects costs one round trip, not N).
-            entries = list(_listing_pool().map(lambda c: self._child_info(backend, c), children))
-        return [e for e in entries if e is not None]
+        return entries if detail else sorted(entries)
 
     def _child_info(self, backend: Backend, child: str) -> dict[str, Any] | None:
         """Info of a name that a listing returned: a missing object there is a prefix (remote) or

@@ -168,6 +168,17 @@ class Backend(abc.ABC):
     def list_dir(self, prefix: str = "") -> Iterator[str]:
         """Names of the immediate children (keys and "directories") of ``prefix``."""
 
+    def list_dir_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """:meth:`list_dir` with sizes and types (keys relative to the root). Object stores override
+        it to take them from the listing itself instead of one size lookup per entry."""
+        base = prefix.rstrip("/")
+        for name in self.list_dir(prefix):
+            key = f"{base}/{name.rstrip('/')}" if base else name.rstrip("/")
+            try:
+                yield self.info(key)
+            except FileNotFoundError:  # a prefix on an object store, or removed meanwhile
+                yield ObjectInfo(key, 0, "directory")
+
     def mkdir(self, key: str) -> None:  # noqa: B027 - object stores have no directories
         """Create a directory (no-op where directories are implicit)."""
 

@@ -255,6 +255,14 @@ class LocalBackend(Backend):
         top = self._path(dir_part, "LocalBackend.list()")
         yield from self._walk(top, f"{dir_part}/" if dir_part else "", name_prefix)
 
+    def list_dir_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        base = prefix.rstrip("/")
+        for name in self.list_dir(prefix):
+            try:
+                yield self.info(f"{base}/{name}" if base else name)
+            except FileNotFoundError:  # removed since the listing
+                continue
+
     def list_dir(self, prefix: str = "") -> Iterator[str]:
         """Names of the files and directories directly under the directory ``prefix``."""
         path = self._path(prefix, "LocalBackend.list_dir()")

@@ -167,3 +167,16 @@ def test_object_replaced_mid_read_fails(s3: dict[str, Any]) -> None:
         buf = np.zeros(f.size, "u1")
         with pytest.raises(RemoteIOError, match="changed while it was being read"):
             f.read(buf)
+
+
+def test_list_dir_info_takes_sizes_from_the_listing(s3: dict[str, Any]) -> None:
+    for key, n in [("dirinfo/a.bin", 10), ("dirinfo/b.bin", 2000), ("dirinfo/sub/c.bin", 5)]:
+        put(s3, key, b"x" * n)
+    backend = backend_for("s3://test-bucket", opts(s3))
+
+    def no_head(key: str) -> Any:
+        raise AssertionError(f"a size lookup for {key!r}: the listing already has it")
+
+    backend.info = no_head  # type: ignore[method-assign]
+    got = {(i.key, i.size, i.type) for i in backend.list_dir_info("dirinfo")}
+    assert got == {("dirinfo/a.bin", 10, "file"), ("dirinfo/b.bin", 2000, "file"), ("dirinfo/sub", 0, "directory")}

@@ -338,6 +338,11 @@ class S3Backend(Backend):
     def _iter(self, full_prefix: str, delimiter: str | None) -> Iterator[str]:
         """Keys (and with ``delimiter``, common prefixes ending in it) under ``full_prefix``, relative to
         the backend's root."""
+        for key, _ in self._iter_sized(full_prefix, delimiter):
+            yield key
+
+    def _iter_sized(self, full_prefix: str, delimiter: str | None) -> Iterator[tuple[str, int | None]]:
+        """``(key, size)`` for objects and ``(prefix/, None)`` for common prefixes, relative to the root."""
         base = f"{self.prefix}/" if self.prefix else ""
         token: str | None = None
         while True:
@@ -348,9 +353,9 @@ class S3Backend(Backend):
                 params["ContinuationToken"] = token
             page = self._client.call("list_objects_v2", f"LIST s3://{self.bucket}/{full_prefix}", **params)
             for obj in page.get("Contents", []):
-                yield obj["Key"][len(base) :]
+                yield obj["Key"][len(base) :], int(obj.get("Size", 0))
             for cp in page.get("CommonPrefixes", []):
-                yield cp["Prefix"][len(base) :]
+                yield cp["Prefix"][len(base) :], None
             if not page.get("IsTruncated"):
                 return
             token = page.get("NextContinuationToken")
@@ -360,6 +365,19 @@ class S3Backend(Backend):
             check_key(prefix, "S3Backend.list()")
         full = self._abs(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
         yield from self._iter(full, delimiter=None)
+
+    def list_dir_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        # Sizes come with the listing: no HEAD per entry.
+        if prefix:
+            check_key(prefix, "S3Backend.list_dir_info()")
+        rel = prefix.rstrip("/")
+        full = self._abs(rel + "/") if rel else (self.prefix + "/" if self.prefix else "")
+        seen: set[str] = set()
+        for k, size in self._iter_sized(full, delimiter="/"):
+            key = k.rstrip("/")
+            if key and key != rel and key not in seen:
+                seen.add(key)
+                yield ObjectInfo(key, size or 0, "file" if size is not None else "directory")
 
     def list_dir(self, prefix: str = "") -> Iterator[str]:
         if prefix:
