@@ -349,15 +349,6 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
             return []
         return entries if detail else sorted(entries)
 
-    def _child_info(self, backend: Backend, child: str) -> dict[str, Any] | None:
-        """Info of a name that a listing returned: a missing object there is a prefix (remote) or
-        a file removed meanwhile (local)."""
-        try:
-            oi = backend.info(self._locate(child)[1])
-        except FileNotFoundError:
-            return None if self.is_local else {"name": child, "size": 0, "type": "directory"}
-        return _info_dict(child, oi)
-
     async def _find(
         self, path: str, maxdepth: int | None = None, withdirs: bool = False, **kwargs: Any
     ) -> Any:
@@ -377,11 +368,17 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         backend, key = self._locate(stripped)
         key = key.rstrip("/")
         files: list[str] = []
+        sizes: dict[str, ObjectInfo] = {}
         dirs: set[str] = set()
-        for k in backend.list(f"{key}/" if key else ""):
+        # One listing that carries the sizes (S3: no HEAD per object when detail is asked for).
+        listing = backend.list_info if detail else backend.list
+        for entry in listing(f"{key}/" if key else ""):
+            k = entry.key if isinstance(entry, ObjectInfo) else entry
             parts = (k[len(key) + 1 :] if key else k).split("/")
             if maxdepth is None or len(parts) <= maxdepth:
                 files.append(prefix + "/".join(parts))
+                if isinstance(entry, ObjectInfo):
+                    sizes[files[-1]] = entry
             if withdirs:
                 top = len(parts) - 1 if maxdepth is None else min(len(parts) - 1, maxdepth)
                 dirs.update(prefix + "/".join(parts[: i + 1]) for i in range(top))
@@ -392,8 +389,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
             for d in dirs:
                 out[d] = {"name": d, "size": 0, "type": "directory"}
             if detail:
-                infos = _listing_pool().map(lambda f: self._child_info(backend, f), files)
-                out.update({f: inf for f, inf in zip(files, infos) if inf is not None})
+                out.update({f: _info_dict(f, sizes[f]) for f in files})
             else:
                 out.update({f: {} for f in files})
         elif key:

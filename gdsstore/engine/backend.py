@@ -168,6 +168,14 @@ class Backend(abc.ABC):
     def list_dir(self, prefix: str = "") -> Iterator[str]:
         """Names of the immediate children (keys and "directories") of ``prefix``."""
 
+    def list_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """:meth:`list` with sizes (every key under ``prefix``); object stores take them from the listing."""
+        for key in self.list(prefix):
+            try:
+                yield self.info(key)
+            except FileNotFoundError:  # removed since the listing
+                continue
+
     def list_dir_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
         """:meth:`list_dir` with sizes and types (keys relative to the root). Object stores override
         it to take them from the listing itself instead of one size lookup per entry."""

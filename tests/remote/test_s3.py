@@ -180,3 +180,15 @@ def test_list_dir_info_takes_sizes_from_the_listing(s3: dict[str, Any]) -> None:
     backend.info = no_head  # type: ignore[method-assign]
     got = {(i.key, i.size, i.type) for i in backend.list_dir_info("dirinfo")}
     assert got == {("dirinfo/a.bin", 10, "file"), ("dirinfo/b.bin", 2000, "file"), ("dirinfo/sub", 0, "directory")}
+
+
+def test_list_info_takes_sizes_from_the_listing(s3: dict[str, Any]) -> None:
+    for key, n in [("li/a.bin", 3), ("li/sub/b.bin", 4000)]:
+        put(s3, key, b"y" * n)
+    backend = backend_for("s3://test-bucket", opts(s3))
+
+    def no_head(key: str) -> Any:
+        raise AssertionError(f"a size lookup for {key!r}: the listing already has it")
+
+    backend.info = no_head  # type: ignore[method-assign]
+    assert {(i.key, i.size) for i in backend.list_info("li/")} == {("li/a.bin", 3), ("li/sub/b.bin", 4000)}

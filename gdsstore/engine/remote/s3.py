@@ -366,6 +366,14 @@ class S3Backend(Backend):
         full = self._abs(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
         yield from self._iter(full, delimiter=None)
 
+    def list_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        # Sizes come with the listing: no HEAD per object.
+        if prefix:
+            check_key(prefix, "S3Backend.list_info()")
+        full = self._abs(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
+        for key, size in self._iter_sized(full, delimiter=None):
+            yield ObjectInfo(key, size or 0, "file")
+
     def list_dir_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
         # Sizes come with the listing: no HEAD per entry.
         if prefix:
