@@ -42,6 +42,31 @@ def _host_write(fd: int, b: IOBuffer, off: int, n: int, base: int) -> int:
     return posix.pwrite_full(fd, b.host_slice(off, off + n), base + off)
 
 
+def _cufile_read(handle: Any, b: IOBuffer, off: int, n: int, base: int) -> int:
+    done = 0
+    with cuda.on_device(b.device):  # cuFile works in the current context: the buffer's GPU
+        while done < n:
+            got = int(handle.read(b.ptr, n - done, base + off + done, off + done))
+            if got == 0:
+                break
+            done += got
+    return done
+
+
+def _cufile_write(handle: Any, b: IOBuffer, off: int, n: int, base: int) -> int:
+    done = 0
+    with cuda.on_device(b.device):
+        while done < n:
+            done += int(handle.write(b.ptr, n - done, base + off + done, off + done))
+    return done
+
+
+def _bounce(s: policy.Settings) -> tuple[int, int]:
+    """Bounce slot size and ring bound of the POSIX device route: two slots per thread, so the read
+    of piece k+1 runs while k's copy does."""
+    return min(s.bounce_buffer_size, s.task_size), 2 * s.num_threads
+
+
 def _split(total: int, piece: int) -> list[tuple[int, int]]:
     return [(start, min(piece, total - start)) for start in range(0, total, piece)]
 
@@ -197,7 +222,7 @@ class LocalFile:
         on_done = self._traced("read", d, b)
         if d.route == "cufile":
             return run_pieces(
-                [self._cufile_read_piece(handle, b, off, n, offset) for off, n in pieces],
+                [partial(_cufile_read, handle, b, off, n, offset) for off, n in pieces],
                 [n for _, n in pieces],
                 s.num_threads,
                 on_done,
@@ -216,20 +241,6 @@ class LocalFile:
         """Blocking :meth:`pread`; returns the number of bytes read."""
         return self.pread(buf, size, offset).result()
 
-    @staticmethod
-    def _cufile_read_piece(handle: Any, b: IOBuffer, off: int, n: int, base: int) -> Any:
-        def piece() -> int:
-            done = 0
-            with cuda.on_device(b.device):  # cuFile works in the current context: the buffer's GPU
-                while done < n:
-                    got = handle.read(b.ptr, n - done, base + off + done, off + done)
-                    if got == 0:
-                        break
-                    done += got
-            return done
-
-        return piece
-
     def _posix_device_read(
         self,
         b: IOBuffer,
@@ -242,8 +253,7 @@ class LocalFile:
         device = b.device
         fd = self._fd
         direct = self._direct() if s.direct_io_read else -1  # O_DIRECT reads: bypass the page cache
-        slot = min(s.bounce_buffer_size, s.task_size)
-        limit = 2 * s.num_threads  # two slots per thread: read k+1 while k's copy runs
+        slot, limit = _bounce(s)
         events: list[Any] = []
         ev_lock = threading.Lock()
 
@@ -286,23 +296,16 @@ class LocalFile:
         expected = [n for _, n in pieces]
         fd = self._fd
         if d.route == "cufile":
-
-            def cu(off: int, n: int) -> Any:
-                def piece() -> int:
-                    done = 0
-                    with cuda.on_device(b.device):
-                        while done < n:
-                            done += handle.write(b.ptr, n - done, offset + off + done, off + done)
-                    return done
-
-                return piece
-
-            return run_pieces([cu(off, n) for off, n in pieces], expected, s.num_threads, on_done)
+            return run_pieces(
+                [partial(_cufile_write, handle, b, off, n, offset) for off, n in pieces],
+                expected,
+                s.num_threads,
+                on_done,
+            )
         if b.is_device:
             assert b.device is not None
             dev = b.device
-            slot = min(s.bounce_buffer_size, s.task_size)
-            limit = 2 * s.num_threads
+            slot, limit = _bounce(s)
             direct = self._direct() if s.direct_io_write else -1
             return run_pieces(
                 [
