@@ -154,7 +154,7 @@ def test_recv_waitall_fills_times_out_and_sees_close() -> None:
     import socket
     import threading
 
-    from gdsstore.engine.remote.http import _recv_waitall
+    from gdsstore.engine.remote.rawhttp import recv_waitall as _recv_waitall
 
     a, b = socket.socketpair()
     a.settimeout(0.5)

@@ -19,7 +19,6 @@ import json
 import re
 import socket
 import ssl
-import struct
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -133,34 +132,6 @@ def _plain_socket(fp: Any) -> socket.socket | None:
     return sock
 
 
-def _recv_waitall(sock: socket.socket, dst: memoryview) -> int:
-    """Fill ``dst`` from ``sock`` in as few blocking ``recv`` calls as the kernel allows.
-
-    A socket with a timeout is non-blocking underneath (MSG_WAITALL would return at once), so it is
-    made blocking for the call, with the same timeout as SO_RCVTIMEO. Returns the bytes received
-    (fewer only when the peer closed); a timeout with nothing received raises TimeoutError.
-    """
-    timeout = sock.gettimeout()
-    sec = int(timeout or 0)
-    usec = int(((timeout or 0) - sec) * 1e6)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", sec, usec))
-    sock.settimeout(None)
-    got = 0
-    try:
-        while got < len(dst):
-            try:
-                k = sock.recv_into(dst[got:], len(dst) - got, socket.MSG_WAITALL)
-            except BlockingIOError:
-                raise TimeoutError(f"no data within {timeout} s") from None
-            if k == 0:
-                break
-            got += k
-    finally:
-        sock.settimeout(timeout)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
-    return got
-
-
 class HTTPBody:
     """A response body read through http.client's ``readinto`` (no urllib3 layer in the hot loop)."""
 
@@ -202,7 +173,7 @@ class HTTPBody:
         want = min(len(dst) - first, fp.length)
         if first < buffered or want <= 0:
             return int(first)
-        got = _recv_waitall(self._sock, dst[first : first + want])
+        got = rawhttp.recv_waitall(self._sock, dst[first : first + want])
         fp.length -= got
         if fp.length == 0:
             fp.readinto(memoryview(bytearray(0)))  # http.client marks the response complete

@@ -12,13 +12,14 @@ client for everything else (TLS, redirects, HEAD, chunked bodies, writes).
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["RawResponse", "Unsupported", "get"]
+__all__ = ["RawResponse", "Unsupported", "get", "recv_waitall"]
 
 _MAX_HEADER = 64 << 10
 
@@ -79,8 +80,6 @@ class RawResponse:
 
     def readinto(self, dst: memoryview) -> int:
         """Read up to ``len(dst)`` body bytes; 0 at the end of the body (or of the connection)."""
-        from gdsstore.engine.remote.http import _recv_waitall
-
         want = min(len(dst), self.length)
         if want <= 0 or self._conn is None:
             return 0
@@ -90,7 +89,7 @@ class RawResponse:
             dst[:got] = self._rest[:got]
             self._rest = self._rest[got:]
         if got < want:
-            got += _recv_waitall(self._conn.sock, dst[got:want])
+            got += recv_waitall(self._conn.sock, dst[got:want])
         self.length -= got
         return got
 
@@ -113,6 +112,34 @@ class RawResponse:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.sock.close()
+
+
+def recv_waitall(sock: socket.socket, dst: memoryview) -> int:
+    """Fill ``dst`` from ``sock`` in as few blocking ``recv`` calls as the kernel allows.
+
+    A socket with a timeout is non-blocking underneath (MSG_WAITALL would return at once), so it is
+    made blocking for the call, with the same timeout as SO_RCVTIMEO. Returns the bytes received
+    (fewer only when the peer closed); a timeout with nothing received raises TimeoutError.
+    """
+    timeout = sock.gettimeout()
+    sec = int(timeout or 0)
+    usec = int(((timeout or 0) - sec) * 1e6)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", sec, usec))
+    sock.settimeout(None)
+    got = 0
+    try:
+        while got < len(dst):
+            try:
+                k = sock.recv_into(dst[got:], len(dst) - got, socket.MSG_WAITALL)
+            except BlockingIOError:
+                raise TimeoutError(f"no data within {timeout} s") from None
+            if k == 0:
+                break
+            got += k
+    finally:
+        sock.settimeout(timeout)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
+    return got
 
 
 def _parse_head(head: bytes) -> tuple[int, _Headers]:
