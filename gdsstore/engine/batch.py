@@ -32,6 +32,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import wait
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from gdsstore import policy
 from gdsstore.engine.backend import check_key
 from gdsstore.engine.pool import get_pool
 
-__all__ = ["groups", "local_paths", "read_batch", "stat_batch"]
+__all__ = ["Sink", "groups", "local_paths", "piece_size", "read_batch", "read_batch_bounced", "stat_batch"]
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _MISSING = (FileNotFoundError, NotADirectoryError)
@@ -51,6 +52,8 @@ def groups(n: int, parts: int) -> list[range]:
 
     One task per file would cost more in futures than in reads for small chunks.
     """
+    if n <= 0:
+        return []
     parts = max(1, min(parts, n))
     step = -(-n // parts)
     return [range(a, min(n, a + step)) for a in range(0, n, step)]
@@ -130,32 +133,14 @@ def read_batch(
         OSError: any other I/O error (the first one; every read has stopped touching ``dest``).
     """
     n = len(paths)
-    offsets = np.asarray(offsets, dtype=np.int64)
-    sizes = np.asarray(sizes, dtype=np.int64)
-    dest_offsets = np.asarray(dest_offsets, dtype=np.int64)
-    if not (len(offsets) == len(sizes) == len(dest_offsets) == n):
-        raise ValueError(
-            f"read_batch(): {n} paths but {len(offsets)} offsets, {len(sizes)} sizes, "
-            f"{len(dest_offsets)} dest_offsets"
-        )
-    if n and int((dest_offsets + sizes.clip(0)).max()) > dest.nbytes:
-        raise ValueError(f"read_batch(): reads overflow the destination of {dest.nbytes} bytes")
+    offsets, sizes, dest_offsets = _check_batch("read_batch()", n, offsets, sizes, dest_offsets, dest.nbytes)
     t0 = time.perf_counter()
     threads = _threads(num_threads)
     # Reads larger than ``task_size`` are cut into pieces so that a few big reads (coalesced shard
     # ranges) still keep every thread busy; each piece opens the file itself.
-    piece = max(1 << 20, policy.settings().task_size)
-    cuts = np.maximum(1, -(-sizes.clip(0) // piece)) if n else np.zeros(0, dtype=np.int64)
-    if n and int(cuts.max()) > 1:
-        owner = np.repeat(np.arange(n), cuts)
-        first = np.cumsum(cuts) - cuts
-        k = np.arange(len(owner)) - first[owner]  # piece number within its read
-        p_off = offsets[owner] + k * piece
-        p_dst = dest_offsets[owner] + k * piece
-        p_size = np.minimum(piece, sizes[owner] - k * piece)
-    else:
-        owner = np.arange(n)
-        p_off, p_dst, p_size = offsets, dest_offsets, sizes
+    owner, p_off, p_size, p_dst = _cut(
+        offsets, sizes, dest_offsets, max(1 << 20, policy.settings().task_size)
+    )
     m = len(owner)
     pgot = np.zeros(m, dtype=np.int64)
     view = memoryview(dest).cast("B")
@@ -164,40 +149,11 @@ def read_batch(
     pp = [paths[i] for i in owner.tolist()] if m != n else paths
 
     def run(g: range) -> None:
-        op, pv, cl = os.open, os.preadv, os.close
         for i in g:
-            size = szs[i]
-            if size <= 0:
-                continue
-            try:
-                fd = op(pp[i], _FLAGS)
-            except _MISSING:
-                pgot[i] = -1
-                continue
-            try:
-                done = 0
-                d0, off = dos[i], offs[i]
-                while done < size:
-                    k = pv(fd, [view[d0 + done : d0 + size]], off + done)
-                    done += k
-                    if k < size - done + k:  # short read of a regular file: end of file, no 2nd call
-                        break
-            finally:
-                cl(fd)
-            pgot[i] = done
+            pgot[i] = _pread_path(pp[i], view, dos[i], szs[i], offs[i])
 
     _run_groups(run, m, threads)
-    if m == n:
-        got = pgot
-    else:
-        # a read's count: its pieces' bytes up to the first short one; -1 when its file is gone
-        got = np.zeros(n, dtype=np.int64)
-        short = pgot < p_size
-        first_short = np.full(n, m, dtype=np.int64)
-        np.minimum.at(first_short, owner[short], np.flatnonzero(short))
-        counted = np.arange(m) <= first_short[owner]
-        np.add.at(got, owner[counted], pgot[counted].clip(0))
-        got[owner[pgot < 0]] = -1
+    got = _fold(n, owner, pgot, p_size)
     _trace.record(
         "read",
         "posix",
@@ -207,6 +163,194 @@ def read_batch(
         url,
     )
     return got
+
+
+def _check_batch(
+    where: str, n: int, offsets: np.ndarray, sizes: np.ndarray, dest_offsets: np.ndarray, dest_nbytes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    offsets = np.asarray(offsets, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    dest_offsets = np.asarray(dest_offsets, dtype=np.int64)
+    if not (len(offsets) == len(sizes) == len(dest_offsets) == n):
+        raise ValueError(
+            f"{where}: {n} paths but {len(offsets)} offsets, {len(sizes)} sizes, {len(dest_offsets)} dest_offsets"
+        )
+    if n and int((dest_offsets + sizes.clip(0)).max()) > dest_nbytes:
+        raise ValueError(f"{where}: reads overflow the destination of {dest_nbytes} bytes")
+    if n and int(dest_offsets.min()) < 0:
+        raise ValueError(f"{where}: negative destination offset {int(dest_offsets.min())}")
+    return offsets, sizes, dest_offsets
+
+
+def _cut(
+    offsets: np.ndarray, sizes: np.ndarray, dest_offsets: np.ndarray, piece: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cut reads where the destination crosses a multiple of ``piece``: ``(owner, file offset, size,
+    destination offset)`` per part, so no part straddles two pieces of the destination. Reads of
+    size <= 0 keep one part of their own size (skipped by the readers)."""
+    n = len(sizes)
+    s = sizes.clip(0)
+    first = dest_offsets // piece
+    cuts = (dest_offsets + np.maximum(s, 1) - 1) // piece - first + 1
+    if n == 0 or int(cuts.max()) == 1:
+        return np.arange(n), offsets, sizes, dest_offsets
+    owner = np.repeat(np.arange(n), cuts)
+    k = np.arange(len(owner)) - (np.cumsum(cuts) - cuts)[owner]  # part number within its read
+    d0 = dest_offsets[owner]
+    lo = np.maximum(d0, (first[owner] + k) * piece)
+    hi = np.minimum(d0 + s[owner], (first[owner] + k + 1) * piece)
+    return owner, offsets[owner] + (lo - d0), np.where(sizes[owner] <= 0, sizes[owner], hi - lo), lo
+
+
+def _fold(n: int, owner: np.ndarray, pgot: np.ndarray, p_size: np.ndarray) -> np.ndarray:
+    """Per-read byte counts from per-part counts: the parts' bytes up to the first short one;
+    -1 where the file is gone."""
+    if len(owner) == n:
+        return pgot
+    got = np.zeros(n, dtype=np.int64)
+    short = pgot < p_size
+    first_short = np.full(n, len(owner), dtype=np.int64)
+    np.minimum.at(first_short, owner[short], np.flatnonzero(short))
+    counted = np.arange(len(owner)) <= first_short[owner]
+    np.add.at(got, owner[counted], pgot[counted].clip(0))
+    got[owner[pgot < 0]] = -1
+    return got
+
+
+def _pread_path(path: str, view: memoryview, d0: int, size: int, off: int) -> int:
+    """``size`` bytes at ``off`` of ``path`` into ``view[d0:]``: bytes read (short at end of file),
+    0 for ``size <= 0``, -1 when the file does not exist."""
+    if size <= 0:
+        return 0
+    try:
+        fd = os.open(path, _FLAGS)
+    except _MISSING:
+        return -1
+    try:
+        done = 0
+        while done < size:
+            k = os.preadv(fd, [view[d0 + done : d0 + size]], off + done)
+            done += k
+            if k == 0 or done < size:  # short read of a regular file: end of file, no 2nd call
+                break
+    finally:
+        os.close(fd)
+    return done
+
+
+class Sink(Protocol):
+    """Where :func:`read_batch_bounced` sends each filled slot (device memory, through the POSIX
+    route's pinned ring; host memory in tests)."""
+
+    #: bytes of destination per slot; parts never straddle a multiple of it
+    piece: int
+
+    def acquire(self) -> tuple[memoryview, Any]:
+        """A free slot of at least ``piece`` bytes: its writable view and a handle for the calls below."""
+        ...
+
+    def flush(self, handle: Any, lo: int, hi: int, base: int) -> None:
+        """Send ``slot[lo:hi]`` to ``dest[base + lo : base + hi]`` and release the slot (asynchronous)."""
+        ...
+
+    def discard(self, handle: Any) -> None:
+        """Release a slot without sending it (its reads failed)."""
+        ...
+
+    def finish(self) -> None:
+        """Wait until every flushed slot has landed."""
+        ...
+
+
+def read_batch_bounced(
+    paths: Sequence[str],
+    offsets: np.ndarray,
+    sizes: np.ndarray,
+    dest_nbytes: int,
+    dest_offsets: np.ndarray,
+    sink: Sink,
+    num_threads: int | None = None,
+    *,
+    into: str = "device staging",
+    url: str = "",
+) -> np.ndarray:
+    """:func:`read_batch` into a destination reached through slots (device memory): the destination
+    is cut into ``sink.piece``-byte pieces; a thread reads every part of a piece into one slot, then
+    the slot goes out in one copy while the thread reads its next piece into another slot.
+
+    Many small files share one copy (small copies are slow), and a slot stays in the CPU cache
+    between its read and its copy, unlike a staging buffer as large as the batch. Destination bytes
+    between two reads of a piece (alignment padding) are overwritten with undefined bytes.
+
+    Returns and raises as :func:`read_batch`; the copies have landed when it returns.
+    """
+    where = "read_batch_bounced()"
+    n = len(paths)
+    offsets, sizes, dest_offsets = _check_batch(where, n, offsets, sizes, dest_offsets, dest_nbytes)
+    t0 = time.perf_counter()
+    threads = _threads(num_threads)
+    piece = sink.piece
+    owner, p_off, p_size, p_dst = _cut(offsets, sizes, dest_offsets, piece)
+    order = np.argsort(p_dst, kind="stable")
+    key = p_dst[order] // piece
+    starts = np.flatnonzero(np.diff(key, prepend=-1)) if len(key) else np.zeros(0, dtype=np.int64)
+    bounds = np.append(starts, len(key)).tolist()
+    bases = (key[starts] * piece).tolist()
+    pgot = np.zeros(len(owner), dtype=np.int64)
+    offs, szs, dos, idx = p_off.tolist(), p_size.tolist(), p_dst.tolist(), order.tolist()
+    pp = [paths[i] for i in owner.tolist()] if len(owner) != n else list(paths)
+
+    def run(g: range) -> None:
+        for j in g:
+            base = bases[j]
+            view, handle = sink.acquire()
+            lo, hi = piece, 0
+            try:
+                for i in idx[bounds[j] : bounds[j + 1]]:
+                    d = dos[i] - base
+                    got = pgot[i] = _pread_path(pp[i], view, d, szs[i], offs[i])
+                    if got > 0:
+                        lo, hi = min(lo, d), max(hi, d + got)
+            except BaseException:
+                sink.discard(handle)
+                raise
+            if hi > lo:
+                sink.flush(handle, lo, hi, base)
+            else:
+                sink.discard(handle)
+
+    try:
+        _run_groups(run, len(bases), threads)
+    finally:
+        sink.finish()  # no copy still reads a slot or writes the destination
+    got = _fold(n, owner, pgot, p_size)
+    _trace.record(
+        "read",
+        "posix",
+        f"batch of {n} reads into {into} through {len(bases)} pinned bounce slots, async H2D",
+        int(got.clip(0).sum()),
+        time.perf_counter() - t0,
+        url,
+    )
+    return got
+
+
+def piece_size(total: int, threads: int, cap: int, floor: int = 1 << 20) -> int:
+    """A slot's share of ``total`` bytes: at most ``cap``, at least ``floor``, and near a multiple of
+    ``threads`` pieces in all, so that the last round of pieces keeps every thread busy.
+
+    Example:
+        >>> piece_size(1 << 30, 16, 8 << 20) == 8 << 20
+        True
+        >>> piece_size((1 << 30) + 2048, 16, 8 << 20)  # 144 pieces: 9 full rounds, not 128 + 1
+        7458816
+        >>> piece_size(40 << 20, 16, 8 << 20)  # too little for 16 pieces of 1 MiB or more
+        2621440
+    """
+    rounds = max(1, -(-total // (threads * cap)))
+    want = -(-total // (threads * rounds))
+    want = -(-want // 4096) * 4096
+    return max(min(floor, cap), min(cap, want))
 
 
 def local_paths(root: str, keys: Sequence[str], where: str) -> list[str]:

@@ -61,12 +61,6 @@ def _cufile_write(handle: Any, b: IOBuffer, off: int, n: int, base: int) -> int:
     return done
 
 
-def _bounce(s: policy.Settings) -> tuple[int, int]:
-    """Bounce slot size and ring bound of the POSIX device route: two slots per thread, so the read
-    of piece k+1 runs while k's copy does."""
-    return min(s.bounce_buffer_size, s.task_size), 2 * s.num_threads
-
-
 def _split(total: int, piece: int) -> list[tuple[int, int]]:
     return [(start, min(piece, total - start)) for start in range(0, total, piece)]
 
@@ -253,15 +247,13 @@ class LocalFile:
         device = b.device
         fd = self._fd
         direct = self._direct() if s.direct_io_read else -1  # O_DIRECT reads: bypass the page cache
-        slot, limit = _bounce(s)
+        slot, limit = posix.bounce_slots(s)
         events: list[Any] = []
         ev_lock = threading.Lock()
 
         def make(off: int, n: int) -> Any:
             def piece() -> int:
-                got, evs = posix.read_to_device(
-                    fd, device, b.ptr + off, n, offset + off, slot, limit, direct
-                )
+                got, evs = posix.read_to_device(fd, device, b.ptr + off, n, offset + off, slot, limit, direct)
                 with ev_lock:
                     events.extend(evs)
                 return got
@@ -305,11 +297,13 @@ class LocalFile:
         if b.is_device:
             assert b.device is not None
             dev = b.device
-            slot, limit = _bounce(s)
+            slot, limit = posix.bounce_slots(s)
             direct = self._direct() if s.direct_io_write else -1
             return run_pieces(
                 [
-                    partial(posix.write_from_device, fd, dev, b.ptr + off, n, offset + off, slot, limit, direct)
+                    partial(
+                        posix.write_from_device, fd, dev, b.ptr + off, n, offset + off, slot, limit, direct
+                    )
                     for off, n in pieces
                 ],
                 expected,

@@ -13,9 +13,19 @@ import threading
 from collections import deque
 from typing import Any
 
+from gdsstore import policy
 from gdsstore.engine import cuda
 
-__all__ = ["BounceRing", "pread_full", "pwrite_full", "read_to_device", "ring", "write_from_device"]
+__all__ = [
+    "BounceRing",
+    "DeviceSink",
+    "bounce_slots",
+    "pread_full",
+    "pwrite_full",
+    "read_to_device",
+    "ring",
+    "write_from_device",
+]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -91,6 +101,65 @@ class BounceRing:
 
 
 ring = BounceRing()
+
+
+def bounce_slots(s: policy.Settings) -> tuple[int, int]:
+    """Slot size and ring bound of the device routes: two slots per thread, so the read of piece
+    k+1 runs while piece k's copy does."""
+    return min(s.bounce_buffer_size, s.task_size), 2 * s.num_threads
+
+
+class DeviceSink:
+    """Slots of the shared ring, each copied asynchronously to device memory at ``dst_ptr`` + its
+    place on the calling thread's stream: the :class:`~gdsstore.engine.batch.Sink` of batched reads
+    into device staging (:func:`gdsstore.engine.batch.read_batch_bounced`).
+
+    ``piece`` is at most ``slot_size``; ``limit`` bounds the ring's slots of that size.
+    """
+
+    def __init__(self, device: int, dst_ptr: int, piece: int, slot_size: int, limit: int) -> None:
+        if piece > slot_size:
+            raise ValueError(f"DeviceSink(): piece of {piece} bytes exceeds the slot size {slot_size}")
+        self.device = device
+        self.dst_ptr = dst_ptr
+        self.piece = piece
+        self._slot_size = slot_size
+        self._limit = limit
+        self._events: list[Any] = []
+        self._lock = threading.Lock()
+
+    def acquire(self) -> tuple[memoryview, _Slot]:
+        slot = ring.acquire(self._slot_size, self._limit)
+        return slot.buf.view, slot
+
+    def flush(self, handle: _Slot, lo: int, hi: int, base: int) -> None:
+        cp = cuda.cupy_or_none()
+        assert cp is not None
+        event = None
+        try:
+            with cp.cuda.Device(self.device):
+                stream = cuda.thread_stream(self.device)
+                cp.cuda.runtime.memcpyAsync(
+                    self.dst_ptr + base + lo,
+                    handle.buf.ptr + lo,
+                    hi - lo,
+                    cp.cuda.runtime.memcpyHostToDevice,
+                    stream.ptr,
+                )
+                event = stream.record()
+            with self._lock:
+                self._events.append(event)
+        finally:
+            ring.release(handle, event)  # reused only once this copy is done
+
+    def discard(self, handle: _Slot) -> None:
+        ring.release(handle)
+
+    def finish(self) -> None:
+        with self._lock:
+            events, self._events = self._events, []
+        for ev in events:
+            ev.synchronize()
 
 
 def read_to_device(

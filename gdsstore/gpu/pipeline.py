@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = ["GDSCodecPipeline"]
 
-#: Decoded bytes per window: bounds pinned and device staging, and sets the read/decode overlap.
+#: Decoded bytes per window of host staging: bounds pinned staging, and sets the read/copy overlap.
 WINDOW_BYTES = 128 << 20
 #: Decoded bytes per window when nvCOMP decodes it: one nvCOMP call decodes each chunk on its own
 #: thread block, so its time is nearly flat in the number of chunks (measured on an H200: 64 zstd
@@ -65,8 +65,12 @@ DECODE_WINDOW_BYTES = 1 << 30
 
 
 def _window_bytes(chain: _Chain, device: bool) -> int:
-    fmt = chain.gpu_plan()[0] if device else None
-    return DECODE_WINDOW_BYTES if fmt not in (None, "-") else WINDOW_BYTES
+    """Large windows where the GPU decodes or the bytes are staged on the GPU (each window's read
+    starts with no copy to overlap); host staging keeps windows small enough to stay in cache."""
+    if not device:
+        return WINDOW_BYTES
+    fmt = chain.gpu_plan()[0]
+    return DECODE_WINDOW_BYTES if fmt not in (None, "-") or chain.device_staged() else WINDOW_BYTES
 
 
 #: Device outputs of view-only chunks (``bytes``/``transpose``) with slice selections are assembled by
@@ -97,20 +101,33 @@ class _EngineFetcher:
             self.backend, [staging.Fetch(bg.path, br) for bg, br in items], pinned=pinned
         )
 
-    def whole(self, keys: list[str], expect: np.ndarray, pinned: bool) -> staging.Staged | None:
+    def whole(
+        self, keys: list[str], expect: np.ndarray, pinned: bool, device: int | None = None
+    ) -> staging.Staged | None:
         """Whole objects of known size (uncompressed chunks) without size lookups; ``None`` when the
-        backend is not local (the caller fetches as usual)."""
+        backend is not local (the caller fetches as usual). ``device``: staged on that GPU."""
         from gdsstore.engine.localfs import LocalBackend
 
         if not isinstance(self.backend, LocalBackend):
             return None
-        return staging.stage_local(self.backend, keys, pinned=pinned, expect=expect)
+        return staging.stage_local(self.backend, keys, pinned=pinned, expect=expect, device=device)
 
-    def exact(self, keys: list[str], starts: np.ndarray, stops: np.ndarray, pinned: bool) -> staging.Staged:
+    def whole_unsized(self, keys: list[str], device: int) -> staging.Staged | None:
+        """Whole objects of unknown size (compressed chunks) staged on GPU ``device``; ``None`` when
+        the backend is not local."""
+        from gdsstore.engine.localfs import LocalBackend
+
+        if not isinstance(self.backend, LocalBackend):
+            return None
+        return staging.stage_local(self.backend, keys, pinned=True, device=device)
+
+    def exact(
+        self, keys: list[str], starts: np.ndarray, stops: np.ndarray, pinned: bool, device: int | None = None
+    ) -> staging.Staged:
         from gdsstore.engine.localfs import LocalBackend
 
         if isinstance(self.backend, LocalBackend):
-            return staging.stage_local(self.backend, keys, starts, stops, pinned=pinned)
+            return staging.stage_local(self.backend, keys, starts, stops, pinned=pinned, device=device)
         fetches = [
             staging.Fetch(k, ByteRange("range", a, b))
             for k, a, b in zip(keys, starts.tolist(), stops.tolist())
@@ -246,6 +263,12 @@ class _Chain:
             return "-", crc, d.reason
         return fmts[0], crc, d.reason
 
+    def device_staged(self) -> bool:
+        """Whether a device read stages the stored bytes straight on the GPU (bounce ring): nothing
+        about them is parsed on the CPU (no crc32c to check, no gzip/lz4 framing, no CPU codec)."""
+        fmt, crc, _ = self.gpu_plan()
+        return fmt in (None, "zstd") and not crc
+
 
 def _decode_window(
     chain: _Chain, specs: list[ArraySpec], staged: staging.Staged, device: bool
@@ -353,6 +376,13 @@ def _select(ptr: int, layout: Layout, sel: Any) -> tuple[int, Layout] | None:
 def _out_layout(out: NDBuffer) -> tuple[int, Layout]:
     a: Any = out.as_ndarray_like()
     return _ptr(a), (tuple(a.shape), tuple(a.strides))
+
+
+def _out_device(out: NDBuffer) -> int | None:
+    """The GPU ordinal of a device output (``None`` for host memory)."""
+    a: Any = out.as_ndarray_like()
+    dev = getattr(a, "device", None)
+    return int(dev.id) if hasattr(a, "__cuda_array_interface__") and dev is not None else None
 
 
 def _ptr(a: Any) -> int:
@@ -484,15 +514,17 @@ def _decode_raw_device(chain: _Chain, specs: list[ArraySpec], staged: staging.St
     fmt, crc, reason = chain.gpu_plan()
     cpu_rest: list[int] = list(present) if fmt == "-" else []
     if fmt != "-" and present:
+        staged_on_gpu = staged.dev is not None
         dev = staging.to_device(staged)
-        _trace.record(
-            "h2d",
-            "pinned-copy" if staged.pinned is not None else "pageable-copy",
-            "one copy per window",
-            staged.nbytes,
-            time.perf_counter() - t0,
-            device=getattr(getattr(dev, "device", None), "id", None),
-        )
+        if not staged_on_gpu:  # (bytes read through the bounce ring were copied, and traced, by the read)
+            _trace.record(
+                "h2d",
+                "pinned-copy" if staged.pinned is not None else "pageable-copy",
+                "one copy per window",
+                staged.nbytes,
+                time.perf_counter() - t0,
+                device=getattr(getattr(dev, "device", None), "id", None),
+            )
         t0 = time.perf_counter()
         s_off = staged.offsets.copy()
         s_len = staged.sizes.copy()
@@ -766,13 +798,19 @@ class GDSCodecPipeline(CodecPipeline):
         # Without bytes-to-bytes codecs a stored chunk is exactly its raw size: no size lookups.
         whole = getattr(fetch, "whole", None) if not chain.bb_codecs else None
         raw_sizes = np.array([_raw_nbytes(item[1]) for item in batch], dtype=np.int64) if whole else None
+        on_gpu = _out_device(out) if fast and chain.device_staged() else None
 
         def read(w: range) -> staging.Staged:
+            keys = [batch[i][0].path for i in w]
             if whole is not None:
                 assert raw_sizes is not None
-                st = whole([batch[i][0].path for i in w], raw_sizes[w.start : w.stop], device)
+                st = whole(keys, raw_sizes[w.start : w.stop], device, on_gpu)
                 if st is not None:
                     return st  # type: ignore[no-any-return]
+            elif on_gpu is not None and isinstance(fetch, _EngineFetcher):
+                st = fetch.whole_unsized(keys, on_gpu)
+                if st is not None:
+                    return st
             return fetch([(batch[i][0], None) for i in w], device)
 
         def process(w: range, staged: staging.Staged) -> None:
@@ -918,7 +956,8 @@ class GDSCodecPipeline(CodecPipeline):
                 for inner_id, off, length in read_members[r]:
                     ids.append(inner_id)
                     slots2.append(None if base is None else (base[0] + off, length))
-            return ids, staging.Staged.from_slots(st.host, slots2, st.pinned)
+            offs = [0 if x is None else x[0] for x in slots2]
+            return ids, st.sub(offs, [-1 if x is None else x[1] for x in slots2])
 
         if fast:
             out_ptr, out_lay = _out_layout(out)
@@ -1164,10 +1203,13 @@ class GDSCodecPipeline(CodecPipeline):
         bounds = np.searchsorted(mr, np.arange(len(ra) + 1))
         windows = _windows((rb - ra).tolist(), _window_bytes(inner_chain, True))
         exact = getattr(fetch, "exact", None)
+        on_gpu = _out_device(out) if inner_chain.device_staged() else None
 
         def read(w: range) -> staging.Staged:
             if exact is not None:
-                return exact(read_keys[w.start : w.stop], ra[w.start : w.stop], rb[w.start : w.stop], True)  # type: ignore[no-any-return]
+                return exact(  # type: ignore[no-any-return]
+                    read_keys[w.start : w.stop], ra[w.start : w.stop], rb[w.start : w.stop], True, on_gpu
+                )
             return fetch([(read_bgs[r], ByteRange("range", read_a[r], read_b[r])) for r in w], True)
 
         def process(w: range, st: staging.Staged) -> None:
@@ -1176,9 +1218,7 @@ class GDSCodecPipeline(CodecPipeline):
                 lo, hi = int(bounds[w.start]), int(bounds[w.stop])
                 local = mr[lo:hi] - w.start
                 base_sizes = st.sizes[local]
-                sub = staging.Staged(
-                    st.host, st.offsets[local] + mo[lo:hi], np.where(base_sizes < 0, -1, ml[lo:hi]), st.pinned
-                )
+                sub = st.sub(st.offsets[local] + mo[lo:hi], np.where(base_sizes < 0, -1, ml[lo:hi]))
                 ids = mi[lo:hi]
                 raw = _decode_raw_device(inner_chain, [inner_spec] * len(ids), sub)
                 blocks = _blocks(

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from gdsstore import policy
-from gdsstore.engine import batch, cuda
+from gdsstore.engine import batch, cuda, posix
 from gdsstore.engine.backend import ByteRange
 
 __all__ = ["Fetch", "Staged", "stage_from_backend", "stage_from_host_buffers", "stage_local", "to_device"]
@@ -40,27 +40,48 @@ class Fetch:
 
 
 class Staged:
-    """The bytes of a batch in one host buffer.
+    """The bytes of a batch in one staging buffer: host memory, or device memory (``dev``) when the
+    batch was read through the bounce ring straight to the GPU.
 
     ``offsets[i]``/``sizes[i]`` (``int64`` arrays) locate item ``i``; ``sizes[i] == -1``: missing.
-    ``slots`` is the same as a list of ``(offset, nbytes)`` or ``None``.
+    ``slots`` is the same as a list of ``(offset, nbytes)`` or ``None``. ``host`` of a device-staged
+    batch is a copy made on first use (only paths that parse bytes on the CPU ask for it).
     """
 
-    __slots__ = ("host", "offsets", "pinned", "sizes")
+    __slots__ = ("_host", "dev", "offsets", "pinned", "sizes")
 
-    def __init__(self, host: np.ndarray, offsets: Any, sizes: Any, pinned: Any = None) -> None:
-        self.host = host  # uint8, possibly a view of pinned memory
+    def __init__(
+        self, host: np.ndarray | None, offsets: Any, sizes: Any, pinned: Any = None, dev: Any = None
+    ) -> None:
+        if host is None and dev is None:
+            raise ValueError("Staged(): neither a host nor a device buffer")
+        self._host = host  # uint8, possibly a view of pinned memory
+        self.dev = dev  # uint8 cupy array, or None
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.sizes = np.asarray(sizes, dtype=np.int64)
         self.pinned = pinned  # the PinnedBuffer backing ``host`` (returned to the pool on release)
 
     @classmethod
     def from_slots(
-        cls, host: np.ndarray, slots: Sequence[tuple[int, int] | None], pinned: Any = None
+        cls,
+        host: np.ndarray | None,
+        slots: Sequence[tuple[int, int] | None],
+        pinned: Any = None,
+        dev: Any = None,
     ) -> Staged:
         offs = [0 if s is None else s[0] for s in slots]
         sizes = [-1 if s is None else s[1] for s in slots]
-        return cls(host, offs, sizes, pinned)
+        return cls(host, offs, sizes, pinned, dev)
+
+    def sub(self, offsets: Any, sizes: Any) -> Staged:
+        """Other items in the same buffer (inner chunks of coalesced reads); shares the memory."""
+        return Staged(self._host, offsets, sizes, self.pinned, self.dev)
+
+    @property
+    def host(self) -> np.ndarray:
+        if self._host is None:
+            self._host = self.dev.get()
+        return self._host
 
     @property
     def slots(self) -> list[tuple[int, int] | None]:
@@ -86,6 +107,7 @@ class Staged:
         if self.pinned is not None:
             _pinned_pool.put(self.pinned)
             self.pinned = None
+        self.dev = None
 
 
 class _PinnedPool:
@@ -157,6 +179,26 @@ def _resolve(backend: Any, f: Fetch) -> tuple[int, int] | None:
     return f.byte_range.resolve(size) if f.byte_range is not None else (0, size)
 
 
+def _read_to_device(
+    paths: list[str],
+    offsets: np.ndarray,
+    sizes: np.ndarray,
+    slot_offsets: np.ndarray,
+    total: int,
+    device: int,
+    threads: int,
+    url: str,
+) -> tuple[Any, np.ndarray]:
+    cp = cuda.cupy_or_none()
+    assert cp is not None
+    slot, limit = posix.bounce_slots(policy.settings())
+    with cp.cuda.Device(device):
+        dev = cp.empty(max(total, 1), dtype=cp.uint8)
+    sink = posix.DeviceSink(device, int(dev.data.ptr), batch.piece_size(total, threads, slot), slot, limit)
+    got = batch.read_batch_bounced(paths, offsets, sizes, total, slot_offsets, sink, threads, url=url)
+    return dev, got
+
+
 def stage_local(
     backend: Any,
     keys: Sequence[str],
@@ -166,6 +208,7 @@ def stage_local(
     pinned: bool,
     ranges: Sequence[ByteRange | None] | None = None,
     expect: np.ndarray | None = None,
+    device: int | None = None,
 ) -> Staged:
     """Local files through :func:`gdsstore.engine.batch.read_batch`, straight into their slots.
 
@@ -174,6 +217,10 @@ def stage_local(
     ``stat``); or any :class:`ByteRange` per key (``ranges``, clamped as zarr says). ``expect``:
     whole files whose size is known (uncompressed chunks): no ``stat`` either, one byte more is
     asked for so that a file of another size is an error, not silently wrong data.
+
+    ``device``: stage on that GPU instead, through the POSIX route's pinned bounce ring
+    (:func:`gdsstore.engine.batch.read_batch_bounced`): each slot is copied while the next is read,
+    with no host staging buffer as large as the batch (``pinned`` is then ignored).
 
     Raises:
         OSError: a short read, or a file not of its ``expect`` size.
@@ -196,22 +243,27 @@ def stage_local(
                 if br is not None and sizes[i] >= 0:
                     offsets[i], sizes[i] = br.resolve(int(sizes[i]))
     slot_offsets, total = _layout(sizes)
-    host, pin = _alloc(total, pinned)
-    try:
-        got = batch.read_batch(
-            paths,
-            offsets,
-            sizes,
-            host,
-            slot_offsets,
-            threads,
-            into="pinned staging" if pin is not None else "host buffer",
-            url=backend.url,
-        )
-    except BaseException:
-        if pin is not None:
-            _pinned_pool.put(pin)
-        raise
+    host: np.ndarray | None = None
+    dev, pin = None, None
+    if device is not None:
+        dev, got = _read_to_device(paths, offsets, sizes, slot_offsets, total, device, threads, backend.url)
+    else:
+        host, pin = _alloc(total, pinned)
+        try:
+            got = batch.read_batch(
+                paths,
+                offsets,
+                sizes,
+                host,
+                slot_offsets,
+                threads,
+                into="pinned staging" if pin is not None else "host buffer",
+                url=backend.url,
+            )
+        except BaseException:
+            if pin is not None:
+                _pinned_pool.put(pin)
+            raise
     gone = got < 0
     if gone.any():
         sizes = np.where(gone, -1, sizes)  # deleted since the stat: missing, as zarr says
@@ -236,7 +288,7 @@ def stage_local(
             f"stage_from_backend(): short read of {keys[i]!r}: {int(got[i])} of {int(sizes[i])} bytes "
             f"at offset {int(offsets[i])}"
         )
-    return Staged(host, slot_offsets, sizes, pin)
+    return Staged(host, slot_offsets, sizes, pin, dev)
 
 
 def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool) -> Staged:
@@ -297,14 +349,18 @@ def stage_from_host_buffers(bufs: Sequence[Any], *, pinned: bool) -> Staged:
 
 
 def to_device(staged: Staged) -> Any:
-    """One host-to-device copy of the whole staging buffer; returns the cupy ``uint8`` array."""
+    """The staging buffer on the device: itself when staged there, else one host-to-device copy of
+    the whole buffer; returns the cupy ``uint8`` array."""
+    if staged.dev is not None:
+        return staged.dev
     cp = cuda.cupy_or_none()
     assert cp is not None
-    total = int(staged.host.nbytes)
+    host = staged.host
+    total = int(host.nbytes)
     dev = cp.empty(max(total, 1), dtype=cp.uint8)
     if total:
         if staged.pinned is not None:
             cuda.memcpy_htod(dev.device.id, int(dev.data.ptr), int(staged.pinned.ptr), total)
         else:
-            dev[:total].set(staged.host)
+            dev[:total].set(host)
     return dev

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gdsstore
 from gdsstore.engine import batch
@@ -70,3 +73,90 @@ def test_stage_local_expect_checks_sizes(tmp_path: Path) -> None:
         staging.stage_local(backend, ["b"], pinned=False, expect=np.array([10]))
     with pytest.raises(OSError, match="10 bytes, not the 11"):
         staging.stage_local(backend, ["a"], pinned=False, expect=np.array([11]))
+
+
+class _HostSink:
+    """A host stand-in for the device sink: slots of a small pool, "copied" into ``dest`` on flush.
+
+    Slots are handed out dirty (filled with 0xEE) so that a read that leaves a hole would show.
+    """
+
+    def __init__(self, dest: np.ndarray, piece: int) -> None:
+        self.dest = dest
+        self.piece = piece
+        self.flushed: list[tuple[int, int, int]] = []
+        self.open = 0
+        self._lock = threading.Lock()
+
+    def acquire(self) -> tuple[memoryview, np.ndarray]:
+        with self._lock:
+            self.open += 1
+        slot = np.full(self.piece, 0xEE, dtype=np.uint8)
+        return memoryview(slot), slot
+
+    def flush(self, handle: np.ndarray, lo: int, hi: int, base: int) -> None:
+        assert 0 <= lo < hi <= self.piece
+        self.dest[base + lo : base + hi] = handle[lo:hi]
+        with self._lock:
+            self.flushed.append((base, lo, hi))
+            self.open -= 1
+
+    def discard(self, handle: np.ndarray) -> None:
+        with self._lock:
+            self.open -= 1
+
+    def finish(self) -> None:
+        pass
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    data=st.data(),
+    piece=st.sampled_from([4096, 8192, 65536]),
+    threads=st.integers(1, 4),
+)
+def test_read_batch_bounced_equals_read_batch(
+    files: tuple[list[str], list[bytes]], data: st.DataObject, piece: int, threads: int
+) -> None:
+    """Reads cut at piece boundaries, several per slot, land exactly where read_batch puts them."""
+    paths, datas = files
+    n = data.draw(st.integers(0, 12))
+    which = [data.draw(st.integers(0, len(paths) - 1)) for _ in range(n)]
+    offs, sizes = [], []
+    for w in which:
+        flen = len(datas[w]) if w < len(datas) else 10
+        o = data.draw(st.integers(0, flen + 5))
+        offs.append(o)
+        sizes.append(data.draw(st.integers(-1, 30_000)))
+    offsets = np.array(offs, dtype=np.int64)
+    sz = np.array(sizes, dtype=np.int64)
+    pad = data.draw(st.integers(0, 3000))
+    dst = (np.cumsum(sz.clip(0) + pad) - (sz.clip(0) + pad)).astype(np.int64)
+    total = int((dst + sz.clip(0)).max()) if n else 0
+    ps = [paths[w] for w in which]
+    ref = np.zeros(max(total, 1), np.uint8)
+    want = batch.read_batch(ps, offsets, sz, ref, dst, threads)
+    out = np.zeros(max(total, 1), np.uint8)
+    sink = _HostSink(out, piece)
+    got = batch.read_batch_bounced(ps, offsets, sz, max(total, 1), dst, sink, threads)
+    assert got.tolist() == want.tolist()
+    assert sink.open == 0  # every slot went back
+    for i in range(n):
+        if got[i] > 0:
+            a = int(dst[i])
+            assert bytes(out[a : a + int(got[i])]) == bytes(ref[a : a + int(got[i])])
+    assert all(hi - lo <= piece for _, lo, hi in sink.flushed)
+    assert len({base for base, _, _ in sink.flushed}) == len(sink.flushed)  # one copy per piece
+
+
+def test_read_batch_bounced_checks_and_piece_size(files: tuple[list[str], list[bytes]]) -> None:
+    paths, _ = files
+    out = np.zeros(64, np.uint8)
+    with pytest.raises(ValueError, match=r"read_batch_bounced\(\): reads overflow the destination of 64"):
+        batch.read_batch_bounced(paths[1:2], np.array([0]), np.array([60]), 64, np.array([10]), _HostSink(out, 4096))
+    with pytest.raises(ValueError, match="negative destination offset"):
+        batch.read_batch_bounced(paths[1:2], np.array([0]), np.array([6]), 64, np.array([-1]), _HostSink(out, 4096))
+    for total, threads, cap in [(1 << 30, 16, 8 << 20), (12345, 3, 1 << 20), ((5 << 20) + 1, 2, 1 << 20)]:
+        p = batch.piece_size(total, threads, cap)
+        rounds = -(-total // (threads * cap))  # the fewest rounds of full slots
+        assert min(1 << 20, cap) <= p <= cap and -(-total // p) <= threads * rounds

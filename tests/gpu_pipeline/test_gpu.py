@@ -17,7 +17,7 @@ from zarr.storage import LocalStore
 
 import gdsstore
 from gdsstore.gpu import codecs as gcodecs
-from gdsstore.gpu import kernels, nvcomp
+from gdsstore.gpu import kernels, nvcomp, staging
 
 pytestmark = pytest.mark.gpu
 
@@ -99,6 +99,9 @@ def test_pipeline_into_cupy_equals_zarr(cp: Any, tmp_path: Path, name: str, shar
     if name in ("zstd", "zstd+crc32c", "gzip", "lz4") and nvcomp.nvcomp_or_none() is not None:
         assert "gpu-decode" in t.routes, str(t)
     assert "gpu-kernel" in t.routes, str(t)  # the fast scatter ran
+    if name in ("none", "zstd") and nvcomp.nvcomp_or_none() is not None:
+        # stored bytes went straight to the GPU through the bounce ring: no host staging, no h2d step
+        assert any("pinned bounce slots" in r for (op, _, r) in t.by_reason() if op == "read"), str(t)
     if name == "blosc":
         assert any("blosc" in r for (_, route, r) in t.by_reason() if route == "cpu-codec"), str(t)
 
@@ -120,3 +123,26 @@ def test_gpu_writes_read_by_plain_zarr(cp: Any, tmp_path: Path, name: str) -> No
     np.testing.assert_array_equal(zarr.open_array(LocalStore(tmp_path / "a"), mode="r")[:], data)
     if name != "gzip" and nvcomp.nvcomp_or_none() is not None:
         assert "gpu-encode" in t.routes, str(t)
+
+
+@pytest.mark.parametrize("piece", [4096, 1 << 20])
+def test_stage_local_on_device_equals_host(cp: Any, tmp_path: Path, piece: int) -> None:
+    rng = np.random.default_rng(5)
+    sizes = [0, 1, 100, 5000, (3 << 20) + 7, 64, 70_000]
+    keys = []
+    for i, n in enumerate(sizes):
+        (tmp_path / f"k{i}").write_bytes(rng.integers(0, 255, n, dtype=np.uint8).tobytes())
+        keys.append(f"k{i}")
+    keys.insert(3, "missing")
+    backend = gdsstore.GDSStore(str(tmp_path)).backend
+    host = staging.stage_local(backend, keys, pinned=True)
+    with gdsstore.config.set({"bounce_buffer_size": max(piece, 4096), "task_size": max(piece, 4096)}):
+        dev = staging.stage_local(backend, keys, pinned=True, device=0)
+    assert dev.dev is not None and dev.sizes.tolist() == host.sizes.tolist()
+    for i in range(len(keys)):
+        h = host.view(i)
+        if h is None:
+            continue
+        a, n = int(dev.offsets[i]), int(dev.sizes[i])
+        assert bytes(dev.dev[a : a + n].get()) == bytes(h), keys[i]
+        assert bytes(dev.view(i)) == bytes(h)  # the lazy host copy too
