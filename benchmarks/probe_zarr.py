@@ -1,49 +1,75 @@
-"""Where a GPU zarr read spends its time (GPU machine): the trace and a profile of one ``z[:]``.
+"""Where a GPU zarr read spends its time (GPU machine): A/B of the staging paths, and one trace.
 
 python benchmarks/probe_zarr.py DATA_DIR [ARRAY ...]   (DATA_DIR: zarr_bench.py's --data directory)
 
-For each array (default: the 4 MiB-chunk arrays): best-of-5 GB/s, the trace of one read, and the
-functions that take the most time in it (cProfile, by own time).
+For each array (default: the 4 MiB-chunk arrays and the sharded ones): GB/s with the stored bytes
+staged on the GPU through the bounce ring and with pinned host staging + one copy per window
+(``gdsstore.gpu.pipeline.DEVICE_STAGING``), alternating, best of 5 each; then the trace of one read.
+The raw file read through ``gdsstore.open`` calibrates the machine in the same run.
 """
 
 from __future__ import annotations
 
-import cProfile
-import pstats
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import cupy as cp
 import zarr
 
 import gdsstore
+from gdsstore.gpu import pipeline
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    cp.cuda.runtime.deviceSynchronize()
+    t0 = time.perf_counter()
+    fn()
+    cp.cuda.runtime.deviceSynchronize()
+    return time.perf_counter() - t0
 
 
 def main() -> None:
     root = Path(sys.argv[1])
-    names = sys.argv[2:] or ["c1024-s0-none.zarr", "c1024-s0-zstd.zarr", "c256-s4096-none.zarr"]
+    names = sys.argv[2:] or [
+        "c1024-s0-none.zarr",
+        "c1024-s0-zstd.zarr",
+        "c256-s4096-none.zarr",
+        "c256-s4096-zstd.zarr",
+        "c256-s0-none.zarr",
+    ]
+    raw = root / "raw.bin"
+    if raw.exists():
+        buf = cp.empty(raw.stat().st_size, dtype=cp.uint8)
+
+        def read_raw() -> None:
+            with gdsstore.open(raw) as f:
+                f.read(buf)
+
+        read_raw()
+        print(f"raw file via gdsstore.open: {buf.nbytes / min(_timed(read_raw) for _ in range(5)) / 1e9:.2f} GB/s")
     with gdsstore.enable_gpu():
         for name in names:
+            if not (root / name).exists():
+                continue
             z = zarr.open_array(gdsstore.GDSStore(str(root / name)), mode="r")
-            z[:]
-            best = float("inf")
-            for _ in range(5):
-                cp.cuda.runtime.deviceSynchronize()
-                t0 = time.perf_counter()
+            best = {True: float("inf"), False: float("inf")}
+            for flag in (True, False):
+                pipeline.DEVICE_STAGING = flag
                 z[:]
-                cp.cuda.runtime.deviceSynchronize()
-                best = min(best, time.perf_counter() - t0)
-            print(f"\n## {name}: {z.nbytes / best / 1e9:.2f} GB/s (best of 5)")
+            for _ in range(5):
+                for flag in (True, False):
+                    pipeline.DEVICE_STAGING = flag
+                    best[flag] = min(best[flag], _timed(lambda z=z: z[:]))
+            pipeline.DEVICE_STAGING = True
+            print(
+                f"\n## {name}: device staging {z.nbytes / best[True] / 1e9:.2f} GB/s, "
+                f"host staging {z.nbytes / best[False] / 1e9:.2f} GB/s"
+            )
             with gdsstore.trace() as t:
                 z[:]
             print(t)
-            prof = cProfile.Profile()
-            prof.enable()
-            z[:]
-            cp.cuda.runtime.deviceSynchronize()
-            prof.disable()
-            pstats.Stats(prof).sort_stats("tottime").print_stats(14)
 
 
 if __name__ == "__main__":

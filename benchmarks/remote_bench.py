@@ -340,16 +340,12 @@ def main(argv: list[str] | None = None) -> int:
             ]
             if args.sweep:
                 for label, s in [
-                    ("ranges of task_size 8 MiB", {"remote.max_range_size": 8 << 20}),
                     ("max range 16 MiB", {"remote.max_range_size": 16 << 20}),
-                    ("max range 32 MiB, concurrency 32", {"remote.concurrency": 32}),
+                    ("one 32 MiB bounce slot per range", {"bounce_buffer_size": 32 << 20, "task_size": 32 << 20}),
+                    ("4 MiB bounce slots", {"bounce_buffer_size": 4 << 20}),
                 ]:
                     contenders.append((f"gdsstore ({label})", gdsstore_reader(url, cp, args.size, s)))
                 contenders.append(("gdsstore (defaults, host memory)", gdsstore_reader(url, None, args.size)))
-                contenders.append(
-                    ("gdsstore (ranges of 8 MiB, host memory)",
-                     gdsstore_reader(url, None, args.size, {"remote.max_range_size": 8 << 20}))
-                )
             for name, run in contenders:
                 if isinstance(run, str):
                     results.append({"name": name, "skipped": run})

@@ -261,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if not device:
         notes.append("host mode: no GPU, numbers are storage → host memory, not the GPU table")
     paths = _write(root, args.size, log)
+    os.sync()  # written data goes to disk now, not as writeback during the timed reads
     ref = np.fromfile(paths[RAW], dtype="f4").reshape(args.size, args.size)
     nbytes = ref.nbytes
 

@@ -242,8 +242,15 @@ class Sink(Protocol):
     """Where :func:`read_batch_bounced` sends each filled slot (device memory, through the POSIX
     route's pinned ring; host memory in tests)."""
 
-    #: bytes of destination per slot; parts never straddle a multiple of it
-    piece: int
+    @property
+    def piece(self) -> int:
+        """Bytes of destination per slot; parts never straddle a multiple of it."""
+        ...
+
+    @property
+    def device(self) -> int | None:
+        """The destination's GPU ordinal (``None``: host memory), for the trace."""
+        ...
 
     def acquire(self) -> tuple[memoryview, Any]:
         """A free slot of at least ``piece`` bytes: its writable view and a handle for the calls below."""
@@ -331,6 +338,7 @@ def read_batch_bounced(
         int(got.clip(0).sum()),
         time.perf_counter() - t0,
         url,
+        sink.device,
     )
     return got
 

@@ -70,8 +70,13 @@ def _window_bytes(chain: _Chain, device: bool) -> int:
     if not device:
         return WINDOW_BYTES
     fmt = chain.gpu_plan()[0]
-    return DECODE_WINDOW_BYTES if fmt not in (None, "-") or chain.device_staged() else WINDOW_BYTES
+    staged_on_gpu = DEVICE_STAGING and chain.device_staged()
+    return DECODE_WINDOW_BYTES if fmt not in (None, "-") or staged_on_gpu else WINDOW_BYTES
 
+
+#: Device reads of uncompressed or zstd chunks from local files stage the stored bytes on the GPU
+#: through the bounce ring (``False``: pinned host staging, then one copy per window; kept to measure).
+DEVICE_STAGING = True
 
 #: Device outputs of view-only chunks (``bytes``/``transpose``) with slice selections are assembled by
 #: one scatter kernel per window instead of one cupy copy per chunk.
@@ -798,7 +803,7 @@ class GDSCodecPipeline(CodecPipeline):
         # Without bytes-to-bytes codecs a stored chunk is exactly its raw size: no size lookups.
         whole = getattr(fetch, "whole", None) if not chain.bb_codecs else None
         raw_sizes = np.array([_raw_nbytes(item[1]) for item in batch], dtype=np.int64) if whole else None
-        on_gpu = _out_device(out) if fast and chain.device_staged() else None
+        on_gpu = _out_device(out) if DEVICE_STAGING and fast and chain.device_staged() else None
 
         def read(w: range) -> staging.Staged:
             keys = [batch[i][0].path for i in w]
@@ -1203,7 +1208,7 @@ class GDSCodecPipeline(CodecPipeline):
         bounds = np.searchsorted(mr, np.arange(len(ra) + 1))
         windows = _windows((rb - ra).tolist(), _window_bytes(inner_chain, True))
         exact = getattr(fetch, "exact", None)
-        on_gpu = _out_device(out) if inner_chain.device_staged() else None
+        on_gpu = _out_device(out) if DEVICE_STAGING and inner_chain.device_staged() else None
 
         def read(w: range) -> staging.Staged:
             if exact is not None:

@@ -84,6 +84,7 @@ class _HostSink:
     def __init__(self, dest: np.ndarray, piece: int) -> None:
         self.dest = dest
         self.piece = piece
+        self.device = None
         self.flushed: list[tuple[int, int, int]] = []
         self.open = 0
         self._lock = threading.Lock()
