@@ -210,15 +210,22 @@ def _sync(cp: Any) -> None:
         cp.cuda.runtime.deviceSynchronize()
 
 
-def gdsstore_reader(url: str, cp: Any, size: int, settings: dict[str, Any] | None = None) -> Callable[[], int]:
+def gdsstore_reader(
+    url: str, cp: Any, size: int, settings: dict[str, Any] | None = None, spin: bool = False
+) -> Callable[[], int]:
     import gdsstore
+    from gdsstore.engine import cuda
 
     buf = _alloc(cp, size)
 
     def run() -> int:
-        with gdsstore.config.set(settings or {}), gdsstore.open(url) as f:
-            n = int(f.read(buf))
-        _sync(cp)
+        cuda.BLOCKING_SYNC = not spin
+        try:
+            with gdsstore.config.set(settings or {}), gdsstore.open(url) as f:
+                n = int(f.read(buf))
+            _sync(cp)
+        finally:
+            cuda.BLOCKING_SYNC = True
         return n
 
     return run
@@ -341,10 +348,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.sweep:
                 for label, s in [
                     ("max range 16 MiB", {"remote.max_range_size": 16 << 20}),
-                    ("one 32 MiB bounce slot per range", {"bounce_buffer_size": 32 << 20, "task_size": 32 << 20}),
-                    ("4 MiB bounce slots", {"bounce_buffer_size": 4 << 20}),
+                    ("concurrency 12", {"remote.concurrency": 12}),
                 ]:
                     contenders.append((f"gdsstore ({label})", gdsstore_reader(url, cp, args.size, s)))
+                contenders.append(("gdsstore (copy events spin-wait)", gdsstore_reader(url, cp, args.size, spin=True)))
                 contenders.append(("gdsstore (defaults, host memory)", gdsstore_reader(url, None, args.size)))
             for name, run in contenders:
                 if isinstance(run, str):

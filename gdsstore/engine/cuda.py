@@ -108,6 +108,20 @@ def thread_stream(device: int) -> Any:
     return s
 
 
+#: Copy events wait by sleeping (``cudaEventBlockingSync``) rather than spinning: a thread waiting
+#: for its copy then leaves its core to the threads still reading (and, over loopback, to the server).
+BLOCKING_SYNC = True
+
+
+def record_event(stream: Any) -> Any:
+    """An event recorded on ``stream`` (no timing; blocking sync per :data:`BLOCKING_SYNC`)."""
+    cp = cupy_or_none()
+    assert cp is not None
+    ev = cp.cuda.Event(block=BLOCKING_SYNC, disable_timing=True)
+    ev.record(stream)
+    return ev
+
+
 def _memcpy(device: int, dst: int, src: int, nbytes: int, to_device: bool) -> None:
     cp = cupy_or_none()
     assert cp is not None

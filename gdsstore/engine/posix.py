@@ -146,7 +146,7 @@ class DeviceSink:
                     cp.cuda.runtime.memcpyHostToDevice,
                     stream.ptr,
                 )
-                event = stream.record()
+                event = cuda.record_event(stream)
             with self._lock:
                 self._events.append(event)
         finally:
@@ -202,7 +202,7 @@ def read_to_device(
                     cp.cuda.runtime.memcpyAsync(
                         dst_ptr + done, slot.buf.ptr, got, cp.cuda.runtime.memcpyHostToDevice, stream.ptr
                     )
-                    event = stream.record()
+                    event = cuda.record_event(stream)
                 events.append(event)
         finally:
             ring.release(slot, event)
