@@ -4,8 +4,9 @@ python benchmarks/probe_zarr.py DATA_DIR [ARRAY ...]   (DATA_DIR: zarr_bench.py'
 
 For each array (default: the 4 MiB-chunk arrays and the sharded ones): GB/s with the stored bytes
 staged on the GPU through the bounce ring and with pinned host staging + one copy per window
-(``gdsstore.gpu.pipeline.DEVICE_STAGING``), alternating, best of 6 each (the first round warms up); then the trace of one read.
-The raw file read through ``gdsstore.open`` calibrates the machine in the same run.
+(``gdsstore.gpu.pipeline.DEVICE_STAGING``), alternating, best of 6 each (the first round warms up);
+then the trace of one read. First the raw file through ``gdsstore.open``, with and without the
+ramp of small first pieces (``gdsstore.engine.local.RAMP``), per route.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import cupy as cp
 import zarr
 
 import gdsstore
-from gdsstore.engine import cuda
+from gdsstore.engine import local
 from gdsstore.gpu import pipeline
 
 
@@ -48,32 +49,32 @@ def main() -> None:
             with gdsstore.open(raw) as f:
                 f.read(buf)
 
-        for route in ("auto", "on"):  # auto: cuFile (compat) here; on: the POSIX bounce ring
-            with gdsstore.config.set({"compat_mode": route}):
+        # auto: cuFile (compat mode here); on: the POSIX bounce ring. A/B: the ramp of small first pieces.
+        for route, task in (("auto", 8), ("auto", 4), ("on", 8)):
+            with gdsstore.config.set({"compat_mode": route, "task_size": task << 20}):
                 best = {True: float("inf"), False: float("inf")}
                 read_raw()
                 for _ in range(7):
                     for flag in (True, False):
-                        cuda.BLOCKING_SYNC = flag
+                        local.RAMP = flag
                         best[flag] = min(best[flag], _timed(read_raw))
-                cuda.BLOCKING_SYNC = True
+                local.RAMP = True
             print(
-                f"raw file, compat_mode={route}: copy events sleep {buf.nbytes / best[True] / 1e9:.2f} GB/s, "
-                f"spin {buf.nbytes / best[False] / 1e9:.2f} GB/s"
+                f"raw file, compat_mode={route}, task {task} MiB: ramp {buf.nbytes / best[True] / 1e9:.2f} GB/s, "
+                f"no ramp {buf.nbytes / best[False] / 1e9:.2f} GB/s"
             )
     with gdsstore.enable_gpu():
         for name in names:
             if not (root / name).exists():
                 continue
             z = zarr.open_array(gdsstore.GDSStore(str(root / name)), mode="r")
-            # (device staging, sleeping copy events): the default, spin-waits, host staging
-            cases = {(True, True): "device staging", (True, False): "spin-wait events", (False, True): "host staging"}
+            cases = {True: "device staging", False: "host staging"}
             best = dict.fromkeys(cases, float("inf"))
             for _ in range(6):
                 for case in cases:
-                    pipeline.DEVICE_STAGING, cuda.BLOCKING_SYNC = case
+                    pipeline.DEVICE_STAGING = case
                     best[case] = min(best[case], _timed(lambda z=z: z[:]))
-            pipeline.DEVICE_STAGING, cuda.BLOCKING_SYNC = True, True
+            pipeline.DEVICE_STAGING = True
             print(f"\n## {name}: " + ", ".join(f"{cases[c]} {z.nbytes / best[c] / 1e9:.2f}" for c in cases) + " GB/s")
             with gdsstore.trace() as t:
                 z[:]

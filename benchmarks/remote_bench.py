@@ -211,21 +211,21 @@ def _sync(cp: Any) -> None:
 
 
 def gdsstore_reader(
-    url: str, cp: Any, size: int, settings: dict[str, Any] | None = None, spin: bool = False
+    url: str, cp: Any, size: int, settings: dict[str, Any] | None = None, piece: int | None = None
 ) -> Callable[[], int]:
     import gdsstore
-    from gdsstore.engine import cuda
+    from gdsstore.engine.remote import reader
 
     buf = _alloc(cp, size)
 
     def run() -> int:
-        cuda.BLOCKING_SYNC = not spin
+        reader.LANDING_PIECE = piece  # None: one bounce slot per range (the default)
         try:
             with gdsstore.config.set(settings or {}), gdsstore.open(url) as f:
                 n = int(f.read(buf))
             _sync(cp)
         finally:
-            cuda.BLOCKING_SYNC = True
+            reader.LANDING_PIECE = None
         return n
 
     return run
@@ -348,10 +348,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.sweep:
                 for label, s in [
                     ("max range 16 MiB", {"remote.max_range_size": 16 << 20}),
-                    ("concurrency 12", {"remote.concurrency": 12}),
+                    ("concurrency 24", {"remote.concurrency": 24}),
                 ]:
                     contenders.append((f"gdsstore ({label})", gdsstore_reader(url, cp, args.size, s)))
-                contenders.append(("gdsstore (copy events spin-wait)", gdsstore_reader(url, cp, args.size, spin=True)))
+                for mib in (4, 8):
+                    contenders.append(
+                        (f"gdsstore (bodies in {mib} MiB slots)", gdsstore_reader(url, cp, args.size, piece=mib << 20))
+                    )
                 contenders.append(("gdsstore (defaults, host memory)", gdsstore_reader(url, None, args.size)))
             for name, run in contenders:
                 if isinstance(run, str):

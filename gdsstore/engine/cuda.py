@@ -108,16 +108,16 @@ def thread_stream(device: int) -> Any:
     return s
 
 
-#: Copy events wait by sleeping (``cudaEventBlockingSync``) rather than spinning: a thread waiting
-#: for its copy then leaves its core to the threads still reading (and, over loopback, to the server).
-BLOCKING_SYNC = True
+def record_event(stream: Any, *, blocking: bool = False) -> Any:
+    """An event recorded on ``stream``, without timing.
 
-
-def record_event(stream: Any) -> Any:
-    """An event recorded on ``stream`` (no timing; blocking sync per :data:`BLOCKING_SYNC`)."""
+    ``blocking``: waiting for it sleeps (``cudaEventBlockingSync``) instead of spinning. Measured on
+    the H200: local reads are 3-10% faster with spinning waits, loopback remote reads 5% faster with
+    sleeping ones (a sleeping thread leaves its core to the receivers and the server).
+    """
     cp = cupy_or_none()
     assert cp is not None
-    ev = cp.cuda.Event(block=BLOCKING_SYNC, disable_timing=True)
+    ev = cp.cuda.Event(block=blocking, disable_timing=True)
     ev.record(stream)
     return ev
 

@@ -276,7 +276,7 @@ def _copy_h2d_async(device: int, dst_ptr: int, src_ptr: int, nbytes: int) -> Any
     with cp.cuda.Device(device):
         stream = cuda.thread_stream(device)
         cp.cuda.runtime.memcpyAsync(dst_ptr, src_ptr, nbytes, cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
-        return cuda.record_event(stream)
+        return cuda.record_event(stream, blocking=True)
 
 
 class _Cancelled(RemoteIOError):
@@ -477,6 +477,11 @@ def get_object(source: RangeSource, alloc: Callable[[int], Any]) -> Any:
     return buf
 
 
+#: Benchmark hook: receive device-bound bodies in slots of this many bytes (two per worker, each
+#: copied while the next fills) instead of one slot per range (``None``, the default).
+LANDING_PIECE: int | None = None
+
+
 class _Landing:
     """Where verified body bytes go: the caller's host buffer in place, or device memory through the
     engine's pinned bounce ring (:data:`gdsstore.engine.posix.ring`) and async H2D copies."""
@@ -490,6 +495,8 @@ class _Landing:
         # 12% and 21% slower than one 32 MiB slot per range.
         self._slot_size = max(s.bounce_buffer_size, s.remote_max_range_size)
         self._limit = s.remote_concurrency
+        if LANDING_PIECE:
+            self._slot_size, self._limit = LANDING_PIECE, 2 * s.remote_concurrency
         self._events: list[Any] = []
         self._lock = threading.Lock()
 
