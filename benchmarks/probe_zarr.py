@@ -5,8 +5,8 @@ python benchmarks/probe_zarr.py DATA_DIR [ARRAY ...]   (DATA_DIR: zarr_bench.py'
 For each array (default: the 4 MiB-chunk arrays and the sharded ones): GB/s with the stored bytes
 staged on the GPU through the bounce ring and with pinned host staging + one copy per window
 (``gdsstore.gpu.pipeline.DEVICE_STAGING``), alternating, best of 6 each (the first round warms up);
-then the trace of one read. First the raw file through ``gdsstore.open``, with and without the
-ramp of small first pieces (``gdsstore.engine.local.RAMP``), per route.
+then the trace of one read. First the raw file through ``gdsstore.open`` on each route calibrates
+the machine in the same run.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import cupy as cp
 import zarr
 
 import gdsstore
-from gdsstore.engine import local
 from gdsstore.gpu import pipeline
 
 
@@ -49,20 +48,11 @@ def main() -> None:
             with gdsstore.open(raw) as f:
                 f.read(buf)
 
-        # auto: cuFile (compat mode here); on: the POSIX bounce ring. A/B: the ramp of small first pieces.
-        for route, task in (("auto", 8), ("auto", 4), ("on", 8)):
-            with gdsstore.config.set({"compat_mode": route, "task_size": task << 20}):
-                best = {True: float("inf"), False: float("inf")}
+        for route in ("auto", "on"):  # auto: cuFile (compat mode here); on: the POSIX bounce ring
+            with gdsstore.config.set({"compat_mode": route}):
                 read_raw()
-                for _ in range(7):
-                    for flag in (True, False):
-                        local.RAMP = flag
-                        best[flag] = min(best[flag], _timed(read_raw))
-                local.RAMP = True
-            print(
-                f"raw file, compat_mode={route}, task {task} MiB: ramp {buf.nbytes / best[True] / 1e9:.2f} GB/s, "
-                f"no ramp {buf.nbytes / best[False] / 1e9:.2f} GB/s"
-            )
+                best = min(_timed(read_raw) for _ in range(7))
+            print(f"raw file, compat_mode={route}: {buf.nbytes / best / 1e9:.2f} GB/s")
     with gdsstore.enable_gpu():
         for name in names:
             if not (root / name).exists():

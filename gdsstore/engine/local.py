@@ -65,31 +65,6 @@ def _split(total: int, piece: int) -> list[tuple[int, int]]:
     return [(start, min(piece, total - start)) for start in range(0, total, piece)]
 
 
-#: Device reads start with a ramp of smaller pieces (1/8, 1/4, 1/2 of ``task_size``, one round of
-#: ``num_threads`` each): the first copy to the GPU starts after a short read instead of a full
-#: piece, and the copy engine (the bound of a warm read) is busy from then on.
-RAMP = True
-
-
-def _split_ramp(total: int, piece: int, threads: int) -> list[tuple[int, int]]:
-    """Like :func:`_split`, with ramp pieces first (only for reads of several rounds of pieces).
-
-    Example:
-        >>> [n >> 20 for _, n in _split_ramp(64 << 20, 8 << 20, 2)]
-        [1, 1, 2, 2, 4, 4, 8, 8, 8, 8, 8, 8, 2]
-    """
-    if not RAMP or total < 4 * threads * piece:
-        return _split(total, piece)
-    out: list[tuple[int, int]] = []
-    start = 0
-    for div in (8, 4, 2):
-        step = max(1 << 20, piece // div)
-        for _ in range(threads):
-            out.append((start, step))
-            start += step
-    return out + [(start + a, n) for a, n in _split(total - start, piece)]
-
-
 class LocalFile:
     """A local file opened for parallel reads/writes into host or device buffers.
 
@@ -237,7 +212,7 @@ class LocalFile:
         if avail == 0:
             return completed(0)
         d, handle = self._decide(b, avail, s)
-        pieces = _split_ramp(avail, s.task_size, s.num_threads) if b.is_device else _split(avail, s.task_size)
+        pieces = _split(avail, s.task_size)
         on_done = self._traced("read", d, b)
         if d.route == "cufile":
             return run_pieces(
