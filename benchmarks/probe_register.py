@@ -54,7 +54,7 @@ def main() -> None:
     for threads in (8, 16):
         pieces = list(range(0, n, PIECE))
 
-        def work(i: int) -> None:
+        def work(i: int, pieces: list[int] = pieces, threads: int = threads) -> None:
             s = cp.cuda.Stream(non_blocking=True)
             for k in pieces[i::threads]:
                 m = min(PIECE, n - k)
