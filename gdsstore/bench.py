@@ -182,8 +182,10 @@ def _kvikio_subprocess(
         env["KVIKIO_COMPAT_MODE"] = compat
     out = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False, env=env)
     if out.returncode != 0:
+        code = out.returncode
+        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return BenchResult(name, size, 0.0, f"failed: {last[:160]}")
+        return BenchResult(name, size, 0.0, f"failed ({how}): {last[:160]}")
     seconds, threads, compat = out.stdout.split()[:3]
     return BenchResult(name, size, float(seconds), f"kvikio num_threads={threads}, compat_mode={compat}")
 
