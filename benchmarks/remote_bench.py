@@ -211,21 +211,16 @@ def _sync(cp: Any) -> None:
 
 
 def gdsstore_reader(
-    url: str, cp: Any, size: int, settings: dict[str, Any] | None = None, piece: int | None = None
+    url: str, cp: Any, size: int, settings: dict[str, Any] | None = None
 ) -> Callable[[], int]:
     import gdsstore
-    from gdsstore.engine.remote import reader
 
     buf = _alloc(cp, size)
 
     def run() -> int:
-        reader.LANDING_PIECE = piece  # None: one bounce slot per range (the default)
-        try:
-            with gdsstore.config.set(settings or {}), gdsstore.open(url) as f:
-                n = int(f.read(buf))
-            _sync(cp)
-        finally:
-            reader.LANDING_PIECE = None
+        with gdsstore.config.set(settings or {}), gdsstore.open(url) as f:
+            n = int(f.read(buf))
+        _sync(cp)
         return n
 
     return run
@@ -347,14 +342,10 @@ def main(argv: list[str] | None = None) -> int:
             ]
             if args.sweep:
                 for label, s in [
-                    ("max range 16 MiB", {"remote.max_range_size": 16 << 20}),
-                    ("concurrency 24", {"remote.concurrency": 24}),
+                    ("ranges of 16 MiB in 8 MiB slots", {"remote.max_range_size": 16 << 20}),
+                    ("whole ranges in 32 MiB slots", {"bounce_buffer_size": 32 << 20}),
                 ]:
                     contenders.append((f"gdsstore ({label})", gdsstore_reader(url, cp, args.size, s)))
-                for mib in (4, 8):
-                    contenders.append(
-                        (f"gdsstore (bodies in {mib} MiB slots)", gdsstore_reader(url, cp, args.size, piece=mib << 20))
-                    )
                 contenders.append(("gdsstore (defaults, host memory)", gdsstore_reader(url, None, args.size)))
             for name, run in contenders:
                 if isinstance(run, str):
