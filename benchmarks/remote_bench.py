@@ -8,7 +8,8 @@ answering with ``os.sendfile`` — writes an object of ``--size`` bytes, and mea
 - kvikio ``RemoteFile.open_http`` at 16 threads and at its default thread count (skipped without kvikio);
 - fsspec ``HTTPFileSystem.cat_file`` + ``cupy.asarray`` (``numpy.frombuffer`` copy without a GPU).
 
-Writes ``remote_bench.json`` under ``--out`` and prints a table. Compare ratios within one run.
+Contenders are measured in interleaved rounds (each once per round, ``--repeat`` rounds; the median
+counts). Writes ``remote_bench.json`` under ``--out`` and prints a table. Compare ratios within one run.
 
 Usage::
 
@@ -278,8 +279,9 @@ def fsspec_reader(url: str, cp: Any, size: int) -> Callable[[], int] | str:
 # -- main ------------------------------------------------------------------------------------------------
 
 
-def measure(run: Callable[[], int], size: int, repeat: int) -> list[float]:
-    run()  # warm-up: connections, pinned ring, page cache
+def measure(run: Callable[[], int], size: int, repeat: int, warm: bool = True) -> list[float]:
+    if warm:
+        run()  # warm-up: connections, pinned ring, page cache
     rates = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -347,16 +349,34 @@ def main(argv: list[str] | None = None) -> int:
                 ]:
                     contenders.append((f"gdsstore ({label})", gdsstore_reader(url, cp, args.size, s)))
                 contenders.append(("gdsstore (defaults, host memory)", gdsstore_reader(url, None, args.size)))
+            # Interleaved rounds (every contender once per round): a slow drift of the machine, or
+            # the server's connection-to-worker luck of one moment, weighs on all of them alike.
+            ready: list[tuple[str, Callable[[], int]]] = []
             for name, run in contenders:
                 if isinstance(run, str):
                     results.append({"name": name, "skipped": run})
                     continue
                 try:
-                    rates = measure(run, args.size, args.repeat)
+                    measure(run, args.size, 0)  # warm-up: connections, pinned ring, page cache
+                    ready.append((name, run))
                 except Exception as exc:
                     results.append({"name": name, "error": f"{type(exc).__name__}: {exc}"})
-                    continue
-                results.append({"name": name, "gbps": rates, "best": max(rates), "median": statistics.median(rates)})
+            rates: dict[str, list[float]] = {name: [] for name, _ in ready}
+            failed: dict[str, str] = {}
+            for _ in range(args.repeat):
+                for name, run in ready:
+                    if name in failed:
+                        continue
+                    try:
+                        rates[name] += measure(run, args.size, 1, warm=False)
+                    except Exception as exc:
+                        failed[name] = f"{type(exc).__name__}: {exc}"
+            for name, _ in ready:
+                if name in failed:
+                    results.append({"name": name, "error": failed[name]})
+                else:
+                    r = rates[name]
+                    results.append({"name": name, "gbps": r, "best": max(r), "median": statistics.median(r)})
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -17,7 +17,9 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -243,6 +245,68 @@ def _markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+COLUMN_TIMEOUT_S = 900
+
+
+def _run_column(
+    col: str, paths: dict[str, str], size: int, repeat: int, device: bool, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Measure one contender on every workload: ``{"gbps": {workload: GB/s or None}, "notes": [...],
+    "traces": {workload: routes}}``."""
+    if device:
+        _warm_gpu(log)
+    ref = np.fromfile(paths[RAW], dtype="f4").reshape(size, size)
+    nbytes = ref.nbytes
+    makers: dict[str, Callable[[], anchors.Reader]] = {
+        "kvikio": lambda: anchors.zarr_kvikio(device),
+        "zarr": lambda: anchors.zarr_localstore(device),
+        "tensorstore": lambda: anchors.zarr_tensorstore(device),
+        "gdsstore": lambda: anchors.zarr_gdsstore(device),
+    }
+    raw_makers: dict[str, Callable[[], anchors.Reader]] = {
+        "kvikio": lambda: anchors.raw_kvikio(device, threads=int(os.environ["KVIKIO_NTHREADS"])),
+        "gdsstore": lambda: anchors.raw_gdsstore(device),
+    }
+    gbps: dict[str, float | None] = {}
+    traces: dict[str, Any] = {}
+    notes: list[str] = []
+    for workload in [RAW, *WORKLOADS]:
+        make = (raw_makers if workload == RAW else makers).get(col)
+        if make is None:
+            continue
+        path = paths[workload]
+        try:
+            read = make()
+            g = _measure(read, path, nbytes, repeat, device, _checker(ref, workload == RAW))
+            gbps[workload] = round(g, 3)
+            log(f"{workload:32s} {col:12s} {g:8.2f} GB/s")
+            if col == "gdsstore":
+                traces[workload] = _trace_routes(read, path, device)
+        except anchors.Missing as exc:
+            gbps[workload] = None
+            note = f"{COLUMN_TITLES[col]}: skipped, {exc}"
+            if note not in notes:
+                notes.append(note)
+        except Exception as exc:  # one failing cell must not lose the table
+            gbps[workload] = None
+            msg = f"{type(exc).__name__}: {str(exc)[:300]}"
+            notes.append(f"{workload} / {col}: failed: {msg}")
+            log(f"{workload} / {col}: FAILED {msg}")
+    if col == "kvikio" and device:
+        try:
+            g = _measure(anchors.raw_kvikio(device, threads=None), paths[RAW], nbytes, repeat, device, None)
+            notes.append(f"kvikio CuFile with its default thread count: {g:.2f} GB/s (table: 16 threads)")
+            import kvikio.defaults as kd
+
+            notes.append(
+                f"kvikio settings: compat_mode={kd.get('compat_mode')}, num_threads={kd.get('num_threads')}, "
+                f"task_size={kd.get('task_size')}"
+            )
+        except Exception as exc:
+            notes.append(f"kvikio default-threads raw read: {type(exc).__name__}: {str(exc)[:300]}")
+    return {"gbps": gbps, "notes": notes, "traces": traces}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="directory for results.json/.md/.png")
@@ -256,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep-data", action="store_true", help="keep the data directory afterwards")
     p.add_argument("--host", action="store_true", help="host buffers even when a GPU is present")
     p.add_argument("--only", default=None, help="comma-separated column names to run (default: all)")
+    p.add_argument("--column", default=None, help=argparse.SUPPRESS)  # worker mode (one contender)
+    p.add_argument("--result", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
     out = Path(args.out)
@@ -287,83 +353,64 @@ def main(argv: list[str] | None = None) -> int:
     notes.append(f"cells whose warm-up read takes over {SLOW_READ_S:g} s are timed once")
     if not device:
         notes.append("host mode: no GPU, numbers are storage → host memory, not the GPU table")
+    if args.column:  # a worker: one contender, every workload, in this fresh process
+        result = _run_column(args.column, _write(root, args.size, log), args.size, args.repeat, device, log)
+        Path(args.result).write_text(json.dumps(result, default=str))
+        return 0
     paths = _write(root, args.size, log)
     os.sync()  # written data goes to disk now, not as writeback during the timed reads
     _warm(root, log)
-    if device:
-        _warm_gpu(log)
-    ref = np.fromfile(paths[RAW], dtype="f4").reshape(args.size, args.size)
-    nbytes = ref.nbytes
-
-    readers: dict[str, dict[str, Callable[[], anchors.Reader]]] = {
-        RAW: {
-            "kvikio": lambda: anchors.raw_kvikio(device, threads=int(os.environ["KVIKIO_NTHREADS"])),
-            "gdsstore": lambda: anchors.raw_gdsstore(device),
-        },
-    }
-    for name in WORKLOADS:
-        readers[name] = {
-            "kvikio": lambda: anchors.zarr_kvikio(device),
-            "zarr": lambda: anchors.zarr_localstore(device),
-            "tensorstore": lambda: anchors.zarr_tensorstore(device),
-            "gdsstore": lambda: anchors.zarr_gdsstore(device),
+    # Each contender runs in its own process, one after the other: no library's thread pools, pinned
+    # buffers or CUDA state are alive while another is measured.
+    rows: list[dict[str, Any]] = [
+        {
+            "workload": w,
+            "gbps": dict.fromkeys(COLUMNS),
+            "stored_bytes": _du(paths[w]),
+            "target": RAW_TARGET if w == RAW else WORKLOADS[w][3],
         }
-
-    rows = []
-    missing_noted: set[str] = set()
-    for workload, cols in readers.items():
-        path = paths[workload]
-        row: dict[str, Any] = {
-            "workload": workload,
-            "gbps": {},
-            "stored_bytes": _du(path),
-            "target": RAW_TARGET if workload == RAW else WORKLOADS[workload][3],
-        }
-        for col in COLUMNS:
-            if col not in cols or col not in only:
-                row["gbps"][col] = None
+        for w in [RAW, *WORKLOADS]
+    ]
+    for col in COLUMNS:
+        if col not in only:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            res_path = os.path.join(tmp, "result.json")
+            cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--out",
+                str(out),
+                "--data",
+                str(root),
+                "--size",
+                str(args.size),
+                "--repeat",
+                str(args.repeat),
+                "--column",
+                col,
+                "--result",
+                res_path,
+            ] + (["--host"] if args.host else [])
+            proc = subprocess.run(cmd, check=False, timeout=COLUMN_TIMEOUT_S)
+            if proc.returncode != 0 or not os.path.exists(res_path):
+                notes.append(f"{COLUMN_TITLES[col]}: worker process failed (exit status {proc.returncode})")
                 continue
-            try:
-                read = cols[col]()
-                gbps = _measure(read, path, nbytes, args.repeat, device, _checker(ref, workload == RAW))
-                row["gbps"][col] = round(gbps, 3)
-                log(f"{workload:32s} {col:12s} {gbps:8.2f} GB/s")
-                if col == "gdsstore":
-                    row["gdsstore_trace"] = _trace_routes(read, path, device)
-            except anchors.Missing as exc:
-                row["gbps"][col] = None
-                if col not in missing_noted:
-                    notes.append(f"{COLUMN_TITLES[col]}: skipped, {exc}")
-                    missing_noted.add(col)
-            except Exception as exc:  # one failing cell must not lose the table
-                row["gbps"][col] = None
-                msg = f"{type(exc).__name__}: {str(exc)[:300]}"
-                notes.append(f"{workload} / {col}: failed: {msg}")
-                log(f"{workload} / {col}: FAILED {msg}")
-        rows.append(row)
-    if RAW in readers and device and "kvikio" in only:
-        try:
-            g = _measure(
-                anchors.raw_kvikio(device, threads=None), paths[RAW], nbytes, args.repeat, device, None
-            )
-            notes.append(f"kvikio CuFile with its default thread count: {g:.2f} GB/s (table: 16 threads)")
-        except Exception as exc:
-            notes.append(f"kvikio default-threads raw read: {type(exc).__name__}: {str(exc)[:300]}")
-        try:
-            import kvikio.defaults as kd
-
-            notes.append(
-                f"kvikio settings: compat_mode={kd.get('compat_mode')}, num_threads={kd.get('num_threads')}, "
-                f"task_size={kd.get('task_size')}"
-            )
-        except Exception as exc:
-            notes.append(f"kvikio settings unreadable: {type(exc).__name__}")
+            result = json.loads(Path(res_path).read_text())
+        for row in rows:
+            row["gbps"][col] = result["gbps"].get(row["workload"])
+            if row["workload"] in result.get("traces", {}):
+                row["gdsstore_trace"] = result["traces"][row["workload"]]
+        for note in result["notes"]:
+            if note not in notes:
+                notes.append(note)
 
     import gdsstore
 
+    notes.append("each contender measured in its own process, one after the other")
     results = {
         "size": args.size,
-        "nbytes": nbytes,
+        "nbytes": args.size * args.size * 4,
         "repeat": args.repeat,
         "device": device,
         "machine": f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}",
