@@ -108,13 +108,12 @@ def thread_stream(device: int) -> Any:
     return s
 
 
-def record_event(stream: Any, *, blocking: bool = True) -> Any:
+def record_event(stream: Any, *, blocking: bool = False) -> Any:
     """An event recorded on ``stream``, without timing.
 
-    ``blocking``: waiting for it sleeps (``cudaEventBlockingSync``) instead of spinning. Spinning was
-    up to 10% faster on some H200 runs, but on others the bounce-ring reads fell to 40% of their
-    speed (every thread spinning on its copy while others wait for a core to read); sleeping waits
-    never did. Remote reads were 5% faster with them too.
+    ``blocking``: waiting for it sleeps (``cudaEventBlockingSync``) instead of spinning. Measured on
+    the H200: local reads are 3-10% faster with spinning waits, loopback remote reads 5% faster with
+    sleeping ones (a sleeping thread leaves its core to the receivers and the server).
     """
     cp = cupy_or_none()
     assert cp is not None

@@ -276,7 +276,7 @@ def _copy_h2d_async(device: int, dst_ptr: int, src_ptr: int, nbytes: int) -> Any
     with cp.cuda.Device(device):
         stream = cuda.thread_stream(device)
         cp.cuda.runtime.memcpyAsync(dst_ptr, src_ptr, nbytes, cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
-        return cuda.record_event(stream)
+        return cuda.record_event(stream, blocking=True)
 
 
 class _Cancelled(RemoteIOError):
