@@ -192,3 +192,44 @@ def test_list_info_takes_sizes_from_the_listing(s3: dict[str, Any]) -> None:
 
     backend.info = no_head  # type: ignore[method-assign]
     assert {(i.key, i.size) for i in backend.list_info("li/")} == {("li/a.bin", 3), ("li/sub/b.bin", 4000)}
+
+
+@pytest.fixture
+def loopback_subdomains(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names under ``.localhost`` resolve to 127.0.0.1 (RFC 6761; systemd-resolved does this, the
+    ``files dns`` resolver of CI machines does not). Only name resolution is patched: the requests
+    still go over loopback to the real moto server, with the bucket in the Host header."""
+    import socket
+
+    real = socket.getaddrinfo
+    seen: list[str] = []
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(str(host))
+        if isinstance(host, str) and host.endswith(".localhost"):
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return seen
+
+
+def test_virtual_host_addressing_end_to_end(s3: dict[str, Any], loopback_subdomains: list[str]) -> None:
+    endpoint = s3["endpoint_url"].replace("127.0.0.1", "localhost")
+    o = opts(s3, endpoint_url=endpoint, addressing_style="virtual")
+    c = S3Client(dict(o))
+    url = c.presign_get("test-bucket", "v/obj.bin")
+    assert url.startswith(endpoint.replace("localhost", "test-bucket.localhost") + "/v/obj.bin?"), url
+    put(s3, "v/obj.bin", DATA)
+    with gdsstore.open("s3://test-bucket/v/obj.bin", **o) as f:
+        buf = np.empty(f.size, "u1")
+        assert f.read(buf) == len(DATA) and buf.tobytes() == DATA
+    with gdsstore.open("s3://test-bucket/v/new.bin", "wb", **o) as f:
+        f.write(DATA[:1000])
+    assert s3["client"].get_object(Bucket="test-bucket", Key="v/new.bin")["Body"].read() == DATA[:1000]
+    b = backend_for("s3://test-bucket/v", o)
+    assert sorted(b.list()) == ["new.bin", "obj.bin"]
+    b.delete("new.bin")
+    assert not b.exists("new.bin")
+    # gdsstore's requests went to the bucket's own host name, none to the path-style endpoint host
+    assert "test-bucket.localhost" in loopback_subdomains and "localhost" not in loopback_subdomains
