@@ -45,6 +45,7 @@ def run_pieces(
     The result is the length of the contiguous prefix transferred: the pieces' counts summed up to
     and including the first short one (a file that shrank mid-read leaves no holes in what we report).
     The first exception wins, but only once every piece has stopped touching the buffer.
+    ``on_done(total, error)`` runs before the future resolves; an exception it raises fails the future.
     """
     out: Future[int] = Future()
     out.set_running_or_notify_cancel()
@@ -71,7 +72,11 @@ def run_pieces(
             if got < want:
                 break
         if on_done:
-            on_done(total, None)
+            try:
+                on_done(total, None)  # waits for copies, checks versions: it may fail the request
+            except BaseException as exc:
+                out.set_exception(exc)
+                return
         out.set_result(total)
 
     def make(i: int, fn: Callable[[], int]) -> Callable[[], None]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -119,3 +121,39 @@ def test_small_get_skips_the_status_call(webhdfs: WebHDFSServer) -> None:
     assert any("GETFILESTATUS" in p for _, _, p in webhdfs.log)
     with pytest.raises(FileNotFoundError):
         b.get("missing.bin", bytearray)
+
+
+def test_file_replaced_during_a_multi_range_read_is_an_error(
+    webhdfs: WebHDFSServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WebHDFS has no ETag: a read of several ranges compares the file's (fileId, length,
+    modificationTime) before and after, so bytes of two versions are never returned as one."""
+    from gdsstore.engine.remote import webhdfs as wh
+    from gdsstore.engine.remote.reader import RangeMismatchError
+
+    url = webhdfs.url("/v.bin")
+    with gdsstore.open(url, "wb", **USER) as f:
+        f.write(DATA)
+    local = os.path.join(webhdfs.root, "v.bin")
+    new = bytes(reversed(DATA))
+    real = wh.WebHDFSSource.open_range
+    calls: list[int] = []
+
+    def open_range(self: wh.WebHDFSSource, req: Any, size: int) -> Any:
+        calls.append(req.offset)
+        if len(calls) == 2:  # another writer replaces the file after the first range (same size)
+            with open(local + ".tmp", "wb") as fh:
+                fh.write(new)
+            os.replace(local + ".tmp", local)
+        return real(self, req, size)
+
+    monkeypatch.setattr(wh.WebHDFSSource, "open_range", open_range)
+    with gdsstore.config.set({"remote.concurrency": 1}), gdsstore.open(url, **USER) as f:
+        with pytest.raises(RangeMismatchError, match="changed during a read of 5 ranges"):
+            f.read(np.empty(f.size, "u1"))
+        buf = np.empty(f.size, "u1")  # unchanged since: the same read succeeds, all new bytes
+        assert f.read(buf) == len(DATA) and buf.tobytes() == new
+    webhdfs.log.clear()
+    with gdsstore.open(url, **USER) as f:
+        f.read(bytearray(1000))  # one range: no version calls
+    assert sum("GETFILESTATUS" in p for _, _, p in webhdfs.log) == 1  # the open's size lookup only

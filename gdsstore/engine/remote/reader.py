@@ -250,6 +250,11 @@ class RangeSource(Protocol):
         """Ask for the first ``nbytes`` (clamped to the object) without knowing its size."""
         ...
 
+    # Optional: ``version() -> Hashable``, the object's identity now (one request). Sources whose
+    # range requests cannot say "only this version" (WebHDFS has no ETag/If-Match) provide it, and a
+    # read of several ranges compares it before and after: a changed object is an error, never a mix
+    # of two versions. HTTP and S3 ranges carry If-Match instead.
+
 
 def read_exact(body: Body, dst: memoryview, what: str, progress: Callable[[int], None] | None = None) -> None:
     """Fill all of ``dst`` from ``body``; a body that ends early is a :class:`TransientError`.
@@ -373,9 +378,19 @@ class RemoteFile:
         retry = RetryPolicy.from_settings(s)
         landing = landing or _Landing(b, base, s)
         failed = threading.Event()
+        version = getattr(self._source, "version", None) if len(ranges) > 1 else None
+        before = version() if version is not None else None
 
         def landed(n: int, exc: BaseException | None) -> None:
             landing.wait()  # device data is on the device before the future resolves
+            if exc is None and version is not None and version() != before:
+                exc = RangeMismatchError(
+                    f"{self.url}: the object changed during a read of {len(ranges)} ranges "
+                    "(its bytes may mix two versions; read it again)"
+                )
+                if on_done:
+                    on_done(n, exc)
+                raise exc
             if on_done:
                 on_done(n, exc)
 

@@ -158,6 +158,11 @@ class WebHDFSSource:
             raise IsADirectoryError(f"WebHDFS: {self.url} is a directory, not a file")
         return int(st["length"])
 
+    def version(self) -> tuple[Any, Any, Any]:
+        """``(fileId, length, modificationTime)`` now: HDFS has no ETag, and OPEN no If-Match."""
+        st = self._c.status(self.path)
+        return st.get("fileId"), st.get("length"), st.get("modificationTime")
+
     def _open(self, req: RangeRequest, what: str) -> Any:
         resp = self._c.request("GET", self.path, "OPEN", offset=req.offset, length=req.nbytes)
         if resp.status == 307:
