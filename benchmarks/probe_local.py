@@ -5,7 +5,8 @@ the chunk-batch design (docs/performance.md, "What bounds each row").
 
 1. page cache -> pinned memory alone, 16 threads: into one large buffer vs a small per-thread slot
    reused (whether slots that stay in the CPU's last-level cache copy faster);
-2. pread + async H2D, a minimal loop per thread with two slots of S bytes: the ceiling of the design;
+2. pread + async H2D, a minimal loop per thread with two slots of S bytes (the ceiling of the
+   design), next to one slot with a wait for each copy (kvikio's and libcufile's compat pattern);
 3. gdsstore's own routes over task_size x bounce_buffer_size;
 4. 256 files of 4 MiB: batched reads into pinned staging, one large H2D alone, and the per-file bounce
    route straight into device memory.
@@ -97,7 +98,7 @@ def main() -> None:
         )
         del slots
 
-    print("\n## 2. pread + async H2D, 2 slots per thread (GB/s)")
+    print("\n## 2. pread + async H2D: 2 slots per thread (a copy overlaps the next read) vs wait per copy (GB/s)")
     for threads in (8, 16):
         for s in (256 * KiB, 512 * KiB, 1 * MiB, 2 * MiB, 4 * MiB, 8 * MiB):
             n = GiB // s
@@ -126,8 +127,29 @@ def main() -> None:
                     j ^= 1
                 st.synchronize()
 
+            def wait_each(
+                i: int,
+                s: int = s,
+                n: int = n,
+                threads: int = threads,
+                slots2: list = slots2,
+                streams: list = streams,
+            ) -> None:
+                # kvikio's and libcufile's pattern: one slot, wait for each copy before the next read
+                rt = cp.cuda.runtime
+                st = streams[i]
+                slot = slots2[i][0]
+                for k in range(i, n, threads):
+                    os.preadv(fd, [slot.view], k * s)
+                    rt.memcpyAsync(int(dev.data.ptr) + k * s, slot.ptr, s, rt.memcpyHostToDevice, st.ptr)
+                    st.synchronize()
+
             t = best(lambda f=loop, k=threads: in_threads(f, k))
-            print(f"threads {threads:2d} slot {s // KiB:6d} KiB  {GiB / t / 1e9:6.2f}")
+            t1 = best(lambda f=wait_each, k=threads: in_threads(f, k))
+            print(
+                f"threads {threads:2d} slot {s // KiB:6d} KiB  two slots {GiB / t / 1e9:6.2f}"
+                f"   one slot, wait per copy {GiB / t1 / 1e9:6.2f}"
+            )
             del slots2
 
     print("\n## 3. gdsstore routes, 16 threads (GB/s)")
