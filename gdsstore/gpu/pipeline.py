@@ -71,7 +71,28 @@ def _window_bytes(chain: _Chain, device: bool) -> int:
         return WINDOW_BYTES
     fmt = chain.gpu_plan()[0]
     staged_on_gpu = DEVICE_STAGING and chain.device_staged()
-    return DECODE_WINDOW_BYTES if fmt not in (None, "-") or staged_on_gpu else WINDOW_BYTES
+    if fmt not in (None, "-") or staged_on_gpu:
+        free = 0
+        cp = _codecs._cupy()
+        if cp is not None:
+            try:
+                free = int(cp.cuda.runtime.memGetInfo()[0])
+            except Exception:  # no usable device: the smallest large window
+                free = 0
+        return _large_window(free)
+    return WINDOW_BYTES
+
+
+def _large_window(free: int) -> int:
+    """A window on the GPU: :data:`DECODE_WINDOW_BYTES`, but at most a quarter of the device's free
+    memory (a window's staging and decoded bytes, and the next window's staging being read, are alive
+    at once), and at least :data:`WINDOW_BYTES`.
+
+    Example:
+        >>> _large_window(100 << 30) == DECODE_WINDOW_BYTES, _large_window(2 << 30) >> 20, _large_window(0) >> 20
+        (True, 512, 128)
+    """
+    return max(WINDOW_BYTES, min(DECODE_WINDOW_BYTES, free // 4))
 
 
 #: Device reads of uncompressed or zstd chunks from local files stage the stored bytes on the GPU
