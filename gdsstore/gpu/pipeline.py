@@ -128,24 +128,16 @@ class _EngineFetcher:
         )
 
     def whole(
-        self, keys: list[str], expect: np.ndarray, pinned: bool, device: int | None = None
+        self, keys: list[str], expect: np.ndarray | None, pinned: bool, device: int | None = None
     ) -> staging.Staged | None:
-        """Whole objects of known size (uncompressed chunks) without size lookups; ``None`` when the
-        backend is not local (the caller fetches as usual). ``device``: staged on that GPU."""
+        """Whole objects from local files: of known size (``expect``, uncompressed chunks) without
+        size lookups, else sized by one batched ``stat``; ``device``: staged on that GPU. ``None``
+        when the backend is not local (the caller fetches as usual)."""
         from gdsstore.engine.localfs import LocalBackend
 
         if not isinstance(self.backend, LocalBackend):
             return None
         return staging.stage_local(self.backend, keys, pinned=pinned, expect=expect, device=device)
-
-    def whole_unsized(self, keys: list[str], device: int) -> staging.Staged | None:
-        """Whole objects of unknown size (compressed chunks) staged on GPU ``device``; ``None`` when
-        the backend is not local."""
-        from gdsstore.engine.localfs import LocalBackend
-
-        if not isinstance(self.backend, LocalBackend):
-            return None
-        return staging.stage_local(self.backend, keys, pinned=True, device=device)
 
     def exact(
         self, keys: list[str], starts: np.ndarray, stops: np.ndarray, pinned: bool, device: int | None = None
@@ -822,21 +814,17 @@ class GDSCodecPipeline(CodecPipeline):
                 raise ValueError("GDSCodecPipeline.read(): chunk and output selections differ in shape")
 
         # Without bytes-to-bytes codecs a stored chunk is exactly its raw size: no size lookups.
-        whole = getattr(fetch, "whole", None) if not chain.bb_codecs else None
-        raw_sizes = np.array([_raw_nbytes(item[1]) for item in batch], dtype=np.int64) if whole else None
+        whole = getattr(fetch, "whole", None)
+        known = whole is not None and not chain.bb_codecs
+        raw_sizes = np.array([_raw_nbytes(item[1]) for item in batch], dtype=np.int64) if known else None
         on_gpu = _out_device(out) if DEVICE_STAGING and fast and chain.device_staged() else None
 
         def read(w: range) -> staging.Staged:
-            keys = [batch[i][0].path for i in w]
-            if whole is not None:
-                assert raw_sizes is not None
-                st = whole(keys, raw_sizes[w.start : w.stop], device, on_gpu)
+            if whole is not None and (raw_sizes is not None or on_gpu is not None):
+                expect = None if raw_sizes is None else raw_sizes[w.start : w.stop]
+                st = whole([batch[i][0].path for i in w], expect, device, on_gpu)
                 if st is not None:
                     return st  # type: ignore[no-any-return]
-            elif on_gpu is not None and isinstance(fetch, _EngineFetcher):
-                st = fetch.whole_unsized(keys, on_gpu)
-                if st is not None:
-                    return st
             return fetch([(batch[i][0], None) for i in w], device)
 
         def process(w: range, staged: staging.Staged) -> None:
@@ -982,8 +970,7 @@ class GDSCodecPipeline(CodecPipeline):
                 for inner_id, off, length in read_members[r]:
                     ids.append(inner_id)
                     slots2.append(None if base is None else (base[0] + off, length))
-            offs = [0 if x is None else x[0] for x in slots2]
-            return ids, st.sub(offs, [-1 if x is None else x[1] for x in slots2])
+            return ids, st.sub_slots(slots2)
 
         if fast:
             out_ptr, out_lay = _out_layout(out)

@@ -77,6 +77,10 @@ class Staged:
         """Other items in the same buffer (inner chunks of coalesced reads); shares the memory."""
         return Staged(self._host, offsets, sizes, self.pinned, self.dev)
 
+    def sub_slots(self, slots: Sequence[tuple[int, int] | None]) -> Staged:
+        """:meth:`sub` with items given as ``(offset, nbytes)`` or ``None`` (missing)."""
+        return Staged.from_slots(self._host, slots, self.pinned, self.dev)
+
     @property
     def host(self) -> np.ndarray:
         if self._host is None:
