@@ -6,7 +6,8 @@ ROUNDS=n sets the rounds (default 9); PROBE_ONLY=a,b keeps the variants whose na
 Every variant reads the same file into the same cupy array, round after round in a shuffled order,
 so a slow spell of the machine hits all of them alike:
 
-- ``ring t/b``: the shipped POSIX device route, task_size t MiB, bounce_buffer_size b MiB;
+- ``route t/b``: the POSIX device route of the gdsstore imported, task_size t MiB,
+  bounce_buffer_size b MiB (put an older checkout first on PYTHONPATH to A/B two versions);
 - ``local2 t/b``: a minimal loop with two thread-local slots of b MiB, alternated, each with its own
   reusable CUDA event (the ceiling of the design: nothing but pread, copy, record per piece);
 - ``cufile task t``: the cuFile route (compat mode where nvidia-fs is absent), task_size t MiB.
@@ -97,6 +98,101 @@ def read_to_device_local2(
     return done, events
 
 
+def read_to_device_local2q(
+    fd: int,
+    device: int,
+    dst_ptr: int,
+    nbytes: int,
+    offset: int,
+    slot_size: int,
+    ring_limit: int,
+    direct_fd: int = -1,
+) -> tuple[int, list[Any]]:
+    """local2, but a slot whose copy is done is reused without a wait call (one GIL release fewer)."""
+    rt = cp.cuda.runtime
+    slots = _local_slots(slot_size)
+    done = 0
+    events: list[Any] = []
+    stream = cuda.thread_stream(device)
+    while done < nbytes:
+        want = min(slot_size, nbytes - done)
+        ring, j = slots
+        slots[1] = (j + 1) % len(ring)
+        slot = ring[j]
+        if slot.used and not slot.event.done:
+            slot.event.synchronize()
+        got = posix.pread_full(fd, slot.buf.view[:want], offset + done)
+        if got:
+            rt.memcpyAsync(dst_ptr + done, slot.buf.ptr, got, rt.memcpyHostToDevice, stream.ptr)
+            slot.event.record(stream)
+            slot.used = True
+            events.append(slot.event)
+        done += got
+        if got < want:
+            break
+    return done, events
+
+
+_drv: Any = None
+
+
+def _driver() -> Any:
+    """libcuda through ctypes.PyDLL for the calls that return at once (copy launch, event record and
+    query): PyDLL keeps the GIL, so they cost no GIL hand-over; the wait goes through CDLL (releases)."""
+    global _drv
+    if _drv is None:
+        import ctypes
+
+        keep = ctypes.PyDLL("libcuda.so.1")
+        free = ctypes.CDLL("libcuda.so.1")
+        u64, sz, vp = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
+        keep.cuMemcpyHtoDAsync_v2.argtypes = [u64, vp, sz, vp]
+        keep.cuEventRecord.argtypes = [vp, vp]
+        keep.cuEventQuery.argtypes = [vp]
+        free.cuEventSynchronize.argtypes = [vp]
+        _drv = (keep.cuMemcpyHtoDAsync_v2, keep.cuEventRecord, keep.cuEventQuery, free.cuEventSynchronize)
+    return _drv
+
+
+def read_to_device_local2_drv(
+    fd: int,
+    device: int,
+    dst_ptr: int,
+    nbytes: int,
+    offset: int,
+    slot_size: int,
+    ring_limit: int,
+    direct_fd: int = -1,
+) -> tuple[int, list[Any]]:
+    """local2 with driver calls that keep the GIL: per piece, the pread is the only GIL release
+    (plus a wait when the slot's copy is still running)."""
+    copy, record, query, wait = _driver()
+    slots = _local_slots(slot_size)
+    done = 0
+    events: list[Any] = []
+    stream = cuda.thread_stream(device)
+    sp = stream.ptr
+    while done < nbytes:
+        want = min(slot_size, nbytes - done)
+        ring, j = slots
+        slots[1] = (j + 1) % len(ring)
+        slot = ring[j]
+        ev = slot.event.ptr
+        if slot.used and query(ev) != 0:
+            wait(ev)
+        got = os.preadv(fd, [slot.buf.view[:want]], offset + done)
+        if got:
+            if copy(dst_ptr + done, slot.buf.ptr, got, sp) != 0:
+                raise RuntimeError("cuMemcpyHtoDAsync failed")
+            record(ev, sp)
+            slot.used = True
+            events.append(slot.event)
+        done += got
+        if got < want:
+            break
+    return done, events
+
+
 def main() -> None:
     path = sys.argv[1] if len(sys.argv) > 1 else "/root/probe_raw.bin"
     if not os.path.exists(path) or os.path.getsize(path) != GiB:
@@ -135,10 +231,15 @@ def main() -> None:
 
     variants: dict[str, Callable[[], None]] = {
         "gdsstore defaults": g_defaults,
-        "posix ring 8/8": g("on", 8, 8),
-        "posix ring 8/4": g("on", 8, 4),
+        "posix route 8/8": g("on", 8, 8),
+        "posix route 8/4": g("on", 8, 4),
         "posix local2 16/4": g("on", 16, 4, read_to_device_local2),
         "posix local2 64/4": g("on", 64, 4, read_to_device_local2),
+        "posix local2q 64/4": g("on", 64, 4, read_to_device_local2q),
+        "posix local2drv 64/4": g("on", 64, 4, read_to_device_local2_drv),
+        "posix local2drv 16/4": g("on", 16, 4, read_to_device_local2_drv),
+        "posix local2drv 64/2": g("on", 64, 2, read_to_device_local2_drv),
+        "posix local2drv 64/8": g("on", 64, 8, read_to_device_local2_drv),
         "cufile task 4": g("auto", 4, 4),
         "cufile task 8": g("auto", 8, 4),
         "cufile task 64": g("auto", 64, 4),

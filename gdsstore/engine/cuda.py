@@ -7,16 +7,20 @@ Nothing here imports CuPy at module import; every function does it on first use,
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
+    "DriverCalls",
     "PinnedBuffer",
     "cupy_or_none",
     "device_count",
     "device_of_pointer",
+    "driver_calls",
     "memcpy_dtoh",
     "memcpy_htod",
 ]
@@ -140,3 +144,48 @@ def memcpy_htod(device: int, dst: int, src: int, nbytes: int) -> None:
 def memcpy_dtoh(device: int, dst: int, src: int, nbytes: int) -> None:
     """Copy device → pinned host on the thread's stream and wait for it."""
     _memcpy(device, dst, src, nbytes, to_device=False)
+
+
+class DriverCalls(NamedTuple):
+    """CUDA driver entry points for the bounce loop's per-piece calls (raw handles and pointers).
+
+    ``copy_htod(dst, src, nbytes, stream)``, ``record(event, stream)`` and ``query(event)`` return at
+    once and keep the GIL (``ctypes.PyDLL``): a thread that let go of the GIL for a call of a few
+    microseconds would queue behind the other readers to get it back. ``synchronize(event)`` waits,
+    so it lets go (``ctypes.CDLL``). Each returns a ``CUresult``: 0 is success, 600 "not ready".
+    """
+
+    copy_htod: Callable[[int, int, int, int], int]
+    record: Callable[[int, int], int]
+    query: Callable[[int], int]
+    synchronize: Callable[[int], int]
+
+
+@functools.cache
+def driver_calls() -> DriverCalls | None:
+    """The driver's calls of :class:`DriverCalls`, or ``None`` where ``libcuda.so.1`` does not load
+    (callers then use CuPy's runtime calls). Only called with device buffers, so never on a machine
+    without a CUDA driver."""
+    try:
+        keep = ctypes.PyDLL("libcuda.so.1")
+        free = ctypes.CDLL("libcuda.so.1")
+        u64, size, ptr = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
+        copy = keep.cuMemcpyHtoDAsync_v2
+        copy.argtypes, copy.restype = [u64, ptr, size, ptr], ctypes.c_int
+        record = keep.cuEventRecord
+        record.argtypes, record.restype = [ptr, ptr], ctypes.c_int
+        query = keep.cuEventQuery
+        query.argtypes, query.restype = [ptr], ctypes.c_int
+        sync = free.cuEventSynchronize
+        sync.argtypes, sync.restype = [ptr], ctypes.c_int
+    except (OSError, AttributeError):
+        return None
+    return DriverCalls(copy, record, query, sync)
+
+
+def check_driver(status: int, call: str) -> None:
+    """Raise CuPy's driver error for a failed driver call (names the call and the CUDA error)."""
+    if status != 0:
+        cp = cupy_or_none()
+        cause = cp.cuda.driver.CUDADriverError(status) if cp is not None else None
+        raise RuntimeError(f"{call} failed with CUDA driver error {status}") from cause

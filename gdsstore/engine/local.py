@@ -222,7 +222,7 @@ class LocalFile:
                 on_done,
             )
         if b.is_device:
-            return self._posix_device_read(b, pieces, offset, s, on_done)
+            return self._posix_device_read(b, avail, offset, s, on_done)
         fd = self._fd
         return run_pieces(
             [partial(_host_read, fd, b, off, n, offset) for off, n in pieces],
@@ -238,7 +238,7 @@ class LocalFile:
     def _posix_device_read(
         self,
         b: IOBuffer,
-        pieces: list[tuple[int, int]],
+        total: int,
         offset: int,
         s: policy.Settings,
         on_done: Any,
@@ -248,6 +248,12 @@ class LocalFile:
         fd = self._fd
         direct = self._direct() if s.direct_io_read else -1  # O_DIRECT reads: bypass the page cache
         slot, limit = posix.bounce_slots(s)
+        # One contiguous stretch per thread (never under task_size), each through one slot: fewer
+        # tasks to hand out, and a thread's slot stays in the CPU cache for the whole stretch.
+        # Measured on the H200, 1 GiB warm, the bare loop: 45.8-47.3 GB/s in 64 MiB stretches
+        # against 44.7-45.5 in 16 MiB ones (benchmarks/probe_raw.py).
+        per_thread = -(-total // s.num_threads)
+        pieces = _split(total, max(s.task_size, -(-per_thread // slot) * slot))
         events: list[Any] = []
         ev_lock = threading.Lock()
 

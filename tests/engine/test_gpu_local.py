@@ -158,3 +158,31 @@ def test_direct_io_write(cp, tmp_path) -> None:  # type: ignore[no-untyped-def]
     with gdsstore.config.set({"compat_mode": "on", "direct_io_write": True}), gdsstore.open(p, "wb") as f:
         assert f.write(cp.asarray(src)) == src.size
     assert np.array_equal(np.fromfile(p, dtype=np.uint8), src)
+
+
+@pytest.mark.parametrize("driver", [True, False], ids=["driver-calls", "cupy-calls"])
+def test_posix_device_reads_from_many_threads(cp, ref, monkeypatch, driver) -> None:  # type: ignore[no-untyped-def]
+    # Callers outnumber the ring's slots (2 x num_threads): slots and their reusable half events
+    # pass from call to call, and every byte must still land where it belongs.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gdsstore.engine import cuda
+
+    if not driver:
+        monkeypatch.setattr(cuda, "driver_calls", lambda: None)
+    elif cuda.driver_calls() is None:
+        pytest.skip("libcuda.so.1 does not load through ctypes here")
+    path, data = ref
+    settings = {"compat_mode": "on", "task_size": 1 << 20, "bounce_buffer_size": 1 << 20, "num_threads": 2}
+
+    def one(i: int) -> tuple[object, int]:
+        off = i * 123457
+        buf = cp.full(SIZE - off, 0xAB, dtype=cp.uint8)
+        with gdsstore.config.set(settings), gdsstore.open(path) as f:
+            assert f.read(buf, offset=off) == SIZE - off
+        return buf, off
+
+    with ThreadPoolExecutor(6) as ex:
+        results = list(ex.map(one, range(12)))
+    for buf, off in results:
+        assert np.array_equal(cp.asnumpy(buf), data[off:])
