@@ -460,6 +460,27 @@ def _scatter_window(blocks: Blocks, itemsize: int, fill: bytes, nbytes: int, t0:
     _trace.record("scatter", "gpu-kernel", "one launch per window", nbytes, time.perf_counter() - t0)
 
 
+def _decode_scatter(
+    chain: _Chain,
+    specs: list[ArraySpec],
+    staged: staging.Staged,
+    layout: Layout,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    itemsize: int,
+    fill: bytes,
+    t0: float,
+) -> np.ndarray:
+    """One window of a fast path: decode its chunks on the device, then scatter every chunk's block
+    into the output in one launch (waited for, traced). ``rows``: per chunk, the selection inside it
+    (start, count, step) and where it lands (pointer, strides). Returns the decoded chunks' device
+    pointers, 0 for a missing chunk (for presence only: the memory is freed on return)."""
+    raw = _decode_raw_device(chain, specs, staged)
+    ptrs = raw.ptrs()
+    blocks = _blocks(ptrs, layout, *rows)
+    _scatter_window(blocks, itemsize, fill, sum(_raw_nbytes(sp) for sp in specs), t0)
+    return ptrs
+
+
 def _fill_bytes(spec: ArraySpec) -> bytes:
     return np.asarray(fill_value_or_default(spec), dtype=spec.dtype.to_native_dtype()).tobytes()
 
@@ -832,17 +853,12 @@ class GDSCodecPipeline(CodecPipeline):
                 specs = [batch[i][1] for i in w]
                 if fast:
                     t0 = time.perf_counter()
-                    raw = _decode_raw_device(chain, specs, staged)
-                    ptrs = raw.ptrs()
-                    for k in np.flatnonzero(ptrs).tolist():
-                        results[w[k]] = GetResult(status="present")
                     sl = slice(w.start, w.stop)
                     assert src_lay is not None
-                    blocks = _blocks(
-                        ptrs, src_lay, csel[0][sl], csel[1][sl], csel[2][sl], dst[sl], dst_st[sl]
-                    )
-                    _scatter_window(blocks, itemsize, fill, sum(_raw_nbytes(sp) for sp in specs), t0)
-                    del raw
+                    rows = (csel[0][sl], csel[1][sl], csel[2][sl], dst[sl], dst_st[sl])
+                    ptrs = _decode_scatter(chain, specs, staged, src_lay, rows, itemsize, fill, t0)
+                    for k in np.flatnonzero(ptrs).tolist():
+                        results[w[k]] = GetResult(status="present")
                     return
                 decoded = _decode_window(chain, specs, staged, device)
                 for k, i in enumerate(w):
@@ -1021,14 +1037,11 @@ class GDSCodecPipeline(CodecPipeline):
                 try:
                     t0 = time.perf_counter()
                     ids, sub = window_slots(w, st)
-                    raw = _decode_raw_device(inner_chain, [inner_specs[k] for k in ids], sub)
                     assert inner_lay is not None
                     ia = np.array(ids, dtype=np.int64)
-                    blocks = _blocks(
-                        raw.ptrs(), inner_lay, c_start[ia], c_count[ia], c_step[ia], d_ptr[ia], d_st[ia]
-                    )
-                    _scatter_window(blocks, itemsize, fill, sum(_raw_nbytes(inner_specs[k]) for k in ids), t0)
-                    del raw
+                    rows = (c_start[ia], c_count[ia], c_step[ia], d_ptr[ia], d_st[ia])
+                    specs = [inner_specs[k] for k in ids]
+                    _decode_scatter(inner_chain, specs, sub, inner_lay, rows, itemsize, fill, t0)
                 finally:
                     st.release()
 
@@ -1233,18 +1246,8 @@ class GDSCodecPipeline(CodecPipeline):
                 base_sizes = st.sizes[local]
                 sub = st.sub(st.offsets[local] + mo[lo:hi], np.where(base_sizes < 0, -1, ml[lo:hi]))
                 ids = mi[lo:hi]
-                raw = _decode_raw_device(inner_chain, [inner_spec] * len(ids), sub)
-                blocks = _blocks(
-                    raw.ptrs(),
-                    inner_lay,
-                    cstart_all[ids],
-                    ccount_all[ids],
-                    step_all[ids],
-                    dst_all[ids],
-                    dst_st_all[ids],
-                )
-                _scatter_window(blocks, itemsize, fill, len(ids) * _raw_nbytes(inner_spec), t0)
-                del raw
+                rows = (cstart_all[ids], ccount_all[ids], step_all[ids], dst_all[ids], dst_st_all[ids])
+                _decode_scatter(inner_chain, [inner_spec] * len(ids), sub, inner_lay, rows, itemsize, fill, t0)
             finally:
                 st.release()
 
