@@ -17,6 +17,7 @@ Results of session 3 and what they decided: docs/bench/probe_raw.txt, docs/perfo
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import statistics
@@ -73,7 +74,11 @@ def read_to_device_local2(
     slot_size: int,
     ring_limit: int,
     direct_fd: int = -1,
+    *,
+    skip_done: bool = False,
 ) -> tuple[int, list[Any]]:
+    """The bare loop with CuPy's calls. ``skip_done`` (local2q): a slot whose copy is done is reused
+    without a wait call (one GIL release fewer)."""
     rt = cp.cuda.runtime
     slots = _local_slots(slot_size)
     done = 0
@@ -84,7 +89,7 @@ def read_to_device_local2(
         ring, j = slots
         slots[1] = (j + 1) % len(ring)
         slot = ring[j]
-        if slot.used:
+        if slot.used and not (skip_done and slot.event.done):
             slot.event.synchronize()
         got = posix.pread_full(fd, slot.buf.view[:want], offset + done)
         if got:
@@ -98,39 +103,7 @@ def read_to_device_local2(
     return done, events
 
 
-def read_to_device_local2q(
-    fd: int,
-    device: int,
-    dst_ptr: int,
-    nbytes: int,
-    offset: int,
-    slot_size: int,
-    ring_limit: int,
-    direct_fd: int = -1,
-) -> tuple[int, list[Any]]:
-    """local2, but a slot whose copy is done is reused without a wait call (one GIL release fewer)."""
-    rt = cp.cuda.runtime
-    slots = _local_slots(slot_size)
-    done = 0
-    events: list[Any] = []
-    stream = cuda.thread_stream(device)
-    while done < nbytes:
-        want = min(slot_size, nbytes - done)
-        ring, j = slots
-        slots[1] = (j + 1) % len(ring)
-        slot = ring[j]
-        if slot.used and not slot.event.done:
-            slot.event.synchronize()
-        got = posix.pread_full(fd, slot.buf.view[:want], offset + done)
-        if got:
-            rt.memcpyAsync(dst_ptr + done, slot.buf.ptr, got, rt.memcpyHostToDevice, stream.ptr)
-            slot.event.record(stream)
-            slot.used = True
-            events.append(slot.event)
-        done += got
-        if got < want:
-            break
-    return done, events
+read_to_device_local2q = functools.partial(read_to_device_local2, skip_done=True)
 
 
 _drv: Any = None
