@@ -182,7 +182,7 @@ def main() -> None:
     shipped = posix.read_to_device
 
     def g(
-        mode: str, task: int, bounce: int, rtd: Callable[..., Any] = shipped, nslots: int = 2
+        mode: str, task: int, bounce: int, rtd: Callable[..., Any] = shipped, nslots: int = 2, threads: int = 16
     ) -> Callable[[], None]:
         def run() -> None:
             global NSLOTS
@@ -190,7 +190,12 @@ def main() -> None:
             posix.read_to_device = rtd  # type: ignore[assignment]
             try:
                 with gdsstore.config.set(
-                    {"compat_mode": mode, "task_size": task * MiB, "bounce_buffer_size": bounce * MiB}
+                    {
+                        "compat_mode": mode,
+                        "task_size": task * MiB,
+                        "bounce_buffer_size": bounce * MiB,
+                        "num_threads": threads,
+                    }
                 ), gdsstore.open(path) as f:
                     f.read(dev)
             finally:
@@ -216,6 +221,10 @@ def main() -> None:
         "cufile task 4": g("auto", 4, 4),
         "cufile task 8": g("auto", 8, 4),
         "cufile task 64": g("auto", 64, 4),
+        "cufile task 8, 24 threads": g("auto", 8, 8, threads=24),
+        "cufile task 8, 32 threads": g("auto", 8, 8, threads=32),
+        "cufile task 4, 32 threads": g("auto", 4, 8, threads=32),
+        "posix route 8/8, 24 threads": g("on", 8, 8, threads=24),
     }
     only = os.environ.get("PROBE_ONLY")
     if only:
