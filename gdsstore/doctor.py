@@ -152,6 +152,8 @@ def doctor(probe: bool = True) -> dict[str, Any]:
         return report
     drv = cufile.driver_probe() if gpu["devices"] else policy.CuFileProbeResult(False, "no CUDA device")
     report["cufile"]["driver"] = {"ok": drv.ok, "reason": drv.reason}
+    if drv.ok:  # what a registered handle would report: whether cuFile runs without nvidia-fs
+        drv = policy.CuFileProbeResult(True, drv.reason, nvfs=cufile.nvidia_fs_present())
     routes = {"host buffer": policy.decide_local(device=False, nbytes=s.task_size, cufile=None, s=s)}
     try:
         routes["device buffer, small"] = policy.decide_local(device=True, nbytes=4096, cufile=drv, s=s)

@@ -26,6 +26,7 @@ __all__ = [
     "CuFileRequiredError",
     "Decision",
     "Settings",
+    "WithoutNvfs",
     "decide_codec",
     "decide_local",
     "decide_remote",
@@ -36,6 +37,8 @@ __all__ = [
 
 CompatMode = Literal["auto", "on", "off"]
 _COMPAT_MODES: tuple[str, ...] = ("auto", "on", "off")
+WithoutNvfs = Literal["cufile", "posix"]
+_WITHOUT_NVFS: tuple[str, ...] = ("cufile", "posix")
 
 
 class CuFileRequiredError(RuntimeError):
@@ -52,10 +55,15 @@ class Decision:
 
 @dataclass(frozen=True)
 class CuFileProbeResult:
-    """Outcome of the cuFile probe for one file: ``ok`` and, when not ok, which step failed."""
+    """Outcome of the cuFile probe for one file: ``ok`` and, when not ok, which step failed.
+
+    ``nvfs``: for a registered handle, whether nvidia-fs is loaded (``False``: cuFile runs its compat
+    mode); ``None`` when not known (a driver probe, a failure).
+    """
 
     ok: bool
     reason: str
+    nvfs: bool | None = None
 
 
 def fmt_bytes(n: float) -> str:
@@ -132,6 +140,7 @@ class Settings:
     """A validated snapshot of ``gdsstore.config``; read once per operation."""
 
     compat_mode: CompatMode
+    cufile_without_nvfs: WithoutNvfs
     gds_threshold: int
     task_size: int
     num_threads: int
@@ -181,8 +190,14 @@ def _build_settings() -> Settings:
         raise ValueError(
             f"gdsstore setting 'compat_mode' must be one of {', '.join(_COMPAT_MODES)}, got {mode!r}"
         )
+    without = get("cufile_without_nvfs")
+    if not isinstance(without, str) or without.lower() not in _WITHOUT_NVFS:
+        raise ValueError(
+            f"gdsstore setting 'cufile_without_nvfs' must be one of {', '.join(_WITHOUT_NVFS)}, got {without!r}"
+        )
     return Settings(
         compat_mode=mode.lower(),  # type: ignore[arg-type]
+        cufile_without_nvfs=without.lower(),  # type: ignore[arg-type]
         gds_threshold=_as_int("gds_threshold", get("gds_threshold"), minimum=0),
         task_size=_as_int("task_size", get("task_size"), minimum=1),
         num_threads=_as_int("num_threads", get("num_threads"), minimum=1),
@@ -252,6 +267,8 @@ def decide_local(
         return Decision("posix", cufile.reason)
     if nbytes < s.gds_threshold:
         return Decision("posix", f"size {fmt_bytes(nbytes)} < gds_threshold {fmt_bytes(s.gds_threshold)}")
+    if cufile.nvfs is False and s.cufile_without_nvfs == "posix":
+        return Decision("posix", "cuFile registered without nvidia-fs (compat mode); cufile_without_nvfs=posix")
     return Decision("cufile", cufile.reason)
 
 

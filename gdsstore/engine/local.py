@@ -147,7 +147,7 @@ class LocalFile:
         """The probe result for this file: driver, then handle registration (once per file object)."""
         with self._lock:
             if self._cufile_handle is not None:
-                return policy.CuFileProbeResult(True, _cufile.registered_reason()), self._cufile_handle
+                return self._registered(), self._cufile_handle
             if self._cufile_reason is not None:
                 return policy.CuFileProbeResult(False, self._cufile_reason), None
             drv = _cufile.driver_probe()
@@ -166,7 +166,11 @@ class LocalFile:
                 self._cufile_reason = got
                 return policy.CuFileProbeResult(False, got), None
             self._cufile_handle = got
-            return policy.CuFileProbeResult(True, _cufile.registered_reason()), got
+            return self._registered(), got
+
+    @staticmethod
+    def _registered() -> policy.CuFileProbeResult:
+        return policy.CuFileProbeResult(True, _cufile.registered_reason(), nvfs=_cufile.nvidia_fs_present())
 
     def _decide(self, buf: IOBuffer, nbytes: int, s: policy.Settings) -> tuple[policy.Decision, Any]:
         probe = None

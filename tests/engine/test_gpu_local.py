@@ -103,6 +103,22 @@ def test_auto_picks_cufile_when_handle_registers(cp, ref) -> None:  # type: igno
     assert "cufile stats" in str(t)
 
 
+def test_cufile_without_nvfs_posix_takes_gdsstore_route(cp, ref) -> None:  # type: ignore[no-untyped-def]
+    """A registered handle without nvidia-fs: AUTO keeps cuFile by default, the setting moves it."""
+    path, data = ref
+    if not cufile.driver_probe().ok:
+        pytest.skip(f"cuFile driver unusable: {cufile.driver_probe().reason}")
+    if cufile.nvidia_fs_present():
+        pytest.skip("nvidia-fs is loaded: cuFile is not in compat mode here")
+    buf = cp.empty(SIZE, dtype=cp.uint8)
+    with gdsstore.config.set({"cufile_without_nvfs": "posix"}), gdsstore.trace() as t:
+        with gdsstore.open(path) as f:
+            f.read(buf)
+    assert np.array_equal(cp.asnumpy(buf), data)
+    assert [e.route for e in t.events] == ["posix"]
+    assert "without nvidia-fs" in t.events[0].reason and "cufile_without_nvfs=posix" in t.events[0].reason
+
+
 def test_auto_picks_posix_without_udev(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Run once without the udev properties: registration fails, AUTO falls back and says why."""
     if os.geteuid() != 0 or not os.path.isdir("/run/udev/data"):

@@ -31,6 +31,8 @@ def test_defaults_are_valid_and_documented_values() -> None:
     ("key", "bad", "match"),
     [
         ("compat_mode", "maybe", "compat_mode"),
+        ("cufile_without_nvfs", "sometimes", "cufile_without_nvfs"),
+        ("cufile_without_nvfs", 1, "cufile_without_nvfs"),
         ("gds_threshold", -1, "gds_threshold"),
         ("task_size", 0, "task_size"),
         ("task_size", -5, "task_size"),
@@ -77,6 +79,7 @@ def test_every_default_key_has_a_validation_case() -> None:
     ("env", "value", "key", "expected"),
     [
         ("GDSSTORE_COMPAT_MODE", "on", "compat_mode", "on"),
+        ("GDSSTORE_CUFILE_WITHOUT_NVFS", "POSIX", "cufile_without_nvfs", "posix"),
         ("GDSSTORE_TASK_SIZE", "1048576", "task_size", 1048576),
         ("GDSSTORE_NUM_THREADS", "3", "num_threads", 3),
         ("GDSSTORE_DIRECT_IO_READ", "true", "direct_io_read", True),
@@ -135,6 +138,24 @@ def test_auto_threshold() -> None:
         big = decide_local(device=True, nbytes=16 << 10, cufile=OK)
     assert (small.route, small.reason) == ("posix", "size 8 KiB < gds_threshold 16 KiB")
     assert big.route == "cufile"
+
+
+def test_cufile_without_nvidia_fs() -> None:
+    compat = CuFileProbeResult(True, "cuFile handle registered (no nvidia-fs)", nvfs=False)
+    gds = CuFileProbeResult(True, "cuFile handle registered (nvidia-fs loaded)", nvfs=True)
+    # Default: cuFile whenever its handle registers, compat mode or not.
+    assert policy.settings().cufile_without_nvfs == "cufile"
+    assert decide_local(device=True, nbytes=1 << 30, cufile=compat) == policy.Decision("cufile", compat.reason)
+    with gdsstore.config.set({"cufile_without_nvfs": "posix"}):
+        d = decide_local(device=True, nbytes=1 << 30, cufile=compat)
+        assert d.route == "posix" and "without nvidia-fs" in d.reason and "cufile_without_nvfs=posix" in d.reason
+        # nvidia-fs loaded, or not known: cuFile stays
+        assert decide_local(device=True, nbytes=1 << 30, cufile=gds).route == "cufile"
+        assert decide_local(device=True, nbytes=1 << 30, cufile=OK).route == "cufile"
+        # compat_mode="off" still means cuFile, and below gds_threshold the threshold's reason wins
+        with gdsstore.config.set({"compat_mode": "off"}):
+            assert decide_local(device=True, nbytes=1 << 30, cufile=compat).route == "cufile"
+        assert "gds_threshold" in decide_local(device=True, nbytes=4096, cufile=compat).reason
 
 
 def test_remote_range_size_spreads_over_workers_within_bounds() -> None:
