@@ -27,8 +27,8 @@ DEFAULTS: dict[str, object] = {
     "compat_mode": "auto",
     # Under "auto", when a cuFile handle registers but nvidia-fs is not loaded (cuFile would run its
     # compat mode: its own pread and copy loop), "cufile" keeps the cuFile route and "posix" takes
-    # gdsstore's POSIX route instead (measured on the H200, 1 GiB warm: 49.0-49.8 GB/s against
-    # 43.4-45.3 for cuFile's compat path).
+    # gdsstore's POSIX route instead (measured on the H200, 1 GiB warm: 45.7-49.8 GB/s against
+    # 42.3-45.3 for cuFile's compat path in the same three runs).
     "cufile_without_nvfs": "cufile",
     # Device reads/writes smaller than this go the POSIX route: cuFile's per-call overhead dominates.
     "gds_threshold": 1 << 20,
