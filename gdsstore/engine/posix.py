@@ -9,6 +9,7 @@ waits for each copy before the next read.)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import deque
@@ -138,6 +139,7 @@ class DeviceSink:
         cp = cuda.cupy_or_none()
         assert cp is not None
         event = None
+        stream: Any = None
         try:
             with cp.cuda.Device(self.device):
                 stream = cuda.thread_stream(self.device)
@@ -151,6 +153,11 @@ class DeviceSink:
                 event = cuda.record_event(stream)
             with self._lock:
                 self._events.append(event)
+        except BaseException:
+            if stream is not None and event is None:  # a queued copy no event covers: drain it first
+                with contextlib.suppress(Exception):
+                    stream.synchronize()
+            raise
         finally:
             ring.release(handle, event)  # reused only once this copy is done
 
@@ -196,6 +203,7 @@ def read_to_device(
     last: Any = None
     done = 0
     k = 0
+    stream: Any = None
     try:
         with cp.cuda.Device(device):
             stream = cuda.thread_stream(device)
@@ -238,6 +246,13 @@ def read_to_device(
                 done += got
                 if got < want:
                     break
+    except BaseException:
+        # A copy may be queued that no recorded event covers (a failed record): drain the stream
+        # before the slot goes back to the ring, so nobody refills memory a copy still reads.
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.synchronize()
+        raise
     finally:
         # Copies on one stream finish in order: the last one's event covers the slot's two halves
         # (and, for the caller, every copy of this call).
