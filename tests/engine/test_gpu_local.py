@@ -202,3 +202,22 @@ def test_posix_device_reads_from_many_threads(cp, ref, monkeypatch, driver) -> N
         results = list(ex.map(one, range(12)))
     for buf, off in results:
         assert np.array_equal(cp.asnumpy(buf), data[off:])
+
+
+def test_failed_copy_record_raises_naming_the_call_and_ring_stays_sound(cp, ref, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from gdsstore.engine import cuda
+
+    real = cuda.driver_calls()
+    if real is None:
+        pytest.skip("libcuda.so.1 does not load through ctypes here")
+    path, data = ref
+    broken = real._replace(record=lambda ev, stream: 1)  # CUDA_ERROR_INVALID_VALUE from cuEventRecord
+    monkeypatch.setattr(cuda, "driver_calls", lambda: broken)
+    buf = cp.zeros(SIZE, dtype=cp.uint8)
+    with gdsstore.config.set({"compat_mode": "on"}), gdsstore.open(path) as f:
+        with pytest.raises(RuntimeError, match="cuEventRecord failed with CUDA driver error 1"):
+            f.read(buf)
+    monkeypatch.setattr(cuda, "driver_calls", lambda: real)
+    with gdsstore.config.set({"compat_mode": "on"}), gdsstore.open(path) as f:
+        assert f.read(buf) == SIZE  # the same slots, reused after the failure
+    assert np.array_equal(cp.asnumpy(buf), data)
