@@ -162,12 +162,33 @@ def doctor(probe: bool = True) -> dict[str, Any]:
         routes["device buffer"] = policy.Decision("error", str(exc))
     report["routes"] = {k: {"route": d.route, "reason": d.reason} for k, d in routes.items()}
     report["compat_mode"] = s.compat_mode
+    report["hints"] = hints(drv, s)
     if probe:
         try:
             report["probe"] = _probe_read(gpu["devices"] > 0)
         except Exception as exc:  # the report is still useful without the probe
             report["probe"] = {"error": f"{type(exc).__name__}: {exc}"}
     return report
+
+
+def hints(drv: policy.CuFileProbeResult, s: policy.Settings) -> list[str]:
+    """Advice from the cuFile probe and the settings: what a user of this machine may want to change.
+
+    Examples:
+        >>> s = policy.settings()
+        >>> hints(policy.CuFileProbeResult(True, "cuFile driver open", nvfs=False), s)[0][:40]
+        'cuFile runs here without nvidia-fs (its '
+        >>> hints(policy.CuFileProbeResult(True, "cuFile driver open", nvfs=True), s)
+        []
+    """
+    out = []
+    if drv.ok and drv.nvfs is False and s.compat_mode == "auto" and s.cufile_without_nvfs == "cufile":
+        out.append(
+            "cuFile runs here without nvidia-fs (its compat mode: its own pread and copy loop); "
+            "gdsstore's POSIX route measured faster on such machines (docs: Performance). To use it "
+            "for large device reads: GDSSTORE_CUFILE_WITHOUT_NVFS=posix"
+        )
+    return out
 
 
 def format_report(r: dict[str, Any]) -> str:
@@ -199,6 +220,8 @@ def format_report(r: dict[str, Any]) -> str:
     lines.append("routes:")
     for k, d in r["routes"].items():
         lines.append(f"  {k:<22} -> {d['route']:<7} ({d['reason']})")
+    for h in r.get("hints", []):
+        lines.append(f"hint: {h}")
     p = r.get("probe")
     if p:
         if "error" in p:

@@ -51,6 +51,7 @@ def test_doctor_json() -> None:
     assert report["probe"]["host_ok"] is True
     assert report["probe"]["totals"]["posix"]["ops"] == 2
     assert "settings" in report and report["settings"]["compat_mode"] == "auto"
+    assert report["hints"] == []  # no cuFile driver on this machine: nothing to advise
 
 
 def test_doctor_reports_bad_setting_without_crashing() -> None:
