@@ -17,12 +17,15 @@ from typing import Any, NamedTuple
 __all__ = [
     "DriverCalls",
     "PinnedBuffer",
+    "check_driver",
+    "copy_calls",
     "cupy_or_none",
     "device_count",
     "device_of_pointer",
     "driver_calls",
     "memcpy_dtoh",
     "memcpy_htod",
+    "runtime_calls",
 ]
 
 
@@ -181,6 +184,34 @@ def driver_calls() -> DriverCalls | None:
     except (OSError, AttributeError):
         return None
     return DriverCalls(copy, record, query, sync)
+
+
+@functools.cache
+def runtime_calls() -> DriverCalls:
+    """The calls of :class:`DriverCalls` through CuPy's runtime API: each lets go of the GIL, and a
+    failure raises CuPy's error (a success returns 0, like the driver's)."""
+    cp = cupy_or_none()
+    assert cp is not None
+    rt = cp.cuda.runtime
+
+    def copy_htod(dst: int, src: int, nbytes: int, stream: int) -> int:
+        rt.memcpyAsync(dst, src, nbytes, rt.memcpyHostToDevice, stream)
+        return 0
+
+    def record(event: int, stream: int) -> int:
+        rt.eventRecord(event, stream)
+        return 0
+
+    def synchronize(event: int) -> int:
+        rt.eventSynchronize(event)
+        return 0
+
+    return DriverCalls(copy_htod, record, rt.eventQuery, synchronize)
+
+
+def copy_calls() -> DriverCalls:
+    """:func:`driver_calls` where ``libcuda.so.1`` loads through ctypes, else :func:`runtime_calls`."""
+    return driver_calls() or runtime_calls()
 
 
 def check_driver(status: int, call: str) -> None:

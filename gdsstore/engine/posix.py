@@ -112,6 +112,14 @@ def bounce_slots(s: policy.Settings) -> tuple[int, int]:
     return min(s.bounce_buffer_size, s.task_size), 2 * s.num_threads
 
 
+def _drain(stream: Any) -> None:
+    """After an error: wait out ``stream`` (if any) before its slot goes back to the ring, so nobody
+    refills memory a queued copy still reads. Best effort: the error being raised is what matters."""
+    if stream is not None:
+        with contextlib.suppress(Exception):
+            stream.synchronize()
+
+
 class DeviceSink:
     """Slots of the shared ring, each copied asynchronously to device memory at ``dst_ptr`` + its
     place on the calling thread's stream: the :class:`~gdsstore.engine.batch.Sink` of batched reads
@@ -154,9 +162,8 @@ class DeviceSink:
             with self._lock:
                 self._events.append(event)
         except BaseException:
-            if stream is not None and event is None:  # a queued copy no event covers: drain it first
-                with contextlib.suppress(Exception):
-                    stream.synchronize()
+            if event is None:  # a queued copy no event covers
+                _drain(stream)
             raise
         finally:
             ring.release(handle, event)  # reused only once this copy is done
@@ -185,8 +192,8 @@ def read_to_device(
 
     The thread holds one slot for the whole call and reads pieces of half a slot into its two halves
     in turn: the copy of one half runs while the next piece is read into the other, and a half is
-    refilled once its own copy is done. The per-piece CUDA calls keep the GIL
-    (:func:`gdsstore.engine.cuda.driver_calls`); the read is the only hand-over. Measured on the
+    refilled once its own copy is done. The per-piece CUDA calls keep the GIL where the driver loads
+    through ctypes (:func:`gdsstore.engine.cuda.copy_calls`); the read is the only hand-over. Measured on the
     H200, 1 GiB warm, interleaved with the previous route (8 MiB pieces, one slot each), ABBA:
     43.3 and 39.3 GB/s against 39.0 and 39.5; the same loop stripped to its calls reads 42-47 where
     kvikio compat reads 43-44 (``benchmarks/probe_raw.py``, docs/bench/probe_raw.txt). The caller
@@ -194,12 +201,11 @@ def read_to_device(
     """
     cp = cuda.cupy_or_none()
     assert cp is not None
-    drv = cuda.driver_calls()
+    calls = cuda.copy_calls()
     half = max(_PAGE, slot_size // 2 // _PAGE * _PAGE)  # page-aligned halves (O_DIRECT)
     slot = ring.acquire(slot_size, ring_limit)
     if not slot.halves:
         slot.halves = [cp.cuda.Event(block=False, disable_timing=True) for _ in range(2)]
-    busy = [False, False]
     last: Any = None
     done = 0
     k = 0
@@ -211,11 +217,10 @@ def read_to_device(
                 h = k & 1
                 k += 1
                 ev = slot.halves[h]
-                if busy[h]:  # this half's previous copy must be out before it is overwritten
-                    if drv is None:
-                        ev.synchronize()
-                    elif drv.query(ev.ptr) != 0:
-                        cuda.check_driver(drv.synchronize(ev.ptr), "cuEventSynchronize")
+                # This half's previous copy must be out before it is overwritten (an event never
+                # recorded queries as done).
+                if calls.query(ev.ptr) != 0:
+                    cuda.check_driver(calls.synchronize(ev.ptr), "cuEventSynchronize")
                 base = h * half
                 view = slot.buf.view[base : base + half]
                 want = min(half, nbytes - done)
@@ -231,27 +236,16 @@ def read_to_device(
                 if got < 0:
                     got = pread_full(fd, view[:want], pos)
                 if got:
-                    if drv is None:
-                        cp.cuda.runtime.memcpyAsync(
-                            dst_ptr + done, slot.buf.ptr + base, got, cp.cuda.runtime.memcpyHostToDevice, stream.ptr
-                        )
-                        ev.record(stream)
-                    else:
-                        cuda.check_driver(
-                            drv.copy_htod(dst_ptr + done, slot.buf.ptr + base, got, stream.ptr), "cuMemcpyHtoDAsync"
-                        )
-                        cuda.check_driver(drv.record(ev.ptr, stream.ptr), "cuEventRecord")
-                    busy[h] = True
+                    cuda.check_driver(
+                        calls.copy_htod(dst_ptr + done, slot.buf.ptr + base, got, stream.ptr), "cuMemcpyHtoDAsync"
+                    )
+                    cuda.check_driver(calls.record(ev.ptr, stream.ptr), "cuEventRecord")
                     last = ev
                 done += got
                 if got < want:
                     break
     except BaseException:
-        # A copy may be queued that no recorded event covers (a failed record): drain the stream
-        # before the slot goes back to the ring, so nobody refills memory a copy still reads.
-        if stream is not None:
-            with contextlib.suppress(Exception):
-                stream.synchronize()
+        _drain(stream)  # a copy may be queued that no recorded event covers (a failed record)
         raise
     finally:
         # Copies on one stream finish in order: the last one's event covers the slot's two halves
