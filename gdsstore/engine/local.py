@@ -216,8 +216,10 @@ class LocalFile:
         if avail == 0:
             return completed(0)
         d, handle = self._decide(b, avail, s)
-        pieces = _split(avail, s.task_size)
         on_done = self._traced("read", d, b)
+        if d.route == "posix" and b.is_device:
+            return self._posix_device_read(b, avail, offset, s, on_done)  # cuts its own stretches
+        pieces = _split(avail, s.task_size)
         if d.route == "cufile":
             return run_pieces(
                 [partial(_cufile_read, handle, b, off, n, offset) for off, n in pieces],
@@ -225,8 +227,6 @@ class LocalFile:
                 s.num_threads,
                 on_done,
             )
-        if b.is_device:
-            return self._posix_device_read(b, avail, offset, s, on_done)
         fd = self._fd
         return run_pieces(
             [partial(_host_read, fd, b, off, n, offset) for off, n in pieces],
