@@ -37,7 +37,7 @@ import gdsstore.trace as _trace
 from gdsstore.gpu import nvcomp
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer
@@ -114,6 +114,19 @@ def _on_host(fn: Any, buf: Buffer, spec: ArraySpec) -> Any:
         HostBuffer.from_bytes(buf.to_bytes()), dataclasses.replace(spec, prototype=numpy_buffer_prototype())
     )
     return None if r is None else spec.prototype.buffer.from_bytes(r.to_bytes())
+
+
+def _over_present(
+    items: Iterable[tuple[Buffer | None, ArraySpec]],
+    many: Callable[[list[Buffer], list[ArraySpec]], Sequence[Buffer | None]],
+) -> list[Buffer | None]:
+    """Run ``many`` once over the present chunks of a batch; absent ones stay ``None`` in place."""
+    batch = list(items)
+    present = [(i, b, s) for i, (b, s) in enumerate(batch) if b is not None]
+    out: list[Buffer | None] = [None] * len(batch)
+    for (i, _, _), r in zip(present, many([b for _, b, _ in present], [s for _, _, s in present])):
+        out[i] = r
+    return out
 
 
 def _cupy() -> Any:
@@ -203,24 +216,12 @@ class GPUBytesCodec:
         self, chunks_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
     ) -> list[Buffer | None]:
         # One nvCOMP call for the whole batch, instead of zarr's one coroutine per chunk.
-        items = list(chunks_and_specs)
-        present = [(i, b, s) for i, (b, s) in enumerate(items) if b is not None]
-        out: list[Buffer | None] = [None] * len(items)
-        decoded = self._decode_many([b for _, b, _ in present], [s for _, _, s in present])
-        for (i, _, _), d in zip(present, decoded):
-            out[i] = d
-        return out
+        return _over_present(chunks_and_specs, self._decode_many)
 
     async def encode(
         self, chunks_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
     ) -> list[Buffer | None]:
-        items = list(chunks_and_specs)
-        present = [(i, b, s) for i, (b, s) in enumerate(items) if b is not None]
-        out: list[Buffer | None] = [None] * len(items)
-        encoded = self._encode_many([b for _, b, _ in present], [s for _, _, s in present])
-        for (i, _, _), e in zip(present, encoded):
-            out[i] = e
-        return out
+        return _over_present(chunks_and_specs, self._encode_many)
 
     def _decode_many(self, bufs: list[Buffer], specs: list[ArraySpec]) -> list[Buffer]:
         if not bufs:
