@@ -44,12 +44,11 @@ _tls = threading.local()
 
 
 class _LocalSlot:
-    __slots__ = ("buf", "event", "used")
+    __slots__ = ("buf", "event")
 
     def __init__(self, nbytes: int) -> None:
         self.buf = cuda.PinnedBuffer(nbytes)
         self.event = cp.cuda.Event(block=False, disable_timing=True)
-        self.used = False
 
 
 NSLOTS = 2
@@ -65,7 +64,7 @@ def _local_slots(size: int) -> list[Any]:
     return s
 
 
-def read_to_device_local2(
+def read_to_device_bare(
     fd: int,
     device: int,
     dst_ptr: int,
@@ -75,95 +74,48 @@ def read_to_device_local2(
     ring_limit: int,
     direct_fd: int = -1,
     *,
-    skip_done: bool = False,
+    calls_of: Callable[[], cuda.DriverCalls] = cuda.runtime_calls,
+    always_wait: bool = True,
 ) -> tuple[int, list[Any]]:
-    """The bare loop with CuPy's calls. ``skip_done`` (local2q): a slot whose copy is done is reused
-    without a wait call (one GIL release fewer)."""
-    rt = cp.cuda.runtime
+    """The bare loop: NSLOTS thread-local slots in turn; per piece pread, copy, record.
+
+    ``calls_of``: CuPy's runtime calls (local2, local2q) or the driver's calls that keep the GIL
+    (local2drv). ``always_wait`` (local2): a wait call before each reuse of a slot; otherwise
+    (local2q, local2drv) only when the slot's copy is not done yet.
+    """
+    calls = calls_of()
     slots = _local_slots(slot_size)
     done = 0
     events: list[Any] = []
-    stream = cuda.thread_stream(device)
-    while done < nbytes:
-        want = min(slot_size, nbytes - done)
-        ring, j = slots
-        slots[1] = (j + 1) % len(ring)
-        slot = ring[j]
-        if slot.used and not (skip_done and slot.event.done):
-            slot.event.synchronize()
-        got = posix.pread_full(fd, slot.buf.view[:want], offset + done)
-        if got:
-            rt.memcpyAsync(dst_ptr + done, slot.buf.ptr, got, rt.memcpyHostToDevice, stream.ptr)
-            slot.event.record(stream)
-            slot.used = True
-            events.append(slot.event)
-        done += got
-        if got < want:
-            break
-    return done, events
-
-
-read_to_device_local2q = functools.partial(read_to_device_local2, skip_done=True)
-
-
-_drv: Any = None
-
-
-def _driver() -> Any:
-    """libcuda through ctypes.PyDLL for the calls that return at once (copy launch, event record and
-    query): PyDLL keeps the GIL, so they cost no GIL hand-over; the wait goes through CDLL (releases)."""
-    global _drv
-    if _drv is None:
-        import ctypes
-
-        keep = ctypes.PyDLL("libcuda.so.1")
-        free = ctypes.CDLL("libcuda.so.1")
-        u64, sz, vp = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
-        keep.cuMemcpyHtoDAsync_v2.argtypes = [u64, vp, sz, vp]
-        keep.cuEventRecord.argtypes = [vp, vp]
-        keep.cuEventQuery.argtypes = [vp]
-        free.cuEventSynchronize.argtypes = [vp]
-        _drv = (keep.cuMemcpyHtoDAsync_v2, keep.cuEventRecord, keep.cuEventQuery, free.cuEventSynchronize)
-    return _drv
-
-
-def read_to_device_local2_drv(
-    fd: int,
-    device: int,
-    dst_ptr: int,
-    nbytes: int,
-    offset: int,
-    slot_size: int,
-    ring_limit: int,
-    direct_fd: int = -1,
-) -> tuple[int, list[Any]]:
-    """local2 with driver calls that keep the GIL: per piece, the pread is the only GIL release
-    (plus a wait when the slot's copy is still running)."""
-    copy, record, query, wait = _driver()
-    slots = _local_slots(slot_size)
-    done = 0
-    events: list[Any] = []
-    stream = cuda.thread_stream(device)
-    sp = stream.ptr
+    sp = cuda.thread_stream(device).ptr
     while done < nbytes:
         want = min(slot_size, nbytes - done)
         ring, j = slots
         slots[1] = (j + 1) % len(ring)
         slot = ring[j]
         ev = slot.event.ptr
-        if slot.used and query(ev) != 0:
-            wait(ev)
-        got = os.preadv(fd, [slot.buf.view[:want]], offset + done)
+        if always_wait or calls.query(ev) != 0:
+            cuda.check_driver(calls.synchronize(ev), "cuEventSynchronize")
+        got = posix.pread_full(fd, slot.buf.view[:want], offset + done)
         if got:
-            if copy(dst_ptr + done, slot.buf.ptr, got, sp) != 0:
-                raise RuntimeError("cuMemcpyHtoDAsync failed")
-            record(ev, sp)
-            slot.used = True
+            cuda.check_driver(calls.copy_htod(dst_ptr + done, slot.buf.ptr, got, sp), "cuMemcpyHtoDAsync")
+            cuda.check_driver(calls.record(ev, sp), "cuEventRecord")
             events.append(slot.event)
         done += got
         if got < want:
             break
     return done, events
+
+
+def _driver_calls() -> cuda.DriverCalls:
+    calls = cuda.driver_calls()
+    assert calls is not None, "libcuda.so.1 does not load through ctypes"
+    return calls
+
+
+read_to_device_local2 = read_to_device_bare
+read_to_device_local2q = functools.partial(read_to_device_bare, always_wait=False)
+read_to_device_local2_drv = functools.partial(read_to_device_bare, calls_of=_driver_calls, always_wait=False)
 
 
 def main() -> None:
