@@ -18,21 +18,77 @@ def _doctor(args: argparse.Namespace) -> int:
 
     report = doctor(probe=not args.no_probe)
     print(json.dumps(report, indent=2, default=str) if args.json else format_report(report))
-    return 0
+    problems = doctor_problems(report)
+    for problem in problems:
+        print(f"gdsstore doctor: problem: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def doctor_problems(report: dict[str, Any]) -> list[str]:
+    """What in a :func:`gdsstore.doctor` report makes this installation unusable as configured.
+
+    ``gdsstore doctor`` exits 1 when this list is not empty, so scripts and CI can rely on its status.
+    A machine without a GPU is not a problem (host buffers work there); invalid settings, a
+    ``cufile.json`` that is not JSON, device reads that ``compat_mode="off"`` would refuse and a probe
+    read that fails or returns other bytes are.
+
+    Args:
+        report: the dict :func:`gdsstore.doctor` returns.
+
+    Returns:
+        One line per problem, each naming what is wrong and where to fix it.
+
+    Examples:
+        >>> doctor_problems({"settings_error": "gdsstore setting 'compat_mode' must be one of auto, on, off"})
+        ["settings are invalid: gdsstore setting 'compat_mode' must be one of auto, on, off (fix the GDSSTORE_* variable or the config file that sets it)"]
+    """
+    problems = []
+    if "settings_error" in report:
+        problems.append(
+            f"settings are invalid: {report['settings_error']} "
+            "(fix the GDSSTORE_* variable or the config file that sets it)"
+        )
+    if report.get("gpu", {}).get("error"):
+        problems.append(f"CuPy sees a GPU but cannot query it: {report['gpu']['error']}")
+    cufile_json = report.get("cufile", {}).get("cufile_json", {})
+    if cufile_json.get("error"):
+        problems.append(
+            f"{cufile_json['path']} is {cufile_json['error']} (cuFile reads it when its driver opens)"
+        )
+    for kind, decision in report.get("routes", {}).items():
+        if decision["route"] == "error":
+            problems.append(f"{kind} reads will fail: {decision['reason']}")
+    probe = report.get("probe")
+    if probe is not None:
+        if "error" in probe:
+            problems.append(f"the probe read failed: {probe['error']}")
+        elif not probe.get("host_ok") or probe.get("device_ok") is False:
+            problems.append("the probe read returned other bytes than it wrote")
+    return problems
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.n < 4:
+        raise ValueError(f"--n must be at least 4 (the array is cut into 4 x 4 chunks), got {args.n}")
+    if args.path:
+        return _demo_at(args.path, args.n, args.host)
+    # Nothing is left behind: the array lives in a temporary directory removed on the way out.
+    with tempfile.TemporaryDirectory(prefix="gdsstore-demo-") as tmp:
+        return _demo_at(os.path.join(tmp, "demo.zarr"), args.n, args.host)
+
+
+def _demo_at(root: str, n: int, host: bool) -> int:
+    """Write an ``n`` x ``n`` float32 zarr array at ``root``, read it back traced, print what happened."""
     import numpy as np
     import zarr
 
     import gdsstore
     from gdsstore.engine import cuda
 
-    gpu = cuda.device_count() > 0 and not args.host
-    root = args.path or os.path.join(tempfile.mkdtemp(prefix="gdsstore-demo-"), "demo.zarr")
-    data = np.arange(args.n * args.n, dtype="float32").reshape(args.n, args.n)
+    gpu = cuda.device_count() > 0 and not host
+    data = np.arange(n * n, dtype="float32").reshape(n, n)
     store = gdsstore.GDSStore(root)
-    z = zarr.create_array(store, shape=data.shape, chunks=(args.n // 4, args.n // 4), dtype=data.dtype, overwrite=True)
+    z = zarr.create_array(store, shape=data.shape, chunks=(n // 4, n // 4), dtype=data.dtype, overwrite=True)
     z[:] = data
     print(f"wrote {data.nbytes} bytes as a {data.shape} float32 zarr array at {root} ({z.nchunks} chunks)")
     print(f"reading it back into {'GPU (cupy)' if gpu else 'host (numpy)'} memory through gdsstore")
@@ -56,11 +112,16 @@ def _bench(args: argparse.Namespace) -> int:
     path = args.path
     device = False if args.host else None
     if path is not None and "://" in path and not path.startswith("file://"):
-        results = bench_url(path, repeat=args.repeat, device=device)
+        try:
+            results = bench_url(path, repeat=args.repeat, device=device)
+        except OSError as exc:  # the URL itself: not found, refused, forbidden
+            message = str(exc) if path in str(exc) else f"{path}: {exc}"
+            raise ValueError(f"cannot read the URL: {message}") from None
         return _report(args, results, f"read of {path}")
+    if path is not None:
+        path = path.removeprefix("file://")
+        _check_bench_path(path)
     if path is not None and os.path.isdir(path):
-        if not os.path.exists(os.path.join(path, "zarr.json")):
-            raise ValueError(f"{path!r} is a directory without zarr.json: give a file, a zarr v3 array or a URL")
         results = bench_zarr(path, repeat=args.repeat, device=device)
         return _report(args, results, f"z[:] of the zarr array {path}")
     tmp = None
@@ -79,6 +140,54 @@ def _bench(args: argparse.Namespace) -> int:
     return _report(args, results, f"{'cold' if args.cold else 'warm'} read of {path}")
 
 
+_BENCH_WHAT = "give a file, a zarr v3 array directory or a URL"
+
+
+def _check_bench_path(path: str) -> None:
+    """Raise ``ValueError`` with one clear line when ``path`` is nothing ``gdsstore bench`` can read."""
+    if not os.path.exists(path):
+        raise ValueError(f"{path!r}: no such file or directory ({_BENCH_WHAT})")
+    if not os.path.isdir(path):
+        if not os.access(path, os.R_OK):
+            raise ValueError(f"{path!r}: permission denied (the file must be readable)")
+        return
+    node_type = _zarr_node_type(path)
+    if node_type is None:
+        raise ValueError(f"{path!r} is a directory without zarr.json: {_BENCH_WHAT}")
+    if node_type != "array":
+        arrays = _zarr_arrays_under(path)
+        which = (
+            f": give one of its arrays, e.g. {', '.join(arrays[:3])}" if arrays else " with no arrays in it"
+        )
+        raise ValueError(f"{path!r} is a zarr {node_type}, not an array{which}")
+
+
+def _zarr_node_type(path: str) -> str | None:
+    """``node_type`` of the zarr v3 node at ``path`` (``"array"``, ``"group"``); ``None`` if there is none."""
+    try:
+        with open(os.path.join(path, "zarr.json")) as fh:
+            meta = json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{os.path.join(path, 'zarr.json')!r} cannot be read as JSON: {exc}") from None
+    return str(meta.get("node_type", "unknown node")) if isinstance(meta, dict) else "unknown node"
+
+
+def _zarr_arrays_under(group: str) -> list[str]:
+    """Paths of the arrays directly under a zarr v3 group directory, sorted."""
+    arrays = []
+    for name in sorted(os.listdir(group)):
+        child = os.path.join(group, name)
+        if os.path.isdir(child):
+            try:
+                if _zarr_node_type(child) == "array":
+                    arrays.append(child)
+            except ValueError:
+                continue
+    return arrays
+
+
 def _report(args: argparse.Namespace, results: Any, title: str) -> int:
     from gdsstore.bench import format_table
 
@@ -89,31 +198,66 @@ def _report(args: argparse.Namespace, results: Any, title: str) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    """argparse ``type=`` for counts and sizes: an integer >= 1 (argparse reports the error and exits 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``gdsstore`` command.
+
+    Args:
+        argv: the arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 on success; 1 when ``doctor`` finds a problem or ``demo`` reads back other
+        bytes; 2 for a usage error (a bad argument, a path or URL that cannot be read, an invalid
+        setting), reported in one line on stderr without a traceback.
+    """
     p = argparse.ArgumentParser(prog="gdsstore", description="gdsstore: storage <-> GPU I/O with provenance")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("doctor", help="versions, cuFile/nvidia-fs/udev, resolved routes, traced probe read")
     d.add_argument("--json", action="store_true", help="machine-readable output")
     d.add_argument("--no-probe", action="store_true", help="skip the probe read")
     d.set_defaults(fn=_doctor)
-    m = sub.add_parser("demo", help="write a small zarr array, read it back through gdsstore, print the trace")
+    m = sub.add_parser(
+        "demo", help="write a small zarr array, read it back through gdsstore, print the trace"
+    )
     m.add_argument("--path", help="where to write the array (default: a temp dir)")
-    m.add_argument("--n", type=int, default=1024, help="array is n x n float32 (default 1024)")
+    m.add_argument("--n", type=_positive_int, default=1024, help="array is n x n float32 (default 1024)")
     m.add_argument("--host", action="store_true", help="host buffers even when a GPU is present")
     m.set_defaults(fn=_demo)
     b = sub.add_parser(
-        "bench", help="throughput of each route reading a file, a zarr array or a URL, next to the usual anchors"
+        "bench",
+        help="throughput of each route reading a file, a zarr array or a URL, next to the usual anchors",
     )
     b.add_argument(
-        "path", nargs="?", help="file, zarr v3 array directory, or s3:// / http(s):// / webhdfs:// URL "
-        "(default: a temporary file of --size bytes)"
+        "path",
+        nargs="?",
+        help="file, zarr v3 array directory, or s3:// / http(s):// / webhdfs:// URL "
+        "(default: a temporary file of --size bytes)",
     )
-    b.add_argument("--size", type=int, default=256 << 20, help="size of the temporary file (default 256 MiB)")
-    b.add_argument("--repeat", type=int, default=3)
-    b.add_argument("--threads", type=int, default=None, help="also measure gdsstore and kvikio at this thread count")
+    b.add_argument(
+        "--size", type=_positive_int, default=256 << 20, help="size of the temporary file (default 256 MiB)"
+    )
+    b.add_argument(
+        "--repeat", type=_positive_int, default=3, help="runs per measurement; the best is reported"
+    )
+    b.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="also measure gdsstore and kvikio at this thread count",
+    )
     b.add_argument("--cold", action="store_true", help="drop the file's page cache before each run")
     b.add_argument("--host", action="store_true", help="read into host memory even when a GPU is present")
-    b.add_argument("--json", action="store_true")
+    b.add_argument("--json", action="store_true", help="print the results as JSON")
     b.set_defaults(fn=_bench)
     args = p.parse_args(argv)
     try:
@@ -121,6 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # invalid settings and arguments: one clear line, no traceback
         print(f"gdsstore {args.cmd}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"gdsstore {args.cmd}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover
