@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Set-up shared by scripts/demo.sh and scripts/test.sh: a Python >= 3.12 virtual environment in .venv
-# with gdsstore installed (editable) and the extras named in $GDSSTORE_EXTRAS. Idempotent and quick when
-# nothing changed (a stamp file records what was installed).
+# with gdsstore installed (editable) and at least the extras named in $GDSSTORE_EXTRAS (comma-separated).
+# Idempotent and quick when nothing changed: a stamp file records pyproject.toml's hash and the extras
+# installed. Extras only accumulate (the union of what was installed and what is asked for), so running
+# the demo and the tests in turn installs once, not each time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export LC_ALL=C  # one sort order for the extras lists compared below
 
 runs_312() {  # a pyenv shim exists for every installed version but only runs for the selected ones
   "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1
@@ -32,17 +35,29 @@ find_python() {
   exit 1
 }
 
-extras=${GDSSTORE_EXTRAS:-}
-want="extras=[$extras] $(sha1sum pyproject.toml | cut -c1-12)"
+extras_list() {  # "b, a,,a" -> "a,b": sorted, unique, comma-separated
+  tr ', ' '\n\n' <<<"$1" | sed '/^$/d' | sort -u | paste -sd, -
+}
+
+want=$(extras_list "${GDSSTORE_EXTRAS:-}")
+hash=$(sha1sum pyproject.toml | cut -c1-12)
+stamp=.venv/.gdsstore-stamp
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
   py=$(find_python)
   echo "bootstrap: creating .venv with $("$py" --version 2>&1)"
   rm -rf .venv
   "$py" -m venv .venv
 fi
-if [ "$(cat .venv/.gdsstore-stamp 2>/dev/null)" != "$want" ]; then
-  echo "bootstrap: installing gdsstore${extras:+[$extras]} into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
-  echo "$want" > .venv/.gdsstore-stamp
+# The stamp: "v2 <pyproject hash> <extras>"; anything else (an older format, no file) counts as nothing.
+stamp_version="" have_hash="" have=""
+[ -f "$stamp" ] && read -r stamp_version have_hash have <"$stamp" || true
+[ "$stamp_version" = v2 ] || have_hash="" have=""
+missing=$(comm -23 <(tr , '\n' <<<"$want" | sed '/^$/d') <(tr , '\n' <<<"$have" | sed '/^$/d'))
+if [ "$have_hash" = "$hash" ] && [ -z "$missing" ]; then
+  exit 0  # installed, with every extra asked for
 fi
+extras=$(extras_list "$have,$want")
+echo "bootstrap: installing gdsstore${extras:+[$extras]} into .venv"
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+echo "v2 $hash $extras" >"$stamp"

@@ -19,7 +19,9 @@ from gdsstore.cli import doctor_problems, main
 from gdsstore.engine import cuda, cufile
 
 
-def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gdsstore.cli", *args],
         capture_output=True,
@@ -139,7 +141,9 @@ def test_bench_rejects_bad_setting(tmp_path: Path) -> None:
 
 
 def test_bench_missing_file_is_one_line() -> None:
-    _one_line_error(_cli("bench", "/nonexistent.bin"), "gdsstore bench: error:", "'/nonexistent.bin'", "no such file")
+    _one_line_error(
+        _cli("bench", "/nonexistent.bin"), "gdsstore bench: error:", "'/nonexistent.bin'", "no such file"
+    )
 
 
 def test_bench_bad_arguments_are_one_line(tmp_path: Path) -> None:

@@ -1,0 +1,82 @@
+"""``scripts/bootstrap.sh``: one install shared by ``scripts/demo.sh`` and ``scripts/test.sh``.
+
+The real script runs on a copy of the repository's layout whose ``.venv/bin/python`` is this interpreter
+except for ``-m pip``, which only logs its arguments: what is under test is the decision to install and
+what, not pip (and nothing is ever installed anywhere).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    (repo / "scripts" / "bootstrap.sh").write_text((ROOT / "scripts" / "bootstrap.sh").read_text())
+    (repo / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    python = repo / ".venv" / "bin" / "python"  # a Python >= 3.12, so the script creates no venv
+    python.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = -m ] && [ "$2" = pip ]; then\n'
+        '  shift 2; echo "$*" >> "$(dirname "$0")/../../pip.log"; exit "${FAKE_PIP_STATUS:-0}"\n'
+        "fi\n"
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    python.chmod(0o755)
+    return repo
+
+
+def _bootstrap(repo: Path, extras: str, status: int = 0) -> list[str]:
+    """Run the script asking for ``extras``; the ``pip install -e`` targets it installed."""
+    log = repo / "pip.log"
+    log.unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "GDSSTORE_EXTRAS": extras,
+        "FAKE_PIP_STATUS": str(status),
+    }
+    out = subprocess.run(
+        ["bash", str(repo / "scripts" / "bootstrap.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == status, out.stderr
+    calls = log.read_text().splitlines() if log.exists() else []
+    return [c.split()[-1] for c in calls if " -e " in c]
+
+
+def test_demo_and_tests_in_turn_install_once(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    assert _bootstrap(repo, "") == ["."]  # the demo on a fresh clone
+    assert _bootstrap(repo, "") == []
+    assert _bootstrap(repo, "test,docs,s3,cufile") == [".[cufile,docs,s3,test]"]  # then the tests
+    for _ in range(2):  # alternating: nothing more to install
+        assert _bootstrap(repo, "") == []
+        assert _bootstrap(repo, "test,docs,s3,cufile") == []
+    assert _bootstrap(repo, " s3, test ") == []  # a subset, spelled loosely
+    assert _bootstrap(repo, "nvcomp") == [".[cufile,docs,nvcomp,s3,test]"]  # extras accumulate
+    assert (repo / ".venv" / ".gdsstore-stamp").read_text().split()[2] == "cufile,docs,nvcomp,s3,test"
+
+
+def test_changed_pyproject_reinstalls_everything_installed(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    assert _bootstrap(repo, "test") == [".[test]"]
+    with (repo / "pyproject.toml").open("a") as fh:
+        fh.write("\n# a new dependency\n")
+    assert _bootstrap(repo, "") == [".[test]"]
+    assert _bootstrap(repo, "test") == []
+
+
+def test_old_stamp_or_failed_install_counts_as_nothing(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    stamp = repo / ".venv" / ".gdsstore-stamp"
+    stamp.write_text("extras=[test,docs,s3,cufile] 78a611ef3bc1\n")  # the format before v2
+    assert _bootstrap(repo, "docs") == [".[docs]"]
+    assert _bootstrap(repo, "s3", status=1) == []  # pip fails: the script stops (exit status 1)
+    assert stamp.read_text().split()[2] == "docs"  # and the stamp still says only what was installed
+    assert _bootstrap(repo, "s3") == [".[docs,s3]"]
