@@ -21,21 +21,33 @@ from gdsstore import pagecache
 from gdsstore._config import config
 from gdsstore.engine import cuda
 
-__all__ = ["BenchResult", "bench_file", "format_table"]
+__all__ = ["BenchResult", "bench_file", "bench_url", "bench_zarr", "format_table"]
 
 
 @dataclass
 class BenchResult:
+    """One measured route: what it read, its best time, and a note (why it failed, settings it used).
+
+    Examples:
+        >>> r = BenchResult("gdsstore (defaults)", nbytes=1 << 30, seconds=0.5)
+        >>> round(r.gbps, 2)
+        2.15
+        >>> r.as_dict()["gbps"]
+        2.147
+    """
+
     name: str
     nbytes: int
-    seconds: float
+    seconds: float  # best of the runs; 0.0 when the route failed (the note says why)
     note: str = ""
 
     @property
     def gbps(self) -> float:
+        """Throughput in GB/s (10⁹ bytes per second); 0.0 for a failed route."""
         return self.nbytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields and ``gbps`` (rounded to 3 places), as ``gdsstore bench --json`` prints them."""
         return {**asdict(self), "gbps": round(self.gbps, 3)}
 
 
@@ -87,7 +99,26 @@ def bench_file(
     device: bool | None = None,
     progress: bool = True,
 ) -> list[BenchResult]:
-    """Measure every available route reading ``path`` whole into device (or host) memory."""
+    """Measure every available route reading ``path`` whole into device (or host) memory.
+
+    Routes: gdsstore with its defaults (and at ``threads``), its POSIX and cuFile routes on a GPU,
+    ``numpy.fromfile`` (+ ``cupy.asarray``), and ``kvikio.CuFile`` where kvikio is installed (each in its
+    own process). A route that fails is reported with ``seconds=0`` and the error in its note.
+
+    Args:
+        path: the file to read.
+        repeat: runs per route; the best counts.
+        cold: drop the file's pages from the page cache before each run (and note any that stay).
+        threads: also measure gdsstore and kvikio at this thread count.
+        device: read into GPU memory (``None``: when a GPU is present).
+        progress: show a progress bar on stderr.
+
+    Returns:
+        One :class:`BenchResult` per route, in the order measured.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+    """
     import numpy as np
 
     import gdsstore
@@ -217,7 +248,21 @@ def bench_url(
     progress: bool = True,
 ) -> list[BenchResult]:
     """Read one remote object whole through gdsstore, next to fsspec (+ ``cupy.asarray``) and, for
-    HTTP(S) on a GPU, ``kvikio.RemoteFile`` when installed."""
+    HTTP(S) on a GPU, ``kvikio.RemoteFile`` when installed.
+
+    Args:
+        url: an ``s3://``, ``http(s)://`` or ``webhdfs://`` URL.
+        repeat: runs per contender; the best counts.
+        device: read into GPU memory (``None``: when a GPU is present).
+        storage_options: passed to ``gdsstore.open`` and ``fsspec.open`` (endpoint, credentials).
+        progress: show a progress bar on stderr.
+
+    Returns:
+        One :class:`BenchResult` per contender.
+
+    Raises:
+        OSError: the object cannot be reached or does not exist (``FileNotFoundError`` for a 404).
+    """
     import gdsstore
 
     device = cuda.device_count() > 0 if device is None else device
@@ -260,7 +305,17 @@ def bench_url(
 
 def bench_zarr(path: str, *, repeat: int = 3, device: bool | None = None, progress: bool = True) -> list[BenchResult]:
     """Read a zarr array whole (``z[:]``) through gdsstore's store and pipeline, next to zarr's
-    ``LocalStore`` (GPU buffers on both sides when a GPU is present)."""
+    ``LocalStore`` (GPU buffers on both sides when a GPU is present).
+
+    Args:
+        path: a local zarr v3 array directory (not a group).
+        repeat: runs per contender; the best counts.
+        device: read into GPU memory (``None``: when a GPU is present).
+        progress: show a progress bar on stderr.
+
+    Returns:
+        One :class:`BenchResult` per contender.
+    """
     import zarr
 
     import gdsstore
@@ -288,6 +343,15 @@ def bench_zarr(path: str, *, repeat: int = 3, device: bool | None = None, progre
 
 
 def format_table(results: list[BenchResult], title: str = "") -> str:
+    """The table ``gdsstore bench`` prints: one row per route, columns aligned.
+
+    Examples:
+        >>> print(format_table([BenchResult("numpy.fromfile", 1 << 20, 0.001)], "warm read of f.bin"))
+        warm read of f.bin
+        route           bytes    seconds  GB/s  note
+        --------------  -------  -------  ----  ----
+        numpy.fromfile  1048576  0.0010   1.05
+    """
     rows = [("route", "bytes", "seconds", "GB/s", "note")]
     for r in results:
         rows.append((r.name, str(r.nbytes), f"{r.seconds:.4f}", f"{r.gbps:.2f}", r.note))
