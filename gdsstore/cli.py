@@ -1,4 +1,8 @@
-"""The ``gdsstore`` command: ``doctor``, ``demo``, ``bench``."""
+"""The ``gdsstore`` command: ``doctor``, ``demo``, ``bench``.
+
+Exit status: 0 on success, 1 when ``doctor`` finds a problem (or ``demo`` reads back other bytes), 2 for
+a usage error, which is printed as one line on stderr (``gdsstore bench: error: ...``), never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["doctor_problems", "main"]
 
 
 def _doctor(args: argparse.Namespace) -> int:
