@@ -14,7 +14,7 @@ Formats and their compatibility with numcodecs (what plain zarr writes and reads
 
 Example:
     >>> from gdsstore.gpu import nvcomp
-    >>> nvcomp.decide_codec("zstd", device=False).route
+    >>> nvcomp.route_codec("zstd", device=False).route
     'cpu-codec'
 """
 
@@ -34,13 +34,13 @@ __all__ = [
     "GPU_DECODABLE",
     "GPU_ENCODABLE",
     "Frame",
-    "decide_codec",
     "decode_batch",
     "decode_batch_into",
     "encode_batch",
     "frame_of",
     "nvcomp_or_none",
     "nvcomp_reason",
+    "route_codec",
 ]
 
 #: Chunk formats that nvCOMP can decode bit-compatibly with numcodecs (defined by the policy).
@@ -71,8 +71,9 @@ def nvcomp_reason() -> str:
     return _import_nvcomp()[1]
 
 
-def decide_codec(fmt: str, *, device: bool, encode: bool = False) -> Decision:
-    """:func:`gdsstore.policy.decide_codec` with this machine's facts (GPU present? nvCOMP loads?).
+def route_codec(fmt: str, *, device: bool, encode: bool = False) -> Decision:
+    """The route of a codec on this machine: :func:`gdsstore.policy.decide_codec` given its facts
+    (GPU present? nvCOMP loads?).
 
     Returns:
         ``Decision("gpu-decode" | "gpu-encode" | "cpu-codec", reason)``.

@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gdsstore import policy
 from gdsstore.engine import batch, cuda, posix
 from gdsstore.engine.backend import ByteRange
+from gdsstore.engine.pool import get_pool
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["Fetch", "Staged", "stage_from_backend", "stage_from_host_buffers", "stage_local", "to_device"]
 
@@ -140,24 +143,12 @@ class _PinnedPool:
 
 
 _pinned_pool = _PinnedPool()
-_executor: ThreadPoolExecutor | None = None
-_executor_threads = 0
-_executor_lock = threading.Lock()
 
 
 def executor() -> ThreadPoolExecutor:
-    """The staging pool (``num_threads`` threads). Separate from the engine's pool: its tasks block on
-    engine reads, which may themselves run pieces on the engine pool."""
-    global _executor, _executor_threads
-    n = policy.settings().num_threads
-    with _executor_lock:
-        if _executor is None or _executor_threads != n:
-            old = _executor
-            _executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="gdsstore-stage")
-            _executor_threads = n
-            if old is not None:
-                old.shutdown(wait=False)
-        return _executor
+    """The engine's ``"stage"`` pool (``num_threads`` threads). Not its ``"local"`` pool: staging tasks
+    block on engine reads, which may themselves run pieces on the ``"local"`` pool."""
+    return get_pool(policy.settings().num_threads, "stage")
 
 
 def _layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
