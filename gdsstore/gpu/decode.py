@@ -176,7 +176,7 @@ def decode_bb_on_host(
         assert view is not None
         buf: Any = HostBuffer.from_array_like(view)
         with _codecs.quiet_records():
-            for c in reversed(chain.bb_codecs):
+            for c in reversed(chain.bb_codecs):  # zarr's SupportsSyncCodec protocol: no public sync call
                 buf = c._decode_sync(buf, hspec)
         out.append((i, buf.as_numpy_array().view(np.uint8).reshape(-1)))
     return out

@@ -254,7 +254,9 @@ def read_shard_indexes(
             if isinstance(req, RangeByteRequest)
             else ByteRange("suffix", req.suffix)
         )
-    staged = fetch([(item[0], ranges[cps]) for item, cps in zip(batch, per_shard)], False)
+    staged = fetch(
+        [(item[0], ranges[shape_in_chunks]) for item, shape_in_chunks in zip(batch, per_shard)], False
+    )
     try:
         tables: list[np.ndarray | None] = []
         for i, chunks_per_shard in enumerate(per_shard):

@@ -50,7 +50,8 @@ class Fetcher:
     ) -> staging.Staged:
         """Byte ranges known to lie inside their objects (shard index entries)."""
         items: list[tuple[Any, ByteRange | None]] = [
-            (bg, ByteRange("range", a, b)) for bg, a, b in zip(getters, starts.tolist(), stops.tolist())
+            (getter, ByteRange("range", a, b))
+            for getter, a, b in zip(getters, starts.tolist(), stops.tolist())
         ]
         return self(items, pinned)
 
@@ -90,14 +91,10 @@ class EngineFetcher(Fetcher):
         device: int | None = None,
     ) -> staging.Staged:
         """Local files: exact ranges without looking sizes up (``device``: staged on that GPU)."""
+        if not self._local():
+            return super().ranges(getters, starts, stops, pinned)
         keys = [getter.path for getter in getters]
-        if self._local():
-            return staging.stage_local(self.backend, keys, starts, stops, pinned=pinned, device=device)
-        fetches = [
-            staging.Fetch(k, ByteRange("range", a, b))
-            for k, a, b in zip(keys, starts.tolist(), stops.tolist())
-        ]
-        return staging.stage_from_backend(self.backend, fetches, pinned=pinned)
+        return staging.stage_local(self.backend, keys, starts, stops, pinned=pinned, device=device)
 
 
 def _to_zarr_request(br: ByteRange | None) -> Any:
