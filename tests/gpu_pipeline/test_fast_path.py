@@ -164,3 +164,19 @@ def test_vectorized_shard_plan_equals_zarr(
     np.testing.assert_array_equal(got, ref[sel])
     if got.size:
         assert planned["n"] == 1  # every slice selection, any step, takes the vectorized plan
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_other_selections_on_the_device_path_equal_zarr(emulated: dict[str, int], name: str) -> None:
+    """Integer, orthogonal and coordinate selections: device decode, then zarr's scatter (no kernel)."""
+    store, ref = _make(CONFIGS[name], "f4")
+    rows = np.array([0, 3, 17, 18, 40])
+    cols = np.array([1, 2, 20, 37])
+    before = emulated["blocks"]
+    with gdsstore.enable_gpu(buffers=False):
+        z = zarr.open_array(store, mode="r")
+        np.testing.assert_array_equal(z[7], ref[7])
+        np.testing.assert_array_equal(z[3:30, 11], ref[3:30, 11])
+        np.testing.assert_array_equal(z.oindex[rows, cols], ref[np.ix_(rows, cols)])
+        np.testing.assert_array_equal(z.vindex[rows[:4], cols], ref[rows[:4], cols])
+    assert emulated["blocks"] == before  # none of these fit the kernel's geometry
