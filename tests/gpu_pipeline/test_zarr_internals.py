@@ -7,7 +7,9 @@ import numpy as np
 import zarr
 from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+from zarr.core.buffer import default_buffer_prototype
 from zarr.core.buffer.cpu import Buffer as CPUBuffer
+from zarr.core.sync import sync
 from zarr.storage import MemoryStore
 
 from gdsstore.gpu.execute import inner_chunk_spec
@@ -40,7 +42,9 @@ def test_shard_index_byte_range_locates_the_index() -> None:
 def test_decode_shard_index_sync_gives_offsets_and_lengths() -> None:
     # used by gdsstore.gpu.execute.read_shard_indexes: a (chunks per shard..., 2) uint64 table
     store, codec, _ = _sharded("end")
-    blob = store._store_dict["c/0/0"].as_numpy_array()
+    blob_buffer = sync(store.get("c/0/0", prototype=default_buffer_prototype()))
+    assert blob_buffer is not None
+    blob = blob_buffer.as_numpy_array()
     req = codec._shard_index_byte_range((2, 2))
     assert isinstance(req, SuffixByteRequest)
     index = codec._decode_shard_index_sync(CPUBuffer.from_array_like(blob[-req.suffix :].copy()), (2, 2))
@@ -53,7 +57,6 @@ def test_decode_shard_index_sync_gives_offsets_and_lengths() -> None:
 def test_inner_chunk_transform_holds_the_evolved_inner_codecs() -> None:
     # used by gdsstore.gpu.execute.read_shards for the inner codec chain
     from zarr.core.array_spec import ArrayConfig, ArraySpec
-    from zarr.core.buffer import default_buffer_prototype
     from zarr.core.dtype import Int32
 
     codec = ShardingCodec(chunk_shape=INNER, codecs=[BytesCodec(), ZstdCodec(), Crc32cCodec()])
