@@ -228,7 +228,7 @@ class GPUBytesCodec:
             return []
         t0 = time.perf_counter()
         device = all(is_device_buffer(b) for b in bufs)
-        d = nvcomp.decide_codec(self._fmt, device=device)
+        d = nvcomp.route_codec(self._fmt, device=device)
         out: list[Buffer | None] = [None] * len(bufs)
         if d.route == "gpu-decode":
             decoded = gpu_decode_bytes(self._fmt, [_as_device_bytes(b) for b in bufs])
@@ -254,7 +254,7 @@ class GPUBytesCodec:
             return []
         t0 = time.perf_counter()
         device = all(is_device_buffer(b) for b in bufs)
-        d = nvcomp.decide_codec(self._fmt, device=device, encode=True)
+        d = nvcomp.route_codec(self._fmt, device=device, encode=True)
         if d.route == "gpu-encode" and not self._gpu_encodable():
             d = type(d)("cpu-codec", f"{self._fmt} with checksum=True writes on the CPU")
         if d.route == "gpu-encode" and nvcomp.encode_chunk_size([len(b) for b in bufs]) is None:

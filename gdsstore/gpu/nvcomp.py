@@ -14,7 +14,7 @@ Formats and their compatibility with numcodecs (what plain zarr writes and reads
 
 Example:
     >>> from gdsstore.gpu import nvcomp
-    >>> nvcomp.decide_codec("zstd", device=False).route
+    >>> nvcomp.route_codec("zstd", device=False).route
     'cpu-codec'
 """
 
@@ -34,13 +34,13 @@ __all__ = [
     "GPU_DECODABLE",
     "GPU_ENCODABLE",
     "Frame",
-    "decide_codec",
     "decode_batch",
     "decode_batch_into",
     "encode_batch",
     "frame_of",
     "nvcomp_or_none",
     "nvcomp_reason",
+    "route_codec",
 ]
 
 #: Chunk formats that nvCOMP can decode bit-compatibly with numcodecs (defined by the policy).
@@ -71,8 +71,9 @@ def nvcomp_reason() -> str:
     return _import_nvcomp()[1]
 
 
-def decide_codec(fmt: str, *, device: bool, encode: bool = False) -> Decision:
-    """:func:`gdsstore.policy.decide_codec` with this machine's facts (GPU present? nvCOMP loads?).
+def route_codec(fmt: str, *, device: bool, encode: bool = False) -> Decision:
+    """The route of a codec on this machine: :func:`gdsstore.policy.decide_codec` given its facts
+    (GPU present? nvCOMP loads?).
 
     Returns:
         ``Decision("gpu-decode" | "gpu-encode" | "cpu-codec", reason)``.
@@ -116,29 +117,34 @@ def frame_of(fmt: str, head: Any, total: int) -> Frame:
         (size,) = struct.unpack_from("<I", head, 0)
         return Frame(4, total, size)
     if fmt == "gzip":
-        h = bytes(head[: min(len(head), total)])
-        if len(h) < 10 or h[0] != 0x1F or h[1] != 0x8B or h[2] != 8:
-            raise ValueError("frame_of(): not a gzip member (bad magic or method)")
-        flg = h[3]
-        pos = 10
-        if flg & _GZ_FEXTRA:
-            if len(h) < pos + 2:
-                raise ValueError("frame_of(): gzip FEXTRA header truncated")
-            (xlen,) = struct.unpack_from("<H", h, pos)
-            pos += 2 + xlen
-        for flag in (_GZ_FNAME, _GZ_FCOMMENT):
-            if flg & flag:
-                end = h.find(b"\x00", pos)
-                if end < 0:
-                    raise ValueError("frame_of(): gzip name/comment not terminated in the header bytes given")
-                pos = end + 1
-        if flg & _GZ_FHCRC:
-            pos += 2
-        if total < pos + 8:
-            raise ValueError(f"frame_of(): gzip member of {total} bytes too short")
-        # ISIZE: size mod 2**32; the caller checks it against the expected chunk size.
-        return Frame(pos, total - 8, -1)
+        return _gzip_frame(bytes(head[: min(len(head), total)]), total)
     raise ValueError(f"frame_of(): no nvCOMP framing for format {fmt!r}")
+
+
+def _gzip_frame(h: bytes, total: int) -> Frame:
+    """The raw deflate stream of a gzip member: after its header (``h``: the header bytes), before
+    its 8-byte trailer."""
+    if len(h) < 10 or h[0] != 0x1F or h[1] != 0x8B or h[2] != 8:
+        raise ValueError("frame_of(): not a gzip member (bad magic or method)")
+    flg = h[3]
+    pos = 10
+    if flg & _GZ_FEXTRA:
+        if len(h) < pos + 2:
+            raise ValueError("frame_of(): gzip FEXTRA header truncated")
+        (xlen,) = struct.unpack_from("<H", h, pos)
+        pos += 2 + xlen
+    for flag in (_GZ_FNAME, _GZ_FCOMMENT):
+        if flg & flag:
+            end = h.find(b"\x00", pos)
+            if end < 0:
+                raise ValueError("frame_of(): gzip name/comment not terminated in the header bytes given")
+            pos = end + 1
+    if flg & _GZ_FHCRC:
+        pos += 2
+    if total < pos + 8:
+        raise ValueError(f"frame_of(): gzip member of {total} bytes too short")
+    # ISIZE: size mod 2**32; the caller checks it against the expected chunk size.
+    return Frame(pos, total - 8, -1)
 
 
 def gzip_isize(tail: Any) -> int:

@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gdsstore import policy
 from gdsstore.engine import batch, cuda, posix
 from gdsstore.engine.backend import ByteRange
+from gdsstore.engine.pool import get_pool
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["Fetch", "Staged", "stage_from_backend", "stage_from_host_buffers", "stage_local", "to_device"]
 
@@ -140,24 +143,12 @@ class _PinnedPool:
 
 
 _pinned_pool = _PinnedPool()
-_executor: ThreadPoolExecutor | None = None
-_executor_threads = 0
-_executor_lock = threading.Lock()
 
 
 def executor() -> ThreadPoolExecutor:
-    """The staging pool (``num_threads`` threads). Separate from the engine's pool: its tasks block on
-    engine reads, which may themselves run pieces on the engine pool."""
-    global _executor, _executor_threads
-    n = policy.settings().num_threads
-    with _executor_lock:
-        if _executor is None or _executor_threads != n:
-            old = _executor
-            _executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="gdsstore-stage")
-            _executor_threads = n
-            if old is not None:
-                old.shutdown(wait=False)
-        return _executor
+    """The engine's ``"stage"`` pool (``num_threads`` threads). Not its ``"local"`` pool: staging tasks
+    block on engine reads, which may themselves run pieces on the ``"local"`` pool."""
+    return get_pool(policy.settings().num_threads, "stage")
 
 
 def _layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
@@ -229,23 +220,9 @@ def stage_local(
     Raises:
         OSError: a short read, or a file not of its ``expect`` size.
     """
-    n = len(keys)
     paths = batch.local_paths(backend.root, keys, "stage_from_backend()")
     threads = policy.settings().num_threads
-    if expect is not None:
-        offsets = np.zeros(n, dtype=np.int64)
-        sizes = np.asarray(expect, dtype=np.int64) + 1
-    elif starts is not None:
-        assert stops is not None
-        offsets = np.asarray(starts, dtype=np.int64)
-        sizes = np.asarray(stops, dtype=np.int64) - offsets
-    else:
-        sizes = batch.stat_batch(paths, threads)
-        offsets = np.zeros(n, dtype=np.int64)
-        if ranges is not None:
-            for i, br in enumerate(ranges):
-                if br is not None and sizes[i] >= 0:
-                    offsets[i], sizes[i] = br.resolve(int(sizes[i]))
+    offsets, sizes = _local_extents(paths, starts, stops, ranges, expect, threads)
     slot_offsets, total = _layout(sizes)
     host: np.ndarray | None = None
     dev, pin = None, None
@@ -268,14 +245,54 @@ def stage_local(
             if pin is not None:
                 _pinned_pool.put(pin)
             raise
+    try:
+        sizes = _checked_sizes(keys, offsets, sizes, got, expect)
+    except OSError:
+        if pin is not None:
+            _pinned_pool.put(pin)
+        raise
+    return Staged(host, slot_offsets, sizes, pin, dev)
+
+
+def _local_extents(
+    paths: list[str],
+    starts: np.ndarray | None,
+    stops: np.ndarray | None,
+    ranges: Sequence[ByteRange | None] | None,
+    expect: np.ndarray | None,
+    threads: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, sizes)`` to read from each file (see :func:`stage_local`; ``-1``: missing)."""
+    n = len(paths)
+    if expect is not None:
+        return np.zeros(n, dtype=np.int64), np.asarray(expect, dtype=np.int64) + 1
+    if starts is not None:
+        assert stops is not None
+        offsets = np.asarray(starts, dtype=np.int64)
+        return offsets, np.asarray(stops, dtype=np.int64) - offsets
+    sizes = batch.stat_batch(paths, threads)
+    offsets = np.zeros(n, dtype=np.int64)
+    if ranges is not None:
+        for i, br in enumerate(ranges):
+            if br is not None and sizes[i] >= 0:
+                offsets[i], sizes[i] = br.resolve(int(sizes[i]))
+    return offsets, sizes
+
+
+def _checked_sizes(
+    keys: Sequence[str], offsets: np.ndarray, sizes: np.ndarray, got: np.ndarray, expect: np.ndarray | None
+) -> np.ndarray:
+    """The staged sizes after a read that returned ``got`` bytes per file (``-1``: missing).
+
+    Raises:
+        OSError: a short read, or a file not of its ``expect`` size.
+    """
     gone = got < 0
     if gone.any():
         sizes = np.where(gone, -1, sizes)  # deleted since the stat: missing, as zarr says
     if expect is not None:
         bad = np.flatnonzero((got >= 0) & (got != sizes - 1))
         if len(bad):
-            if pin is not None:
-                _pinned_pool.put(pin)
             i = int(bad[0])
             what = "larger than" if got[i] == sizes[i] else f"{int(got[i])} bytes, not"
             raise OSError(
@@ -285,14 +302,12 @@ def stage_local(
         sizes = np.where(gone, -1, sizes - 1)
     short = np.flatnonzero((got >= 0) & (got < sizes.clip(0)))
     if len(short):
-        if pin is not None:
-            _pinned_pool.put(pin)
         i = int(short[0])
         raise OSError(
             f"stage_from_backend(): short read of {keys[i]!r}: {int(got[i])} of {int(sizes[i])} bytes "
             f"at offset {int(offsets[i])}"
         )
-    return Staged(host, slot_offsets, sizes, pin, dev)
+    return sizes
 
 
 def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool) -> Staged:

@@ -154,9 +154,13 @@ def test_read_batch_bounced_checks_and_piece_size(files: tuple[list[str], list[b
     paths, _ = files
     out = np.zeros(64, np.uint8)
     with pytest.raises(ValueError, match=r"read_batch_bounced\(\): reads overflow the destination of 64"):
-        batch.read_batch_bounced(paths[1:2], np.array([0]), np.array([60]), 64, np.array([10]), _HostSink(out, 4096))
+        batch.read_batch_bounced(
+            paths[1:2], np.array([0]), np.array([60]), 64, np.array([10]), _HostSink(out, 4096)
+        )
     with pytest.raises(ValueError, match="negative destination offset"):
-        batch.read_batch_bounced(paths[1:2], np.array([0]), np.array([6]), 64, np.array([-1]), _HostSink(out, 4096))
+        batch.read_batch_bounced(
+            paths[1:2], np.array([0]), np.array([6]), 64, np.array([-1]), _HostSink(out, 4096)
+        )
     for total, threads, cap in [(1 << 30, 16, 8 << 20), (12345, 3, 1 << 20), ((5 << 20) + 1, 2, 1 << 20)]:
         p = batch.piece_size(total, threads, cap)
         rounds = -(-total // (threads * cap))  # the fewest rounds of full slots

@@ -125,24 +125,24 @@ def test_codec_objects_roundtrip_on_host() -> None:
 
 
 def test_decide_host_buffer_is_cpu() -> None:
-    d = nvcomp.decide_codec("zstd", device=False)
+    d = nvcomp.route_codec("zstd", device=False)
     assert (d.route, d.reason) == ("cpu-codec", "host buffer")
 
 
 def test_decide_blosc_is_cpu_with_reason() -> None:
-    d = nvcomp.decide_codec("blosc", device=True)
+    d = nvcomp.route_codec("blosc", device=True)
     assert d.route == "cpu-codec" and "blosc" in d.reason
 
 
 def test_decide_gzip_encode_stays_on_cpu() -> None:
-    d = nvcomp.decide_codec("gzip", device=True, encode=True)
+    d = nvcomp.route_codec("gzip", device=True, encode=True)
     assert d.route == "cpu-codec" and "gzip" in d.reason
 
 
 def test_decide_without_gpu_or_nvcomp_says_so() -> None:
     from gdsstore.engine import cuda
 
-    d = nvcomp.decide_codec("zstd", device=True)
+    d = nvcomp.route_codec("zstd", device=True)
     if not cuda.gpu_available():
         assert d.route == "cpu-codec" and "GPU" in d.reason
     elif nvcomp.nvcomp_or_none() is None:

@@ -1,6 +1,6 @@
 """The device decode step's bookkeeping (slots, framing, crc32c, output layout), run on the CPU.
 
-``_decode_raw_device`` copies a window to the device, decodes it with one nvCOMP call and returns
+``decode_on_device`` copies a window to the device, decodes it with one nvCOMP call and returns
 where each chunk's raw bytes are. Here the device is host memory: the copy is a numpy copy and the
 nvCOMP call is replaced by numcodecs decoding into the same output slots, so every offset and
 length the pipeline computes is checked against the raw bytes of each chunk.
@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from gdsstore.gpu import codecs as gcodecs
+from gdsstore.gpu import decode as gdecode
 from gdsstore.gpu import nvcomp, staging
 from gdsstore.gpu import pipeline as gpipe
 from gdsstore.policy import Decision
@@ -48,7 +49,7 @@ def host_device(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     monkeypatch.setattr(gcodecs, "_cupy", lambda: fake_cp)
     monkeypatch.setattr(staging, "to_device", lambda st: st.host.copy())
     monkeypatch.setattr(nvcomp, "decode_batch_into", decode_into)
-    monkeypatch.setattr(nvcomp, "decide_codec", lambda fmt, **kw: Decision("gpu-decode", "test"))
+    monkeypatch.setattr(nvcomp, "route_codec", lambda fmt, **kw: Decision("gpu-decode", "test"))
     return calls
 
 
@@ -58,7 +59,7 @@ def test_decode_raw_device_locates_every_chunk(host_device: dict[str, int], fmt:
     from zarr.codecs.numcodecs import LZ4
 
     comp = {None: [], "zstd": [ZstdCodec(level=1)], "gzip": [GzipCodec(level=1)], "lz4": [LZ4()]}[fmt]
-    chain = gpipe._Chain.of(gpipe.GDSCodecPipeline.from_codecs([BytesCodec(), *comp]).codecs)
+    chain = gdecode.CodecChain.of(gpipe.GDSCodecPipeline.from_codecs([BytesCodec(), *comp]).codecs)
     spec = _spec((16, 8))
     rng = np.random.default_rng(5)
     raws = [np.round(rng.standard_normal((16, 8)), 1).astype("f4").tobytes() for _ in range(6)]
@@ -66,7 +67,7 @@ def test_decode_raw_device_locates_every_chunk(host_device: dict[str, int], fmt:
     bufs: list[Any] = [np.frombuffer(b, np.uint8) for b in stored]
     bufs[2] = None  # a missing chunk
     st = staging.stage_from_host_buffers(bufs, pinned=False)
-    raw = gpipe._decode_raw_device(chain, [spec] * 6, st)
+    raw = gdecode.decode_on_device(chain, [spec] * 6, st)
     ptrs = raw.ptrs()
     assert ptrs[2] == 0 and raw.array(2) is None
     for i in (0, 1, 3, 4, 5):

@@ -20,6 +20,8 @@ from zarr.codecs import BytesCodec, Crc32cCodec, TransposeCodec, ZstdCodec
 from zarr.storage import MemoryStore
 
 import gdsstore
+from gdsstore.gpu import decode as gdecode
+from gdsstore.gpu import execute as gexec
 from gdsstore.gpu import pipeline as gpipe
 
 SHAPE = (45, 38)
@@ -39,8 +41,8 @@ def emulated(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
     def decode(chain: Any, specs: Any, staged: Any) -> Any:
         present = staged.present.tolist()
-        raws = gpipe._Raw(len(specs))
-        for i, raw in gpipe._bb_decode_on_host(chain, specs, staged, present):
+        raws = gdecode.RawChunks(len(specs))
+        for i, raw in gdecode.decode_bb_on_host(chain, specs, staged, present):
             a = np.ascontiguousarray(raw)
             raws.add(a, [i], [0], [a.nbytes])
         return raws
@@ -54,10 +56,10 @@ def emulated(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
             d = _view(dst, shape, dstr, dt)
             d[...] = np.frombuffer(fill, dt)[0] if src == 0 else _view(src, shape, sst, dt)
 
-    monkeypatch.setattr(gpipe, "_is_device_spec", lambda spec: True)
-    monkeypatch.setattr(gpipe, "_decode_raw_device", decode)
-    monkeypatch.setattr(gpipe, "_scatter", scatter)
-    monkeypatch.setattr(gpipe, "_sync", lambda: None)
+    monkeypatch.setattr(gexec, "is_device_spec", lambda spec: True)
+    monkeypatch.setattr(gdecode, "decode_on_device", decode)
+    monkeypatch.setattr(gexec, "scatter", scatter)
+    monkeypatch.setattr(gexec, "sync", lambda: None)
     return calls
 
 
@@ -114,22 +116,23 @@ def _spec(shape: tuple[int, ...]) -> Any:
 
 
 def test_fast_path_off_for_int_index_and_big_endian() -> None:
-    chain = gpipe._Chain.of(gpipe.GDSCodecPipeline.from_codecs([BytesCodec()]).codecs)
+    chain = gdecode.CodecChain.of(gpipe.GDSCodecPipeline.from_codecs([BytesCodec()]).codecs)
     spec = _spec((4, 4))
     sl = (slice(0, 4, 1), slice(0, 4, 1))
-    assert gpipe._fast_ok(chain, [(None, spec, sl, sl, True)], ())
-    assert not gpipe._fast_ok(chain, [(None, spec, sl, sl, True)], (0,))  # a dropped axis
-    assert not gpipe._fast_ok(chain, [(None, spec, (1, slice(0, 4, 1)), sl, True)], ())
-    big = gpipe._Chain.of(gpipe.GDSCodecPipeline.from_codecs([BytesCodec(endian="big")]).codecs)
-    assert gpipe._view_layout(big, spec) is None  # a byte swap is not a view
+    assert chain.view_layout(spec) is not None
+    assert gexec.kernel_scatter_ok([(None, spec, sl, sl, True)], ())
+    assert not gexec.kernel_scatter_ok([(None, spec, sl, sl, True)], (0,))  # a dropped axis
+    assert not gexec.kernel_scatter_ok([(None, spec, (1, slice(0, 4, 1)), sl, True)], ())
+    big = gdecode.CodecChain.of(gpipe.GDSCodecPipeline.from_codecs([BytesCodec(endian="big")]).codecs)
+    assert big.view_layout(spec) is None  # a byte swap is not a view
 
 
 def test_view_layout_of_transpose() -> None:
     pipe = gpipe.GDSCodecPipeline.from_codecs([TransposeCodec(order=(1, 0)), BytesCodec()])
-    chain = gpipe._Chain.of(pipe.codecs)
+    chain = gdecode.CodecChain.of(pipe.codecs)
     spec = _spec((3, 5))
     # stored as the (5, 3) transpose in C order: element (i, j) sits at (j * 3 + i) * 4
-    assert gpipe._view_layout(chain, spec) == ((3, 5), (4, 12))
+    assert chain.view_layout(spec) == ((3, 5), (4, 12))
 
 
 @pytest.mark.parametrize("name", ["sharded", "sharded-transpose"])
@@ -139,7 +142,7 @@ def test_view_layout_of_transpose() -> None:
 def test_vectorized_shard_plan_equals_zarr(
     emulated: dict[str, int], tmp_path_factory: pytest.TempPathFactory, name: str, kind: str, sel: Any
 ) -> None:
-    """Step-1 selections of sharded arrays take the numpy-planned path (engine: exact ranges)."""
+    """Slice selections of sharded arrays take the numpy-planned path (engine: exact ranges)."""
     store: Any = MemoryStore() if kind == "memory" else gdsstore.GDSStore(str(tmp_path_factory.mktemp("s")))
     z = zarr.create_array(store, shape=SHAPE, chunks=(9, 10), dtype="f4", fill_value=FILL, **CONFIGS[name])
     ref = np.full(SHAPE, FILL, dtype="f4")
@@ -148,18 +151,32 @@ def test_vectorized_shard_plan_equals_zarr(
     ref[2:32, 3:28] = block
     z[2:32, 3:28] = block
     planned = {"n": 0}
-    orig = gpipe.GDSCodecPipeline._read_shards_fast
+    orig = gexec._scatter_shards
 
-    def spy(self: Any, *args: Any) -> Any:
-        res = orig(self, *args)
-        planned["n"] += res is not None
-        return res
+    def spy(*args: Any) -> Any:
+        planned["n"] += 1
+        return orig(*args)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(gpipe.GDSCodecPipeline, "_read_shards_fast", spy)
+        mp.setattr(gexec, "_scatter_shards", spy)
         with gdsstore.enable_gpu(buffers=False):
             got = zarr.open_array(store, mode="r")[sel]
     np.testing.assert_array_equal(got, ref[sel])
-    steps = [s.indices(n)[2] for s, n in zip(sel, SHAPE)]
-    if got.size and steps == [1, 1]:
-        assert planned["n"] == 1
+    if got.size:
+        assert planned["n"] == 1  # every slice selection, any step, takes the vectorized plan
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_other_selections_on_the_device_path_equal_zarr(emulated: dict[str, int], name: str) -> None:
+    """Integer, orthogonal and coordinate selections: device decode, then zarr's scatter (no kernel)."""
+    store, ref = _make(CONFIGS[name], "f4")
+    rows = np.array([0, 3, 17, 18, 40])
+    cols = np.array([1, 2, 20, 37])
+    before = emulated["blocks"]
+    with gdsstore.enable_gpu(buffers=False):
+        z = zarr.open_array(store, mode="r")
+        np.testing.assert_array_equal(z[7], ref[7])
+        np.testing.assert_array_equal(z[3:30, 11], ref[3:30, 11])
+        np.testing.assert_array_equal(z.oindex[rows, cols], ref[np.ix_(rows, cols)])
+        np.testing.assert_array_equal(z.vindex[rows[:4], cols], ref[rows[:4], cols])
+    assert emulated["blocks"] == before  # none of these fit the kernel's geometry

@@ -15,6 +15,7 @@ from zarr.storage import LocalStore, MemoryStore
 
 import gdsstore
 from gdsstore.gpu import pipeline as gpipe
+from gdsstore.gpu import plan as gplan
 
 SHAPE = (50, 37)
 CHUNKS = (8, 10)
@@ -191,14 +192,14 @@ def test_coalesce_groups_adjacent_ranges() -> None:
 
 
 def test_windows_split_by_bytes() -> None:
-    assert gpipe._windows([10, 10, 10, 10, 10], 25) == [range(0, 2), range(2, 4), range(4, 5)]
-    assert gpipe._windows([100], 25) == [range(0, 1)]
-    assert gpipe._windows([], 25) == []
+    assert gplan.split_windows([10, 10, 10, 10, 10], 25) == [range(0, 2), range(2, 4), range(4, 5)]
+    assert gplan.split_windows([100], 25) == [range(0, 1)]
+    assert gplan.split_windows([], 25) == []
 
 
 def test_small_windows_give_the_same_result(arrays: dict[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     # Many windows: exercises the read-ahead of window k+1 while k decodes.
-    monkeypatch.setattr(gpipe, "WINDOW_BYTES", 1024)
+    monkeypatch.setattr(gplan, "WINDOW_BYTES", 1024)
     for sharded in (False, True):
         store, ref = arrays[("zstd+crc32c", sharded, "gds")]
         with gdsstore.enable_gpu(buffers=False):

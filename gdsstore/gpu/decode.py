@@ -1,0 +1,376 @@
+"""Decoding a window of staged chunks: the codec chain split for batching, the batched GPU decode of
+the bytes-to-bytes stage (nvCOMP, crc32c kernel), and the host (numcodecs) decode.
+
+A chain such as ``bytes -> zstd -> crc32c`` runs its bytes-to-bytes stage once per window on the GPU
+(one nvCOMP call for every chunk of the window); the rest (``bytes``, ``transpose``) runs per chunk as
+views. Chunks whose framing nvCOMP cannot take, and chains it cannot batch, decode on the CPU.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from zarr.core.chunk_utils import ChunkTransform
+
+import gdsstore.trace as _trace
+from gdsstore.gpu import codecs as _codecs
+from gdsstore.gpu import nvcomp, staging
+from gdsstore.gpu.plan import Layout, c_order_layout
+
+if TYPE_CHECKING:
+    from zarr.abc.codec import Codec
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import NDBuffer
+
+__all__ = ["CodecChain", "RawChunks", "decode_on_device", "decode_window", "is_device_spec", "raw_nbytes"]
+
+
+def is_device_spec(spec: ArraySpec) -> bool:
+    """Whether chunks of ``spec`` land in device buffers (zarr's GPU buffer prototype)."""
+    try:
+        from zarr.core.buffer import gpu
+    except Exception:
+        return False
+    return issubclass(spec.prototype.buffer, gpu.Buffer)
+
+
+_NBYTES: dict[int, tuple[Any, int]] = {}
+
+
+def raw_nbytes(spec: ArraySpec) -> int:
+    """Bytes of a decoded chunk of ``spec``."""
+    # Specs are shared by the chunks of a regular grid: remember the last few by identity.
+    hit = _NBYTES.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    n = 1
+    for d in spec.shape:
+        n *= int(d)
+    n *= int(spec.dtype.to_native_dtype().itemsize)
+    if len(_NBYTES) > 64:
+        _NBYTES.clear()
+    _NBYTES[id(spec)] = (spec, n)
+    return n
+
+
+@dataclass(frozen=True)
+class CodecChain:
+    """A chunk codec chain split for batching: the bytes-to-bytes stage runs batched on the GPU when
+    :meth:`device_plan` names a format, the rest (``bytes``, ``transpose``) per chunk as views."""
+
+    transform: ChunkTransform  # the whole chain
+    array_part: ChunkTransform  # array->array + array->bytes only
+    bb_codecs: tuple[Any, ...]  # bytes->bytes, encode order
+    bb_formats: tuple[str | None, ...]  # encode order
+
+    @classmethod
+    def of(cls, codecs: Sequence[Codec]) -> CodecChain:
+        from zarr.abc.codec import BytesBytesCodec
+
+        bb = [c for c in codecs if isinstance(c, BytesBytesCodec)]
+        rest = [c for c in codecs if not isinstance(c, BytesBytesCodec)]
+        return cls(
+            ChunkTransform(codecs=tuple(codecs)),
+            ChunkTransform(codecs=tuple(rest)),
+            tuple(bb),
+            tuple(_codecs.codec_format(c) for c in bb),
+        )
+
+    def device_plan(self) -> tuple[str | None, bool, str]:
+        """``(compressor format or None, crc32c outermost?, reason)``; the format is ``"-"`` when the
+        bytes-to-bytes stage cannot run batched on the GPU (the reason says why)."""
+        fmts = list(self.bb_formats)
+        crc = bool(fmts) and fmts[-1] == "crc32c"
+        if crc:
+            fmts.pop()
+        if not fmts:
+            return None, crc, "no compressor"
+        if len(fmts) > 1 or fmts[0] is None or fmts[0] == "crc32c":
+            return "-", crc, f"codec chain {self.bb_formats} not batchable on the GPU"
+        d = nvcomp.route_codec(fmts[0], device=True)
+        if d.route != "gpu-decode":
+            return "-", crc, d.reason
+        return fmts[0], crc, d.reason
+
+    def device_staged(self) -> bool:
+        """Whether a device read stages the stored bytes straight on the GPU (bounce ring): nothing
+        about them is parsed on the CPU (no crc32c to check, no gzip/lz4 framing, no CPU codec)."""
+        fmt, crc, _ = self.device_plan()
+        return fmt in (None, "zstd") and not crc
+
+    def view_layout(self, spec: ArraySpec) -> Layout | None:
+        """Shape and byte strides of a decoded chunk as a view of its raw bytes (``bytes`` codec in
+        the native byte order, then ``transpose`` codecs), or ``None`` when decoding is more than a view."""
+        from zarr.codecs import BytesCodec, TransposeCodec
+
+        *codecs, ab = self.array_part.codecs
+        transposes = [c for c in codecs if isinstance(c, TransposeCodec)]
+        if not isinstance(ab, BytesCodec) or len(transposes) != len(codecs):
+            return None
+        dt = spec.dtype.to_native_dtype()
+        if dt.kind not in "biuf" or dt.itemsize not in (1, 2, 4, 8) or not dt.isnative:
+            return None
+        endian = getattr(ab.endian, "value", ab.endian)
+        if dt.itemsize > 1 and endian not in (None, sys.byteorder):
+            return None
+        return c_order_layout(tuple(spec.shape), dt.itemsize, [tuple(c.order) for c in transposes])
+
+
+def device_pointer(a: Any) -> int:
+    """Address of a device (or, in tests, host) array's first byte."""
+    return int(a.data.ptr) if hasattr(a, "__cuda_array_interface__") else int(a.ctypes.data)
+
+
+class RawChunks:
+    """A window's chunks decoded to raw bytes on the device: chunk ``i`` is ``lens[i]`` bytes at
+    ``bufs[where[i]]`` + ``offs[i]`` (``where[i] == -1``: missing). ``bufs`` keeps the memory alive."""
+
+    __slots__ = ("bufs", "lens", "offs", "where")
+
+    def __init__(self, n: int) -> None:
+        self.bufs: list[Any] = []
+        self.where = np.full(n, -1, dtype=np.int64)
+        self.offs = np.zeros(n, dtype=np.int64)
+        self.lens = np.zeros(n, dtype=np.int64)
+
+    def add(self, buf: Any, ids: Any, offs: Any, lens: Any) -> None:
+        self.where[ids] = len(self.bufs)
+        self.offs[ids] = offs
+        self.lens[ids] = lens
+        self.bufs.append(buf)
+
+    def ptrs(self) -> np.ndarray:
+        """Device address of each chunk's raw bytes (``int64``; 0: missing)."""
+        base = np.array([device_pointer(b) for b in self.bufs] + [0], dtype=np.int64)
+        out: np.ndarray = np.where(self.where >= 0, base[self.where] + self.offs, 0)
+        return out
+
+    def array(self, i: int) -> Any:
+        """Chunk ``i``'s raw bytes as a device ``uint8`` array, or ``None`` when missing."""
+        w = int(self.where[i])
+        if w < 0:
+            return None
+        a = int(self.offs[i])
+        return self.bufs[w][a : a + int(self.lens[i])]
+
+
+def decode_bb_on_host(
+    chain: CodecChain, specs: list[ArraySpec], staged: staging.Staged, ids: list[int]
+) -> list[tuple[int, np.ndarray]]:
+    """Bytes-to-bytes codecs on the CPU, from the host staging buffer: raw bytes per chunk."""
+    import dataclasses
+
+    from zarr.core.buffer.cpu import Buffer as HostBuffer
+    from zarr.core.buffer.cpu import numpy_buffer_prototype
+
+    host_proto = numpy_buffer_prototype()
+    out = []
+    for i in ids:
+        hspec = dataclasses.replace(specs[i], prototype=host_proto)
+        view = staged.view(i)
+        assert view is not None
+        buf: Any = HostBuffer.from_array_like(view)
+        with _codecs.quiet_records():
+            for c in reversed(chain.bb_codecs):  # zarr's SupportsSyncCodec protocol: no public sync call
+                buf = c._decode_sync(buf, hspec)
+        out.append((i, buf.as_numpy_array().view(np.uint8).reshape(-1)))
+    return out
+
+
+def _check_crc32c(
+    dev: Any, staged: staging.Staged, s_off: np.ndarray, s_len: np.ndarray, present: list[int]
+) -> None:
+    """Each present chunk's trailing crc32c against one GPU kernel launch over all of them.
+
+    Raises:
+        ValueError: a chunk too short to hold a checksum, or a mismatch (naming the chunk).
+    """
+    from gdsstore.gpu.kernels import crc32c_device
+
+    for i in present:
+        if s_len[i] < 4:
+            raise ValueError(f"GDSCodecPipeline.read(): chunk {i} of {int(s_len[i])} bytes holds no crc32c")
+    computed = crc32c_device([dev[int(s_off[i]) : int(s_off[i] + s_len[i]) - 4] for i in present])
+    for k, i in enumerate(present):
+        a, m = int(s_off[i]), int(s_len[i])
+        stored = int(np.frombuffer(staged.host[a + m - 4 : a + m].tobytes(), "<u4")[0])
+        if stored != int(computed[k]):
+            raise ValueError(
+                f"GDSCodecPipeline.read(): crc32c mismatch in chunk {i}: stored {stored:#010x}, "
+                f"computed {int(computed[k]):#010x}"
+            )
+
+
+def _payloads(
+    fmt: str,
+    staged: staging.Staged,
+    s_off: np.ndarray,
+    s_len: np.ndarray,
+    present: list[int],
+    want: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """Where each present chunk's nvCOMP payload sits: ``(ok, offsets, lengths, chunks for the CPU)``."""
+    pres = np.asarray(present, dtype=np.int64)
+    if fmt == "zstd":
+        # A zstd chunk is one frame: the payload is the whole slot (no per-chunk parsing).
+        return np.ones(len(present), dtype=bool), s_off[pres], s_len[pres], []
+    ok = np.zeros(len(present), dtype=bool)
+    p_off = np.zeros(len(present), dtype=np.int64)
+    p_len = np.zeros(len(present), dtype=np.int64)
+    on_cpu: list[int] = []
+    for k, i in enumerate(present):
+        a, m = int(s_off[i]), int(s_len[i])
+        try:
+            fr = nvcomp.frame_of(fmt, staged.host[a : a + min(m, 512)], m)
+            if fmt == "gzip" and nvcomp.gzip_isize(staged.host[a + m - 4 : a + m]) != int(want[k]) % (
+                1 << 32
+            ):
+                raise ValueError("gzip size mismatch (multi-member?)")
+            if fmt == "lz4" and fr.size != int(want[k]):
+                raise ValueError("lz4 size mismatch")
+        except ValueError:
+            on_cpu.append(i)
+            continue
+        ok[k] = True
+        p_off[k], p_len[k] = a + fr.start, fr.stop - fr.start
+    return ok, p_off, p_len, on_cpu
+
+
+def _scratch(nbytes: int) -> Any:
+    """A device buffer for decoded bytes (cupy's pool reuses the memory across windows)."""
+    cp = _codecs._cupy()
+    return cp.empty(max(nbytes, 1), dtype=cp.uint8)
+
+
+def _nvcomp_decode(
+    fmt: str,
+    dev: Any,
+    staged: staging.Staged,
+    specs: list[ArraySpec],
+    s_off: np.ndarray,
+    s_len: np.ndarray,
+    raw: RawChunks,
+) -> tuple[list[int], str | None]:
+    """One nvCOMP call for the window's chunks: ``(chunks left for the CPU, failure reason or None)``."""
+    pres = staged.present
+    present = pres.tolist()
+    want = np.array([raw_nbytes(specs[i]) for i in present], dtype=np.int64)
+    ok, p_off, p_len, on_cpu = _payloads(fmt, staged, s_off, s_len, present, want)
+    ids = pres[ok]
+    if not len(ids):
+        return on_cpu, None
+    w = want[ok]
+    padded = (w + 255) // 256 * 256
+    o_off = np.cumsum(padded) - padded
+    outbuf = _scratch(int(padded.sum()))
+    try:
+        nvcomp.decode_batch_into(
+            fmt, dev, p_off[ok].tolist(), p_len[ok].tolist(), outbuf, o_off.tolist(), w.tolist()
+        )
+        raw.add(outbuf, ids, o_off, w)
+    except Exception as exc:
+        # A payload nvCOMP refuses or decodes to another size: the CPU codec decides
+        # (it raises on corrupt data); the trace names the cause.
+        return on_cpu + ids.tolist(), f"nvCOMP failed ({type(exc).__name__}: {str(exc)[:120]})"
+    return on_cpu, None
+
+
+def _to_device_traced(staged: staging.Staged) -> Any:
+    t0 = time.perf_counter()
+    staged_on_gpu = staged.dev is not None
+    dev = staging.to_device(staged)
+    if not staged_on_gpu:  # (bytes read through the bounce ring were copied, and traced, by the read)
+        _trace.record(
+            "h2d",
+            "pinned-copy" if staged.pinned is not None else "pageable-copy",
+            "one copy per window",
+            staged.nbytes,
+            time.perf_counter() - t0,
+            device=getattr(getattr(dev, "device", None), "id", None),
+        )
+    return dev
+
+
+def decode_on_device(chain: CodecChain, specs: list[ArraySpec], staged: staging.Staged) -> RawChunks:
+    """Decode a window's bytes-to-bytes stage on the device: every present chunk's raw
+    (bytes-codec) bytes, located by a :class:`RawChunks`."""
+    cp = _codecs._cupy()
+    raw = RawChunks(len(specs))
+    pres = staged.present
+    present = pres.tolist()
+    fmt, crc, reason = chain.device_plan()
+    on_cpu: list[int] = list(present) if fmt == "-" else []
+    if fmt != "-" and present:
+        dev = _to_device_traced(staged)
+        t0 = time.perf_counter()
+        s_off = staged.offsets.copy()
+        s_len = staged.sizes.copy()
+        if crc:
+            _check_crc32c(dev, staged, s_off, s_len, present)
+            s_len[pres] -= 4
+        if fmt is None:
+            raw.add(dev, pres, s_off[pres], s_len[pres])
+        else:
+            on_cpu, failed = _nvcomp_decode(fmt, dev, staged, specs, s_off, s_len, raw)
+            reason = failed or reason
+            raw.bufs.append(dev)  # the device staging stays alive until the window is scattered
+        if fmt is not None or crc:
+            done = raw.where >= 0
+            _trace.record(
+                "decode",
+                "gpu-decode",
+                reason if fmt else "crc32c GPU kernel",
+                int(raw.lens[done].sum()),
+                time.perf_counter() - t0,
+            )
+    if on_cpu:
+        t0 = time.perf_counter()
+        nbytes = 0
+        for i, host_raw in decode_bb_on_host(chain, specs, staged, sorted(on_cpu)):
+            arr = cp.asarray(host_raw)
+            raw.add(arr, [i], [0], [int(arr.nbytes)])
+            nbytes += int(arr.nbytes)
+        why = reason if fmt == "-" or reason.startswith("nvCOMP failed") else "framing nvCOMP cannot take"
+        _trace.record("decode", "cpu-codec", why, nbytes, time.perf_counter() - t0)
+    return raw
+
+
+def decode_window(
+    chain: CodecChain, specs: list[ArraySpec], staged: staging.Staged, device: bool
+) -> list[NDBuffer | None]:
+    """Decode every chunk of a staged window to zarr buffers (``None`` for missing ones): on the CPU
+    in the staging pool's threads, or batched on the GPU then viewed by the array codecs."""
+    n = len(specs)
+    out: list[NDBuffer | None] = [None] * n
+    if device:
+        raws = decode_on_device(chain, specs, staged)
+        for i in range(n):
+            raw = raws.array(i)
+            if raw is not None:
+                out[i] = chain.array_part.decode_chunk(
+                    specs[i].prototype.buffer.from_array_like(raw), specs[i]
+                )
+        return out
+    t0 = time.perf_counter()
+    present = staged.present.tolist()
+
+    def one(i: int) -> None:
+        view = staged.view(i)
+        assert view is not None
+        with _codecs.quiet_records():
+            out[i] = chain.transform.decode_chunk(specs[i].prototype.buffer.from_array_like(view), specs[i])
+
+    if len(present) > 1:
+        list(staging.executor().map(one, present))
+    else:
+        for i in present:
+            one(i)
+    if any(f is not None for f in chain.bb_formats):
+        nbytes = sum(raw_nbytes(specs[i]) for i in present)
+        _trace.record("decode", "cpu-codec", "host buffer", nbytes, time.perf_counter() - t0)
+    return out

@@ -1,0 +1,414 @@
+"""Running read plans: fetch waves, staging, decode and scatter, one window at a time.
+
+Each selection is read in windows (:func:`gdsstore.gpu.plan.split_windows`): while window ``k`` is
+decoded and scattered, window ``k + 1`` is being fetched (:func:`run_windows`). Two entry points, one
+per kind of chunk storage:
+
+- :func:`read_chunks`: whole chunk objects;
+- :func:`read_shards`: one batched read of the shard indexes, then the coalesced byte ranges of the
+  inner chunks a selection touches (:func:`gdsstore.gpu.plan.plan_shard_reads`).
+
+Device outputs whose chunks decode to views (``bytes``/``transpose``) and whose selections are slices
+are assembled by one scatter kernel launch per window; every other output by zarr's ``scatter_chunk``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from zarr.abc.codec import GetResult
+from zarr.core.chunk_utils import fill_value_or_default, scatter_chunk
+
+import gdsstore.trace as _trace
+from gdsstore.engine.backend import ByteRange
+from gdsstore.engine.pool import get_pool
+from gdsstore.gpu import codecs as _codecs
+from gdsstore.gpu import decode as _decode
+from gdsstore.gpu import plan as _plan
+from gdsstore.gpu import staging
+from gdsstore.gpu.decode import CodecChain, decode_window, device_pointer, is_device_spec, raw_nbytes
+from gdsstore.gpu.fetch import Fetcher
+from gdsstore.gpu.plan import (
+    Blocks,
+    ChunkGeometry,
+    InnerChunks,
+    Layout,
+    ShardReadPlan,
+    chunk_blocks,
+    inner_chunks_of_selection,
+    inner_chunks_of_slices,
+    is_slice_selection,
+    plan_chunk_geometry,
+    plan_shard_reads,
+    shard_geometry,
+    slice_arrays,
+    split_windows,
+)
+
+if TYPE_CHECKING:
+    from zarr.codecs.sharding import ShardingCodec
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import NDBuffer
+    from zarr.core.indexing import SelectorTuple
+
+__all__ = ["BatchItem", "read_chunks", "read_shards", "run_windows", "window_bytes"]
+
+#: One item of zarr's read batch: ``(byte getter, chunk spec, chunk selection, output selection, is complete)``.
+BatchItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
+
+
+# -- windows --------------------------------------------------------------------------------------------
+
+
+def window_bytes(chain: CodecChain, device: bool) -> int:
+    """Large windows where the GPU decodes or the bytes are staged on the GPU (each window's read
+    starts with no copy to overlap); host staging keeps windows small enough to stay in cache."""
+    if not device:
+        return _plan.WINDOW_BYTES
+    fmt = chain.device_plan()[0]
+    if fmt not in (None, "-") or chain.device_staged():
+        free = 0
+        cp = _codecs._cupy()
+        if cp is not None:
+            try:
+                free = int(cp.cuda.runtime.memGetInfo()[0])
+            except Exception:  # no usable device: the smallest large window
+                free = 0
+        return _plan.large_window(free)
+    return _plan.WINDOW_BYTES
+
+
+def run_windows(
+    windows: list[range], read: Callable[[range], Any], process: Callable[[range, Any], None]
+) -> None:
+    """Run ``process`` on each window while the next window's ``read`` runs in the background (the
+    engine's ``"gpu-prefetch"`` pool: one read ahead)."""
+    if not windows:
+        return
+    pool = get_pool(2, "gpu-prefetch")
+    nxt: Future[Any] = pool.submit(read, windows[0])
+    for k, w in enumerate(windows):
+        cur = nxt.result()
+        if k + 1 < len(windows):
+            nxt = pool.submit(read, windows[k + 1])
+        process(w, cur)
+
+
+# -- output and scatter -----------------------------------------------------------------------------------
+
+
+def output_layout(out: NDBuffer) -> tuple[int, Layout]:
+    """The output's first byte and its strided layout."""
+    a: Any = out.as_ndarray_like()
+    return device_pointer(a), (tuple(a.shape), tuple(a.strides))
+
+
+def output_device(out: NDBuffer) -> int | None:
+    """The GPU ordinal of a device output (``None`` for host memory)."""
+    a: Any = out.as_ndarray_like()
+    dev = getattr(a, "device", None)
+    return int(dev.id) if hasattr(a, "__cuda_array_interface__") and dev is not None else None
+
+
+def sync() -> None:
+    _codecs._cupy().cuda.get_current_stream().synchronize()
+
+
+def scatter(blocks: Blocks, itemsize: int, fill: bytes) -> None:
+    from gdsstore.gpu.kernels import scatter_arrays
+
+    scatter_arrays(*blocks, itemsize=itemsize, fill=fill)
+
+
+def fill_bytes(spec: ArraySpec) -> bytes:
+    """The fill value of ``spec`` as the bytes of one element."""
+    return np.asarray(fill_value_or_default(spec), dtype=spec.dtype.to_native_dtype()).tobytes()
+
+
+def kernel_scatter_ok(batch: Sequence[BatchItem], drop_axes: tuple[int, ...]) -> bool:
+    """Whether a batch's selections fit the scatter kernel: slices only, no dropped axis, <= 8 axes."""
+    if drop_axes or not batch:
+        return False
+    for _, _, chunk_sel, out_sel, _ in batch:
+        if not is_slice_selection(chunk_sel) or not is_slice_selection(out_sel):
+            return False
+    return len(batch[0][1].shape) <= 8
+
+
+def decode_scatter(
+    chain: CodecChain,
+    specs: list[ArraySpec],
+    staged: staging.Staged,
+    layout: Layout,
+    geometry: ChunkGeometry,
+    out_ptr: int,
+    t0: float,
+) -> np.ndarray:
+    """One window of a kernel-scattered read: decode its chunks on the device, then copy every
+    chunk's block into the output in one launch (waited for: the window's buffers are freed next;
+    traced). Returns the decoded chunks' device pointers, 0 for a missing chunk (presence only)."""
+    raw = _decode.decode_on_device(chain, specs, staged)
+    ptrs = raw.ptrs()
+    itemsize = specs[0].dtype.to_native_dtype().itemsize
+    scatter(chunk_blocks(ptrs, layout, geometry, out_ptr), itemsize, fill_bytes(specs[0]))
+    sync()
+    nbytes = sum(raw_nbytes(sp) for sp in specs)
+    _trace.record("scatter", "gpu-kernel", "one launch per window", nbytes, time.perf_counter() - t0)
+    return ptrs
+
+
+# -- whole chunk objects ------------------------------------------------------------------------------------
+
+
+def read_chunks(
+    codecs: Sequence[Any], batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
+) -> tuple[GetResult, ...]:
+    """Read whole chunk objects, window by window, and place them in ``out``."""
+    chain = CodecChain.of(codecs)
+    spec0 = batch[0][1]
+    device = is_device_spec(spec0)
+    layout = chain.view_layout(spec0) if device and kernel_scatter_ok(batch, drop_axes) else None
+    results: list[GetResult] = [GetResult(status="missing")] * len(batch)
+    windows = split_windows([raw_nbytes(item[1]) for item in batch], window_bytes(chain, device))
+    geometry: ChunkGeometry | None = None
+    out_ptr = 0
+    if layout is not None:
+        out_ptr, out_layout = output_layout(out)
+        chunk_sels = [item[2] for item in batch]
+        geometry = plan_chunk_geometry(
+            chunk_sels, [spec0.shape] * len(batch), [item[3] for item in batch], out_layout
+        )
+    # Without bytes-to-bytes codecs a stored chunk is exactly its raw size: no size lookups.
+    raw_sizes = None if chain.bb_codecs else np.array([raw_nbytes(item[1]) for item in batch], dtype=np.int64)
+    on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
+
+    def read(w: range) -> staging.Staged:
+        if raw_sizes is not None or on_gpu is not None:
+            expect = None if raw_sizes is None else raw_sizes[w.start : w.stop]
+            st = fetch.whole([batch[i][0].path for i in w], expect, device, on_gpu)
+            if st is not None:
+                return st
+        return fetch([(batch[i][0], None) for i in w], device)
+
+    def process(w: range, staged: staging.Staged) -> None:
+        try:
+            specs = [batch[i][1] for i in w]
+            if geometry is not None and layout is not None:
+                rows = geometry.rows(slice(w.start, w.stop))
+                ptrs = decode_scatter(chain, specs, staged, layout, rows, out_ptr, time.perf_counter())
+                for k in np.flatnonzero(ptrs).tolist():
+                    results[w[k]] = GetResult(status="present")
+                return
+            decoded = decode_window(chain, specs, staged, device)
+            for k, i in enumerate(w):
+                _, spec, chunk_sel, out_sel, _ = batch[i]
+                arr = decoded[k]
+                results[i] = scatter_chunk(
+                    None if arr is None else arr[chunk_sel],
+                    out,
+                    chunk_spec=spec,
+                    out_selection=out_sel,
+                    drop_axes=drop_axes,
+                )
+        finally:
+            staged.release()
+
+    run_windows(windows, read, process)
+    return tuple(results)
+
+
+# -- shards -------------------------------------------------------------------------------------------------
+
+
+def inner_chunk_spec(codec: ShardingCodec, shard_spec: ArraySpec) -> ArraySpec:
+    """The spec of an inner chunk of a shard of ``shard_spec``."""
+    from zarr.core.array_spec import ArraySpec
+
+    return ArraySpec(
+        shape=tuple(codec.chunk_shape),
+        dtype=shard_spec.dtype,
+        fill_value=shard_spec.fill_value,
+        config=shard_spec.config,
+        prototype=shard_spec.prototype,
+    )
+
+
+def read_shard_indexes(
+    codec: ShardingCodec, batch: list[BatchItem], fetch: Fetcher
+) -> list[np.ndarray | None]:
+    """Every shard's index table (``offsets_and_lengths``; ``None`` for a missing shard) in one batched read."""
+    from zarr.abc.store import RangeByteRequest
+    from zarr.core.buffer.cpu import Buffer as CPUBuffer
+
+    per_shard = [tuple(s // c for s, c in zip(item[1].shape, codec.chunk_shape)) for item in batch]
+    ranges: dict[tuple[int, ...], ByteRange] = {}
+    for chunks_per_shard in set(per_shard):
+        # private: the index's size and place follow its codecs, which zarr exposes through no public call
+        req = codec._shard_index_byte_range(chunks_per_shard)
+        ranges[chunks_per_shard] = (
+            ByteRange("range", req.start, req.end)
+            if isinstance(req, RangeByteRequest)
+            else ByteRange("suffix", req.suffix)
+        )
+    staged = fetch(
+        [(item[0], ranges[shape_in_chunks]) for item, shape_in_chunks in zip(batch, per_shard)], False
+    )
+    try:
+        tables: list[np.ndarray | None] = []
+        for i, chunks_per_shard in enumerate(per_shard):
+            view = staged.view(i)
+            if view is None:
+                tables.append(None)
+                continue
+            # private: decoding an index (its codecs, its size check) has no public zarr call
+            index = codec._decode_shard_index_sync(CPUBuffer.from_array_like(view.copy()), chunks_per_shard)
+            tables.append(index.offsets_and_lengths)
+    finally:
+        staged.release()
+    return tables
+
+
+def _members(plan: ShardReadPlan, w: range, staged: staging.Staged) -> tuple[staging.Staged, np.ndarray]:
+    """The inner chunks of the reads ``w`` as items of their window's staging buffer, and their member ids."""
+    lo, hi = int(plan.bounds[w.start]), int(plan.bounds[w.stop])
+    local = plan.read[lo:hi] - w.start
+    base_sizes = staged.sizes[local]
+    sub = staged.sub(
+        staged.offsets[local] + plan.offset[lo:hi], np.where(base_sizes < 0, -1, plan.nbytes[lo:hi])
+    )
+    return sub, np.arange(lo, hi, dtype=np.int64)
+
+
+def read_shards(
+    codec: ShardingCodec, batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
+) -> tuple[GetResult, ...]:
+    """Read the inner chunks a selection touches in each shard, coalesced into few reads per shard,
+    decode them window by window, and place them in ``out``."""
+    spec0 = batch[0][1]
+    device = is_device_spec(spec0)
+    tables = read_shard_indexes(codec, batch, fetch)
+    # private: the inner codecs evolved for the inner chunk spec; zarr has no public accessor
+    chain = CodecChain.of(codec._get_inner_chunk_transform(spec0).codecs)
+    inner_spec = inner_chunk_spec(codec, spec0)
+    layout = chain.view_layout(inner_spec) if device and kernel_scatter_ok(batch, drop_axes) else None
+    shards: list[InnerChunks | None]
+    if layout is not None:
+        start, count, step = slice_arrays([item[2] for item in batch], [item[1].shape for item in batch])
+        shards = [
+            inner_chunks_of_slices(start[i], count[i], step[i], codec.chunk_shape) for i in range(len(batch))
+        ]
+    else:
+        shards = [
+            None if table is None else inner_chunks_of_selection(item[2], item[1].shape, codec.chunk_shape)
+            for item, table in zip(batch, tables)
+        ]
+    config = spec0.config
+    plan = plan_shard_reads(
+        shards, tables, config.sharding_coalesce_max_gap_bytes, config.sharding_coalesce_max_bytes
+    )
+    getters = [batch[i][0] for i in plan.read_item.tolist()]
+    windows = split_windows(plan.window_nbytes(), window_bytes(chain, device))
+    on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
+
+    def read(w: range) -> staging.Staged:
+        sl = slice(w.start, w.stop)
+        return fetch.ranges(getters[sl], plan.read_start[sl], plan.read_stop[sl], device, on_gpu)
+
+    if layout is not None:
+        _scatter_shards(plan, shards, chain, inner_spec, layout, batch, out, windows, read)
+    else:
+        _assemble_shards(codec, plan, shards, chain, batch, out, drop_axes, windows, read, device)
+    return tuple(GetResult(status="missing" if t is None else "present") for t in tables)
+
+
+def _scatter_shards(
+    plan: ShardReadPlan,
+    shards: list[InnerChunks | None],
+    chain: CodecChain,
+    inner_spec: ArraySpec,
+    layout: Layout,
+    batch: list[BatchItem],
+    out: NDBuffer,
+    windows: list[range],
+    read: Callable[[range], staging.Staged],
+) -> None:
+    """Device outputs: fills first, then per window one decode and one scatter launch."""
+    out_ptr, out_layout = output_layout(out)
+    geometry, fills = shard_geometry(shards, plan, [item[3] for item in batch], out_layout)
+    if fills is not None:
+        itemsize = inner_spec.dtype.to_native_dtype().itemsize
+        scatter((fills[0], fills[1] + out_ptr, *fills[2:]), itemsize, fill_bytes(inner_spec))
+
+    def process(w: range, staged: staging.Staged) -> None:
+        try:
+            t0 = time.perf_counter()
+            sub, ids = _members(plan, w, staged)
+            decode_scatter(chain, [inner_spec] * len(ids), sub, layout, geometry.rows(ids), out_ptr, t0)
+        finally:
+            staged.release()
+
+    run_windows(windows, read, process)
+    sync()
+
+
+def _assemble_shards(
+    codec: ShardingCodec,
+    plan: ShardReadPlan,
+    shards: list[InnerChunks | None],
+    chain: CodecChain,
+    batch: list[BatchItem],
+    out: NDBuffer,
+    drop_axes: tuple[int, ...],
+    windows: list[range],
+    read: Callable[[range], staging.Staged],
+    device: bool,
+) -> None:
+    """Any output: decode every window to zarr buffers, then assemble each shard's selection with
+    zarr's ``scatter_chunk`` and copy it into the output."""
+    inner_specs: dict[int, ArraySpec] = {}  # inner specs follow each shard's spec (prototype, fill value)
+
+    def inner_spec_of(spec: ArraySpec) -> ArraySpec:
+        if id(spec) not in inner_specs:
+            inner_specs[id(spec)] = inner_chunk_spec(codec, spec)
+        return inner_specs[id(spec)]
+
+    member_specs = [inner_spec_of(batch[i][1]) for i in plan.item.tolist()]
+    decoded: list[NDBuffer | None] = [None] * len(plan.item)
+
+    def process(w: range, staged: staging.Staged) -> None:
+        try:
+            sub, ids = _members(plan, w, staged)
+            res = decode_window(chain, [member_specs[k] for k in ids.tolist()], sub, device)
+            for k, arr in zip(ids.tolist(), res):
+                decoded[k] = arr
+        finally:
+            staged.release()
+
+    run_windows(windows, read, process)
+    for i, (_, spec, _, out_sel, _) in enumerate(batch):
+        inner, mine = shards[i], plan.member_of[i]
+        if inner is None or mine is None or inner.selectors is None:
+            out[out_sel] = fill_value_or_default(spec)
+            continue
+        inner_spec = inner_spec_of(spec)
+        tmp = spec.prototype.nd_buffer.empty(
+            shape=inner.out_shape, dtype=spec.dtype.to_native_dtype(), order=spec.order
+        )
+        for (chunk_sel, sel_out), member in zip(inner.selectors, mine.tolist()):
+            arr = None if member < 0 else decoded[member]
+            scatter_chunk(
+                None if arr is None else arr[chunk_sel],
+                tmp,
+                chunk_spec=inner_spec,
+                out_selection=sel_out,
+                drop_axes=(),
+            )
+        if inner.sel_shape is not None:
+            tmp = tmp.reshape(inner.sel_shape)
+        if drop_axes:
+            tmp = tmp.squeeze(axis=drop_axes)
+        out[out_sel] = tmp

@@ -1,0 +1,143 @@
+"""Fetchers: how the pipeline's reads become one staging buffer per window.
+
+- :class:`EngineFetcher`: a gdsstore backend (``GDSStore.backend``); local files are read by the
+  engine's batched ``preadv`` (no size lookups where sizes are known), on the GPU through the bounce
+  ring when the plan says so;
+- :class:`StoreFetcher`: any other zarr store, through the byte getters' async ``get`` run
+  concurrently on the caller's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from gdsstore.engine.backend import Backend, ByteRange
+from gdsstore.gpu import staging
+
+__all__ = ["EngineFetcher", "Fetcher", "StoreFetcher", "backend_of", "fetcher_for"]
+
+
+def backend_of(byte_getter: Any) -> Backend | None:
+    """The gdsstore backend behind a zarr byte getter (a ``GDSStore`` path), else ``None``."""
+    backend = getattr(getattr(byte_getter, "store", None), "backend", None)
+    return backend if isinstance(backend, Backend) else None
+
+
+class Fetcher:
+    """Reads a list of ``(byte getter, range or None)`` into one staging buffer."""
+
+    def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> staging.Staged:
+        raise NotImplementedError
+
+    def whole(
+        self, keys: list[str], expect: np.ndarray | None, pinned: bool, device: int | None = None
+    ) -> staging.Staged | None:
+        """Whole objects by key, read the fastest way this fetcher knows; ``None``: no such way
+        (the caller uses ``__call__``)."""
+        return None
+
+    def ranges(
+        self,
+        getters: Sequence[Any],
+        starts: np.ndarray,
+        stops: np.ndarray,
+        pinned: bool,
+        device: int | None = None,
+    ) -> staging.Staged:
+        """Byte ranges known to lie inside their objects (shard index entries)."""
+        items: list[tuple[Any, ByteRange | None]] = [
+            (getter, ByteRange("range", a, b))
+            for getter, a, b in zip(getters, starts.tolist(), stops.tolist())
+        ]
+        return self(items, pinned)
+
+
+class EngineFetcher(Fetcher):
+    """Fetches through a gdsstore backend."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def _local(self) -> bool:
+        from gdsstore.engine.localfs import LocalBackend
+
+        return isinstance(self.backend, LocalBackend)
+
+    def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> staging.Staged:
+        return staging.stage_from_backend(
+            self.backend, [staging.Fetch(getter.path, br) for getter, br in items], pinned=pinned
+        )
+
+    def whole(
+        self, keys: list[str], expect: np.ndarray | None, pinned: bool, device: int | None = None
+    ) -> staging.Staged | None:
+        """Whole objects from local files: of known size (``expect``, uncompressed chunks) without
+        size lookups, else sized by one batched ``stat``; ``device``: staged on that GPU. ``None``
+        when the backend is not local."""
+        if not self._local():
+            return None
+        return staging.stage_local(self.backend, keys, pinned=pinned, expect=expect, device=device)
+
+    def ranges(
+        self,
+        getters: Sequence[Any],
+        starts: np.ndarray,
+        stops: np.ndarray,
+        pinned: bool,
+        device: int | None = None,
+    ) -> staging.Staged:
+        """Local files: exact ranges without looking sizes up (``device``: staged on that GPU)."""
+        if not self._local():
+            return super().ranges(getters, starts, stops, pinned)
+        keys = [getter.path for getter in getters]
+        return staging.stage_local(self.backend, keys, starts, stops, pinned=pinned, device=device)
+
+
+def _to_zarr_request(br: ByteRange | None) -> Any:
+    from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+
+    if br is None:
+        return None
+    if br.kind == "range":
+        assert br.end is not None
+        return RangeByteRequest(br.start, br.end)
+    if br.kind == "offset":
+        return OffsetByteRequest(br.start)
+    return SuffixByteRequest(br.start)
+
+
+class StoreFetcher(Fetcher):
+    """Fetches through the byte getters' async ``get`` on the caller's event loop (any zarr store)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    async def _get_all(self, items: list[tuple[Any, ByteRange | None]]) -> list[Any]:
+        from zarr.core.buffer.cpu import numpy_buffer_prototype
+        from zarr.core.common import concurrent_map
+        from zarr.core.config import config as zarr_config
+
+        proto = numpy_buffer_prototype()
+        return await concurrent_map(
+            [(getter, _to_zarr_request(br)) for getter, br in items],
+            lambda getter, req: getter.get(prototype=proto, byte_range=req),
+            zarr_config.get("async.concurrency"),
+        )
+
+    def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> staging.Staged:
+        bufs = asyncio.run_coroutine_threadsafe(self._get_all(items), self.loop).result()
+        return staging.stage_from_host_buffers(
+            [None if b is None else b.as_numpy_array() for b in bufs], pinned=pinned
+        )
+
+
+def fetcher_for(getters: Sequence[Any], loop: asyncio.AbstractEventLoop) -> Fetcher:
+    """The engine when every byte getter is a path of one ``GDSStore``, else the store's ``get``."""
+    backend = backend_of(getters[0])
+    if backend is not None and all(backend_of(g) is backend for g in getters):
+        return EngineFetcher(backend)
+    return StoreFetcher(loop)

@@ -1,0 +1,294 @@
+"""The read planner (gdsstore.gpu.plan), without a GPU: every plan is checked against numpy indexing of a
+reference array, with zarr's own indexers giving the chunk grid's projections.
+
+The scatter kernel is emulated over the same pointers and byte strides it would get on the device, so
+a wrong offset, stride, count or fill block shows up as wrong elements.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from zarr.core.chunk_grids import ChunkGrid
+from zarr.core.indexing import get_indexer
+
+from gdsstore.engine.backend import coalesce_ranges
+from gdsstore.gpu import plan
+
+FILL = -7
+
+
+def _view(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: Any) -> np.ndarray:
+    size = np.dtype(dtype).itemsize
+    span = sum((n - 1) * s for n, s in zip(shape, strides)) + size
+    base = np.frombuffer((ctypes.c_char * span).from_address(ptr), dtype=np.uint8).view(dtype)
+    return np.lib.stride_tricks.as_strided(base, shape, strides)
+
+
+def _emulate_scatter(blocks: plan.Blocks, dtype: Any, fill: Any) -> None:
+    """What the scatter kernel does, block by block, on host memory."""
+    for src, dst, shape, sst, dstr in zip(*(b.tolist() for b in blocks)):
+        if 0 in shape:
+            continue
+        d = _view(dst, tuple(shape), tuple(dstr), dtype)
+        d[...] = fill if src == 0 else _view(src, tuple(shape), tuple(sst), dtype)
+
+
+@st.composite
+def _grid_and_selection(
+    draw: st.DrawFn, max_dims: int = 3
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[slice, ...]]:
+    nd = draw(st.integers(1, max_dims))
+    shape = tuple(draw(st.integers(1, 13)) for _ in range(nd))
+    chunks = tuple(draw(st.integers(1, n)) for n in shape)
+    sel = []
+    for n in shape:
+        a = draw(st.integers(0, n))
+        b = draw(st.integers(a, n))
+        sel.append(slice(a, b, draw(st.integers(1, 5))))
+    return shape, chunks, tuple(sel)
+
+
+def _projections(sel: Any, shape: tuple[int, ...], chunks: tuple[int, ...]) -> list[Any]:
+    return list(get_indexer(sel, shape=shape, chunk_grid=ChunkGrid.from_sizes(shape, chunks)))
+
+
+# -- windows and layouts --------------------------------------------------------------------------------
+
+
+@given(sizes=st.lists(st.integers(0, 100), max_size=30), limit=st.integers(1, 300))
+def test_split_windows_covers_every_item_once_within_the_limit(sizes: list[int], limit: int) -> None:
+    windows = plan.split_windows(sizes, limit)
+    assert [i for w in windows for i in w] == list(range(len(sizes)))
+    for w in windows:
+        assert len(w) == 1 or sum(sizes[i] for i in w) <= limit
+
+
+def test_large_window_bounds() -> None:
+    assert plan.large_window(100 << 30) == plan.DECODE_WINDOW_BYTES
+    assert plan.large_window(0) == plan.WINDOW_BYTES
+    assert plan.large_window(2 << 30) == 512 << 20
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), data=st.data())
+def test_c_order_layout_of_transposes_views_the_stored_bytes(shape: list[int], data: st.DataObject) -> None:
+    orders = data.draw(st.lists(st.permutations(range(len(shape))), max_size=2))
+    chunk = np.arange(int(np.prod(shape)), dtype="i4").reshape(shape)
+    stored = chunk
+    for order in orders:  # what the transpose codecs write, in encode order
+        stored = np.ascontiguousarray(stored.transpose(order))
+    layout = plan.c_order_layout(shape, 4, orders)
+    np.testing.assert_array_equal(_view(stored.ctypes.data, *layout, "i4"), chunk)
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=_grid_and_selection(max_dims=3), transpose=st.booleans())
+def test_select_strided_equals_numpy_slicing(case: Any, transpose: bool) -> None:
+    shape, _, sel = case
+    base = np.arange(int(np.prod(shape)), dtype="i8").reshape(shape)
+    arr = base.T if transpose else base
+    sel = sel[::-1] if transpose else sel
+    got = plan.select_strided(arr.ctypes.data, (arr.shape, arr.strides), sel)
+    assert got is not None
+    ptr, (new_shape, new_strides) = got
+    ref = arr[sel]
+    assert new_shape == ref.shape
+    if ref.size:
+        np.testing.assert_array_equal(_view(ptr, new_shape, new_strides, "i8"), ref)
+
+
+def test_select_strided_refuses_other_selectors() -> None:
+    layout = ((4, 4), (32, 8))
+    assert plan.select_strided(0, layout, (1, slice(0, 4))) is None
+    assert plan.select_strided(0, layout, (slice(0, 4),)) is None
+    assert not plan.is_slice_selection((np.arange(2), slice(None)))
+
+
+# -- whole chunks: geometry against zarr's projections and numpy ------------------------------------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=_grid_and_selection(), transpose=st.booleans())
+def test_chunk_geometry_assembles_the_selection(case: Any, transpose: bool) -> None:
+    shape, chunks, sel = case
+    ref = np.arange(int(np.prod(shape)), dtype="i4").reshape(shape) * 3 + 1
+    proj = _projections(sel, shape, chunks)
+    expected = ref[sel]
+    out = np.full(expected.shape, FILL, dtype="i4")
+    if not proj:
+        assert expected.size == 0
+        return
+    orders = [tuple(reversed(range(len(shape))))] if transpose else []
+    layout = plan.c_order_layout(chunks, 4, orders)
+    stored = []
+    for p in proj:  # each chunk's bytes as stored (padded to the full chunk shape, as zarr does)
+        region = tuple(slice(c * n, (c + 1) * n) for c, n in zip(p.chunk_coords, chunks))
+        full = np.zeros(chunks, dtype="i4")
+        part = ref[region]
+        full[tuple(slice(0, k) for k in part.shape)] = part
+        stored.append(np.ascontiguousarray(full.transpose(orders[0]) if transpose else full))
+    geometry = plan.plan_chunk_geometry(
+        [p.chunk_selection for p in proj],
+        [chunks] * len(proj),
+        [p.out_selection for p in proj],
+        (out.shape, out.strides),
+    )
+    ptrs = np.array([a.ctypes.data for a in stored], dtype=np.int64)
+    ptrs[::3] = 0  # every third chunk missing: the fill value
+    _emulate_scatter(plan.chunk_blocks(ptrs, layout, geometry, out.ctypes.data), "i4", FILL)
+    for k, p in enumerate(proj):
+        if k % 3 == 0:
+            expected[p.out_selection] = FILL
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_chunk_geometry_rejects_mismatched_selections() -> None:
+    with pytest.raises(ValueError, match="differ in shape"):
+        plan.plan_chunk_geometry([(slice(0, 2),)], [(4,)], [(slice(0, 3),)], ((4,), (4,)))
+
+
+# -- shards: inner chunks, byte ranges, coalescing, geometry --------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=_grid_and_selection())
+def test_inner_chunks_of_slices_equal_zarrs_indexer(case: Any) -> None:
+    shape, chunks, sel = case
+    start, count, step = plan.slice_arrays([sel], [shape])
+    ic = plan.inner_chunks_of_slices(start[0], count[0], step[0], chunks)
+    proj = _projections(sel, shape, chunks)
+    assert [tuple(c) for c in ic.coords.tolist()] == [tuple(p.chunk_coords) for p in proj]
+    assert ic.out_shape == np.empty(shape)[sel].shape
+    for k, p in enumerate(proj):
+        assert (
+            ic.start is not None and ic.count is not None and ic.step is not None and ic.out_start is not None
+        )
+        for d in range(len(shape)):
+            cs, os_ = p.chunk_selection[d], p.out_selection[d]
+            n = chunks[d]
+            assert range(*cs.indices(n)) == range(
+                int(ic.start[k, d]), int(ic.start[k, d] + ic.count[k, d] * ic.step[k, d]), int(ic.step[k, d])
+            )
+            assert os_.indices(10**6)[0] == ic.out_start[k, d]
+
+
+def _index_table(
+    rng: np.random.Generator, per_shard: tuple[int, ...], inner_nbytes: int
+) -> tuple[np.ndarray, dict[tuple[int, ...], int]]:
+    """A shard's index: its inner chunks at shuffled places with gaps, about a fifth absent."""
+    n = int(np.prod(per_shard))
+    table = np.full((*per_shard, 2), 2**64 - 1, dtype=np.uint64)
+    at: dict[tuple[int, ...], int] = {}
+    pos = int(rng.integers(0, 64))
+    for flat in rng.permutation(n).tolist():
+        coords = tuple(int(c) for c in np.unravel_index(flat, per_shard))
+        if rng.random() < 0.2:
+            continue
+        table[coords] = (pos, inner_nbytes)
+        at[coords] = pos
+        pos += inner_nbytes + int(rng.choice([0, 0, 3, 100]))
+    return table, at
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=_grid_and_selection(), seed=st.integers(0, 2**16), gap=st.sampled_from([0, 8, 1 << 20]))
+def test_shard_plan_assembles_the_selection(case: Any, seed: int, gap: int) -> None:
+    """A sharded array end to end on the plan alone: shards of 2x2 inner chunks (one shard missing),
+    inner chunks stored at shuffled offsets, some absent; reads sliced out of each shard's bytes."""
+    inner_shape, _, sel = case
+    inner_shape = tuple(max(1, n // 2) for n in inner_shape)
+    shard_shape = tuple(2 * n for n in inner_shape)
+    shape = tuple(3 * n for n in shard_shape)
+    sel = tuple(slice(s.start * 3, s.stop * 3, s.step) for s in sel)
+    rng = np.random.default_rng(seed)
+    ref = (np.arange(int(np.prod(shape)), dtype="i4").reshape(shape) % 1009) + 1
+    proj = _projections(sel, shape, shard_shape)
+    expected = ref[sel].copy()
+    out = np.full(expected.shape, 0, dtype="i4")
+    inner_nbytes = int(np.prod(inner_shape)) * 4
+    files: list[np.ndarray] = []
+    tables: list[np.ndarray | None] = []
+    for k, p in enumerate(proj):
+        table, at = _index_table(rng, (2, 2, 2)[: len(shape)], inner_nbytes)
+        blob = np.zeros(max(at.values(), default=0) + inner_nbytes + 8, dtype=np.uint8)
+        for coords, pos in at.items():
+            region = tuple(
+                slice(s * ns + c * ni, s * ns + (c + 1) * ni)
+                for s, c, ns, ni in zip(p.chunk_coords, coords, shard_shape, inner_shape)
+            )
+            blob[pos : pos + inner_nbytes] = np.ascontiguousarray(ref[region]).view(np.uint8).ravel()
+        missing_shard = k == 1
+        files.append(blob)
+        tables.append(None if missing_shard else table)
+        for local, region_out in _inner_out_regions(p, inner_shape):
+            if missing_shard or local not in at:
+                expected[region_out] = FILL
+    out_sels = [p.out_selection for p in proj]
+    start, count, step = plan.slice_arrays([p.chunk_selection for p in proj], [shard_shape] * len(proj))
+    shards = [plan.inner_chunks_of_slices(start[i], count[i], step[i], inner_shape) for i in range(len(proj))]
+    reads = plan.plan_shard_reads(shards, tables, gap, 1 << 20)
+    _check_reads_against_coalesce(reads, shards, tables, gap)
+    geometry, fills = plan.shard_geometry(shards, reads, out_sels, (out.shape, out.strides))
+    if fills is not None:
+        _emulate_scatter((fills[0], fills[1] + out.ctypes.data, *fills[2:]), "i4", FILL)
+    keep = []
+    ptrs = np.zeros(len(reads.item), dtype=np.int64)
+    for r, (item, a, b) in enumerate(zip(reads.read_item, reads.read_start, reads.read_stop)):
+        body = files[int(item)][int(a) : int(b)].copy()  # what one ranged read returns
+        keep.append(body)
+        lo, hi = int(reads.bounds[r]), int(reads.bounds[r + 1])
+        ptrs[lo:hi] = body.ctypes.data + reads.offset[lo:hi]
+    layout = plan.c_order_layout(inner_shape, 4)
+    _emulate_scatter(plan.chunk_blocks(ptrs, layout, geometry, out.ctypes.data), "i4", FILL)
+    np.testing.assert_array_equal(out, expected)
+
+
+def _inner_out_regions(p: Any, inner_shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], Any]]:
+    """Per inner chunk a shard's selection touches: its coordinates in the shard and where it lands."""
+    shard_shape = tuple(2 * n for n in inner_shape)
+    inner = _projections(p.chunk_selection, shard_shape, inner_shape)
+    base = [s.start for s in p.out_selection]
+    regions = []
+    for q in inner:
+        region = tuple(slice(b + o.start, b + o.stop) for b, o in zip(base, (s for s in q.out_selection)))
+        regions.append((tuple(q.chunk_coords), region))
+    return regions
+
+
+def _check_reads_against_coalesce(
+    reads: plan.ShardReadPlan, shards: list[Any], tables: list[np.ndarray | None], gap: int
+) -> None:
+    """Per shard, the reads are exactly coalesce_ranges' groups of the present inner chunks' ranges,
+    and each member points at its own index entry."""
+    for i, (ic, table) in enumerate(zip(shards, tables)):
+        mine = reads.member_of[i]
+        if table is None:
+            assert mine is None
+            continue
+        assert mine is not None
+        ranges = []
+        for row, coords in enumerate(ic.coords.tolist()):
+            a, n = (int(x) for x in table[tuple(coords)])
+            if n == 2**64 - 1:
+                assert mine[row] == -1
+                continue
+            ranges.append((a, a + n))
+            m = int(mine[row])
+            r = int(reads.read[m])
+            assert reads.read_item[r] == i and reads.row[m] == row
+            assert int(reads.read_start[r] + reads.offset[m]) == a and int(reads.nbytes[m]) == n
+        groups = coalesce_ranges(ranges, gap, 1 << 20)
+        got = [
+            (int(a), int(b))
+            for a, b, it in zip(reads.read_start, reads.read_stop, reads.read_item)
+            if it == i
+        ]
+        assert got == [(a, b) for a, b, _ in groups]
+    assert np.all(np.diff(reads.read) >= 0)  # members grouped by read
+    assert reads.bounds[-1] == len(reads.item)
