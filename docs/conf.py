@@ -22,7 +22,7 @@ import gdsstore  # noqa: E402
 
 project = "gdsstore"
 author = "the gdsstore authors"
-copyright = "the gdsstore authors"  # noqa: A001 (Sphinx's name)
+copyright = "the gdsstore authors"
 release = version = gdsstore.__version__
 
 extensions = [
@@ -50,13 +50,13 @@ myst_heading_slug_func = "gdsstore_docs_slug.slugify"
 RECORDED_KEY = "outputs_recorded_on"
 
 
-def recorded_notebooks() -> list[str]:
-    """Notebooks (paths relative to docs/) whose committed outputs come from another machine."""
+def recorded_notebooks(docs: Path = DOCS) -> list[str]:
+    """Notebooks (paths relative to ``docs``) whose committed outputs come from another machine."""
     out = []
-    for path in sorted((DOCS / "notebooks").glob("*.ipynb")):
+    for path in sorted((docs / "notebooks").glob("*.ipynb")):
         meta = json.loads(path.read_text()).get("metadata", {}).get("gdsstore", {})
         if meta.get(RECORDED_KEY):
-            out.append(path.relative_to(DOCS).as_posix())
+            out.append(path.relative_to(docs).as_posix())
     return out
 
 
