@@ -129,7 +129,8 @@ def restore_config() -> Iterator[None]:
 
 def _snapshot(root: Path) -> set[str]:
     """Files of the docs tree (the build output excluded): the build must not add any."""
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if "_build" not in p.parts}
+    skip = {"_build", "__pycache__"}  # Python's bytecode of conf.py and docs/_ext is no build output
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if not skip & set(p.parts)}
 
 
 @pytest.fixture(scope="session")
