@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -95,13 +96,22 @@ class WebDriver:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return json.loads(resp.read())["value"]
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return json.loads(resp.read())["value"]
+        except urllib.error.HTTPError as exc:  # WebDriver puts the reason in the body
+            detail = exc.read().decode(errors="replace")[:500]
+            raise RuntimeError(f"site_check: WebDriver {method} {path}: {exc.code} {detail}") from None
 
     def open_session(self, chromium: str) -> None:
         args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--window-size=1280,1000", "--hide-scrollbars"]
-        caps = {"browserName": "chrome", "goog:chromeOptions": {"binary": chromium, "args": args}}
+        caps = {
+            "browserName": "chrome",
+            "goog:chromeOptions": {"binary": chromium, "args": args},
+            # Generous: CI machines are small and busy; a page from disk normally takes well under a second.
+            "timeouts": {"script": 120_000, "pageLoad": 120_000},
+        }
         self.session = self.call("POST", "/session", {"capabilities": {"alwaysMatch": caps}})["sessionId"]
 
     def get(self, url: str) -> None:
