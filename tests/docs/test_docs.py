@@ -4,7 +4,7 @@
   cross-reference fails it, and it executes the notebooks (an error in a cell fails it too).
 - The built site, opened from disk in headless Chromium, shows each checked page's heading and images
   (``site_check.py``), its search works, and every relative link opens from disk.
-- Every ```` ```python ```` block of README.md and of every page runs: the blocks of one page in order, in one namespace,
+- Every ```` ```python ```` block of every page runs: the blocks of one page in order, in one namespace,
   in a temporary working directory. Blocks that must not run are ```` ```bash ````, ```` ```console ````,
   ```` ```text ```` (or data: json, yaml); other fence languages are rejected so none is skipped silently.
   GPU code is guarded inside the block (``if cuda.device_count():``).
@@ -50,10 +50,9 @@ DOCS = ROOT / "docs"
 NOTEBOOKS = DOCS / "notebooks"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.relative_to(DOCS).parts)
 NOTEBOOK_FILES = sorted(NOTEBOOKS.glob("*.ipynb"))
-# README's example: the docs-prose work rewrites it to run anywhere (issue 18, item 1); until then it reads
-# a path that exists on no test machine and is skipped with that reason.
+# README's Python blocks are run by tests/docs/test_user_docs.py (which knows its '# GPU' blocks); its fences are
+# checked here like the pages'.
 README = ROOT / "README.md"
-README_PENDING = 'GDSStore("/data/array.zarr")'
 
 RUN_LANGS = {"python"}
 # "" also covers MyST directives (```{toctree}, ```{eval-rst}): markup, not code.
@@ -289,7 +288,7 @@ def test_code_block_parser() -> None:
     assert code_blocks(text) == [("python", 3, "a = 1\n"), ("bash", 7, "ls\n"), ("text", 10, "out\n")]
 
 
-PY_PAGES = [p for p in [README, *PAGES] if any(lang == "python" for lang, _, _ in code_blocks(p.read_text()))]
+PY_PAGES = [p for p in PAGES if any(lang == "python" for lang, _, _ in code_blocks(p.read_text()))]
 
 
 @pytest.mark.timeout(180)
@@ -298,8 +297,6 @@ PY_PAGES = [p for p in [README, *PAGES] if any(lang == "python" for lang, _, _ i
 def test_page_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     rel = page.relative_to(ROOT).as_posix()
-    if page == README and README_PENDING in page.read_text():
-        pytest.skip("README's example reads /data/array.zarr; the docs-prose work makes it run anywhere")
     ns: dict[str, Any] = {"__name__": "__main__"}
     ran = 0
     for lang, line, code in code_blocks(page.read_text()):
