@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: set-up (venv, Python deps, nginx for the HTTP tests), lint (ruff), types (mypy),
 # then pytest — unit, property, conformance (zarr StoreTests, fsspec abstract suites), servers over
-# loopback (moto S3, nginx, our WebHDFS and fault-injecting servers), docs build (mkdocs --strict),
-# docs code blocks and notebooks. GPU tests skip here with their reason; on a GPU machine: pytest -m gpu.
+# loopback (moto S3, nginx, our WebHDFS and fault-injecting servers), docs build (Sphinx, -W -n, notebooks
+# executed), the built site checked in headless Chromium, docs code blocks. GPU tests skip here with their
+# reason; on a GPU machine: pytest -m gpu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GDSSTORE_EXTRAS=${GDSSTORE_EXTRAS:-test,docs,s3,cufile} bash scripts/bootstrap.sh
@@ -14,6 +15,17 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
     echo "test: installing nginx-light"
     $sudo apt-get install -y -q nginx-light >/dev/null 2>&1 \
       || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q nginx-light >/dev/null; }
+  fi
+fi
+
+# Chromium and its WebDriver look at the built docs (tests/docs/site_check.py); Debian's packages as well.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    echo "test: installing chromium and chromium-driver"
+    $sudo apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1 \
+      || { $sudo apt-get update -q >/dev/null \
+           && $sudo apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null; }
   fi
 fi
 
