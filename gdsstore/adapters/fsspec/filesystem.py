@@ -190,7 +190,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
 
     def unstrip_protocol(self, name: str) -> str:
         # docstring inherited
-        return unstrip_path(self.target_protocol, self._strip_protocol(name))
+        return unstrip_path(self.target_protocol, self._strip_protocol(name), self.target_options)
 
     def _parent_remote(self, path: str) -> str:
         return parent_path(self.target_protocol, self._strip_remote(path))

@@ -132,12 +132,16 @@ def split_path(protocol: str, path: str, options: Mapping[str, Any]) -> tuple[st
     return f"s3://{bucket}", key
 
 
-def unstrip_path(protocol: str, path: str) -> str:
-    """The ``gds`` URL of the stripped ``path``: ``gds:///p``, ``gds::s3://b/k``, ``gds::https://h/p``."""
+def unstrip_path(protocol: str, path: str, options: Mapping[str, Any] | None = None) -> str:
+    """The ``gds`` URL of the stripped ``path``: ``gds:///p``, ``gds::s3://b/k``, ``gds::https://h/p``,
+    ``gds::webhdfs://host:port/p`` (host and port from ``options``, the filesystem's target options)."""
     if protocol == "file":
         return f"gds://{path}"
     if protocol in ("http", "https"):
         return f"gds::{path}"
+    if protocol in _WEBHDFS and options and options.get("host"):
+        root, key = split_path(protocol, path, options)
+        return f"gds::{protocol}://{root.partition('://')[2]}/{key}"
     return f"gds::{protocol}://{path.lstrip('/')}"
 
 
