@@ -319,8 +319,22 @@ class LocalBackend(Backend):
             raise ValueError(f"{where}: invalid key {key!r}: a value needs a file name")
         if _is_tmp(os.path.basename(path)):
             raise ValueError(f"{where}: invalid key {key!r}: names ending in {TMP_SUFFIX!r} are reserved")
+        if os.path.isdir(path) and not os.path.islink(path):
+            self._drop_empty_dirs(path, key, where)
         with AtomicWriter(path, exclusive=exclusive, where=where, name=key) as f:
             f.write(buf)
+
+    @staticmethod
+    def _drop_empty_dirs(path: str, key: str, where: str) -> None:
+        """Make way for a value at ``path``, where deleted keys left empty directories (no keys there:
+        to the store the name is free). Only empty directories go; a file anywhere below stops it."""
+        try:
+            for dirpath, _, _ in os.walk(path, topdown=False):
+                os.rmdir(dirpath)
+        except OSError:
+            raise IsADirectoryError(
+                f"{where}: {key!r} is a directory with files under it; a key cannot also be a directory"
+            ) from None
 
     def delete(self, key: str) -> None:
         """Delete ``key`` (a file, or a whole directory like zarr's LocalStore); missing is fine."""
