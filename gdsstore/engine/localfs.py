@@ -32,7 +32,7 @@ from gdsstore import policy
 from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.local import LocalFile, check_mode
 
-__all__ = ["TMP_SUFFIX", "AtomicWriter", "LocalBackend", "fsync_dir"]
+__all__ = ["TMP_SUFFIX", "AtomicWriter", "LocalBackend", "atomic_copy", "fsync_dir"]
 
 #: Suffix of in-flight temporary files. They are hidden from listings (a writer killed mid-``put``
 #: leaves one behind; it must not show up as a key) and keys may not end with it.
@@ -159,6 +159,13 @@ class AtomicWriter:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
 
+    def copy_from(self, src: str) -> None:
+        """Fill the temporary file with a copy of the file ``src`` (the kernel copies: no bytes
+        through Python)."""
+        if self._tmp is None:
+            raise ValueError(f"{self._where}: {self._name!r} was already committed or discarded")
+        shutil.copyfile(src, self._tmp)  # the same inode our file holds open: commit fsyncs it
+
     def __enter__(self) -> LocalFile:
         assert self.file is not None
         return self.file
@@ -168,6 +175,18 @@ class AtomicWriter:
             self.commit()
         else:
             self.discard()
+
+
+def atomic_copy(src: str, dst: str, *, exclusive: bool = False, where: str = "copy") -> None:
+    """Copy the file ``src`` to ``dst`` through an :class:`AtomicWriter`: ``dst`` holds its old
+    value or the whole copy, never part of it (``exclusive``: only if ``dst`` does not exist)."""
+    writer = AtomicWriter(dst, exclusive=exclusive, where=where)
+    try:
+        writer.copy_from(src)
+    except BaseException:
+        writer.discard()
+        raise
+    writer.commit()
 
 
 class LocalBackend(Backend):

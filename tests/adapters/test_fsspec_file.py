@@ -100,3 +100,25 @@ def test_exclusive_write_without_hard_links(tmp_path: Path, monkeypatch: pytest.
         w2.commit()
     assert Path(p).read_bytes() == b"one"
     assert os.listdir(tmp_path) == ["x.bin"]
+
+
+def test_copies_publish_through_atomic_writer(tmp_path: Path) -> None:
+    """cp_file, put_file and get_file copy in the kernel into a temporary file, published whole."""
+    fs = fsspec.filesystem("gds")
+    src, dst = tmp_path / "src.bin", tmp_path / "out" / "dst.bin"
+    src.write_bytes(DATA)
+    dst.parent.mkdir()
+    dst.write_bytes(b"old")
+    fs.cp_file(str(src), str(dst))
+    assert dst.read_bytes() == DATA and os.listdir(dst.parent) == ["dst.bin"]
+    with pytest.raises(FileExistsError, match="already exists"):
+        fs.put_file(str(src), str(dst), mode="create")
+    dst.write_bytes(b"old")
+    with pytest.raises(FileNotFoundError):
+        fs.put_file(str(tmp_path / "missing.bin"), str(dst))
+    assert dst.read_bytes() == b"old" and os.listdir(dst.parent) == ["dst.bin"]  # no temp left
+    fs.get_file(str(src), str(tmp_path / "got.bin"))
+    assert (tmp_path / "got.bin").read_bytes() == DATA
+    with gdsstore.config.set({"fsync": True}):
+        fs.put_file(str(src), str(tmp_path / "new" / "p.bin"), mode="create")
+    assert (tmp_path / "new" / "p.bin").read_bytes() == DATA

@@ -29,7 +29,6 @@ import asyncio
 import functools
 import logging
 import os
-import shutil
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +50,7 @@ from gdsstore.adapters.fsspec.paths import (
     unstrip_path,
 )
 from gdsstore.engine.backend import Backend, ObjectInfo, backend_for
+from gdsstore.engine.localfs import atomic_copy
 from gdsstore.engine.ranges import RangeRead, start_range_reads
 
 __all__ = ["GDSFileSystem", "GDSLocalFileSystem"]
@@ -585,7 +585,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """Copy one file of this filesystem to the local path ``lpath`` (a directory: created)."""
         rpath = self._strip_protocol(rpath)
         if self.is_local and outfile is None and not os.path.isdir(rpath):
-            shutil.copyfile(rpath, lpath)  # copy_file_range in the kernel: no bytes through Python
+            atomic_copy(rpath, lpath, where="GDSFileSystem.get_file()")  # the kernel copies the bytes
             return
         data = self._file_or_dir(rpath)
         if data is None:
@@ -620,9 +620,10 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         if os.path.isdir(lpath):
             self.makedirs(rpath, exist_ok=True)
             return
-        if self.is_local and mode == "overwrite":
-            os.makedirs(os.path.dirname(rpath) or "/", exist_ok=True)
-            shutil.copyfile(lpath, rpath)
+        if self.is_local:
+            if os.path.isdir(rpath):
+                raise IsADirectoryError(f"GDSFileSystem.put_file(): {rpath!r} is a directory")
+            atomic_copy(lpath, rpath, exclusive=mode == "create", where="GDSFileSystem.put_file()")
             return
         with open(lpath, "rb") as f:
             self.pipe_file(rpath, f.read(), mode=mode)
@@ -637,8 +638,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
                 return
             if not os.path.exists(path1):
                 raise FileNotFoundError(f"GDSFileSystem.cp_file(): no such file: {path1!r}")
-            os.makedirs(os.path.dirname(path2) or "/", exist_ok=True)
-            shutil.copyfile(path1, path2)
+            atomic_copy(path1, path2, where="GDSFileSystem.cp_file()")
             return
         data = self._file_or_dir(path1)
         if data is None:
