@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from fsspec.spec import AbstractBufferedFile
 
-from gdsstore.engine.localfs import AtomicWriter
-
 if TYPE_CHECKING:
     from gdsstore.adapters.fsspec.filesystem import GDSFileSystem
+    from gdsstore.engine.localfs import AtomicWriter
 
 __all__ = ["BytesBuilder", "GDSFile", "read_bytes", "resolve_range"]
 
@@ -176,6 +175,8 @@ class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
             self._engine = LocalFile(self.path, "ab")  # appends write in place: not atomic
             self.offset = self._engine.size
             return
+        from gdsstore.engine.localfs import AtomicWriter  # local writes only: the entry point stays light
+
         self._writer = AtomicWriter(self.path, exclusive=self.mode == "xb", where="GDSFile.close()")
         self._engine = self._writer.file
 

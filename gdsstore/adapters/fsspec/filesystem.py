@@ -50,7 +50,6 @@ from gdsstore.adapters.fsspec.paths import (
     unstrip_path,
 )
 from gdsstore.engine.backend import Backend, ObjectInfo, backend_for
-from gdsstore.engine.localfs import atomic_copy
 from gdsstore.engine.ranges import RangeRead, start_range_reads
 
 __all__ = ["GDSFileSystem", "GDSLocalFileSystem"]
@@ -83,6 +82,12 @@ def _threaded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     run.__name__ = run.__qualname__ = "_" + fn.__name__
     return run
+
+
+def _atomic_copy(src: str, dst: str, *, exclusive: bool = False, where: str) -> None:
+    from gdsstore.engine.localfs import atomic_copy  # local copies only: the entry point stays light
+
+    atomic_copy(src, dst, exclusive=exclusive, where=where)
 
 
 def _view(b: BytesBuilder) -> memoryview:
@@ -585,7 +590,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """Copy one file of this filesystem to the local path ``lpath`` (a directory: created)."""
         rpath = self._strip_protocol(rpath)
         if self.is_local and outfile is None and not os.path.isdir(rpath):
-            atomic_copy(rpath, lpath, where="GDSFileSystem.get_file()")  # the kernel copies the bytes
+            _atomic_copy(rpath, lpath, where="GDSFileSystem.get_file()")  # the kernel copies the bytes
             return
         data = self._file_or_dir(rpath)
         if data is None:
@@ -623,7 +628,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         if self.is_local:
             if os.path.isdir(rpath):
                 raise IsADirectoryError(f"GDSFileSystem.put_file(): {rpath!r} is a directory")
-            atomic_copy(lpath, rpath, exclusive=mode == "create", where="GDSFileSystem.put_file()")
+            _atomic_copy(lpath, rpath, exclusive=mode == "create", where="GDSFileSystem.put_file()")
             return
         with open(lpath, "rb") as f:
             self.pipe_file(rpath, f.read(), mode=mode)
@@ -638,7 +643,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
                 return
             if not os.path.exists(path1):
                 raise FileNotFoundError(f"GDSFileSystem.cp_file(): no such file: {path1!r}")
-            atomic_copy(path1, path2, where="GDSFileSystem.cp_file()")
+            _atomic_copy(path1, path2, where="GDSFileSystem.cp_file()")
             return
         data = self._file_or_dir(path1)
         if data is None:
