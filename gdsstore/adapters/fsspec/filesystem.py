@@ -107,7 +107,6 @@ def _listing_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=16, thread_name_prefix="gdsstore-fsspec-ls")
 
 
-
 class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
     """fsspec filesystem over the gdsstore engine: local paths, or one chained remote protocol.
 
