@@ -7,10 +7,9 @@ import pytest
 
 from gdsstore.engine import cuda
 
-# A checkout used without `pip install` (the GPU machine runs from PYTHONPATH) has no entry points:
-# register the fsspec protocol the way the installed entry point does.
-if "gds" not in fsspec.registry and "gds" not in fsspec.available_protocols():
-    fsspec.register_implementation("gds", "gdsstore.adapters.fsspec_fs.GDSFileSystem")
+# A checkout used without `pip install` (the GPU machine runs from PYTHONPATH) has no entry points,
+# and an installed one may be stale: register the protocol as pyproject's entry point names it.
+fsspec.register_implementation("gds", "gdsstore.adapters.fsspec.GDSFileSystem", clobber=True)
 
 
 def _gpu_skip_reason() -> str | None:

@@ -204,11 +204,9 @@ def backend_for(root: str, storage_options: dict[str, Any] | None = None, *, rea
     scheme, rest = split_url(root)
     opts = dict(storage_options or {})
     if scheme == "file":
-        if opts:
-            raise TypeError(f"local roots take no storage options, got {sorted(opts)}")
         from gdsstore.engine.localfs import LocalBackend
 
-        return LocalBackend(rest)
+        return LocalBackend.from_storage_options(rest, opts)
     from gdsstore.engine import remote
 
     backend: Backend = remote.remote_backend(rest, opts)  # type: ignore[attr-defined,unused-ignore]
