@@ -19,7 +19,13 @@ from gdsstore._config import config
 # replace the function with the module.
 from gdsstore.doctor import doctor
 from gdsstore.engine import open
-from gdsstore.policy import CuFileRequiredError
+from gdsstore.errors import (
+    CuFileRequiredError,
+    GDSStoreError,
+    RangeMismatchError,
+    RemoteIOError,
+    SettingError,
+)
 from gdsstore.trace import Trace
 
 if TYPE_CHECKING:
@@ -36,6 +42,10 @@ __version__ = "0.1.0"
 __all__ = [
     "CuFileRequiredError",
     "GDSStore",
+    "GDSStoreError",
+    "RangeMismatchError",
+    "RemoteIOError",
+    "SettingError",
     "Trace",
     "__version__",
     "config",

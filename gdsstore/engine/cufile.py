@@ -26,6 +26,7 @@ from typing import Any
 
 import gdsstore.trace as _trace
 from gdsstore.engine import cuda
+from gdsstore.errors import CuFileError
 from gdsstore.policy import CuFileProbeResult, settings
 
 __all__ = [
@@ -38,8 +39,6 @@ __all__ = [
 ]
 
 
-class CuFileError(OSError):
-    """A cuFile call failed; the message names the call, the file and cuFile's status."""
 
 
 def _bindings() -> Any:

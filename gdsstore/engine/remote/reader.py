@@ -28,7 +28,8 @@ import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
 from gdsstore.engine.pool import completed, run_pieces
-from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
+from gdsstore.engine.remote.retry import RetryPolicy, is_transient
+from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
 
 __all__ = [
     "Body",
@@ -46,14 +47,6 @@ __all__ = [
     "read_exact",
     "split_ranges",
 ]
-
-
-class RangeMismatchError(RemoteIOError):
-    """A response is not the byte range that was asked for (wrong start, end, length or total)."""
-
-
-class RangeNotSupportedError(RangeMismatchError):
-    """The server answered a partial ``Range`` request with the whole object (``200``)."""
 
 
 @dataclass(frozen=True)
