@@ -34,7 +34,7 @@ import cupy as cp
 import numpy as np
 
 import gdsstore
-from gdsstore.engine import cuda, posix
+from gdsstore.engine import bounce, cuda, posix
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -131,7 +131,7 @@ def main() -> None:
     dev = cp.empty(GiB, cp.uint8)
     cp.asarray(ref)  # warm the link and the allocator
 
-    shipped = posix.read_to_device
+    shipped = bounce.read_to_device
 
     def g(
         mode: str, task: int, bounce: int, rtd: Callable[..., Any] = shipped, nslots: int = 2, threads: int = 16
@@ -139,7 +139,7 @@ def main() -> None:
         def run() -> None:
             global NSLOTS
             NSLOTS = nslots
-            posix.read_to_device = rtd  # type: ignore[assignment]
+            bounce.read_to_device = rtd  # type: ignore[assignment]
             try:
                 with gdsstore.config.set(
                     {
@@ -151,7 +151,7 @@ def main() -> None:
                 ), gdsstore.open(path) as f:
                     f.read(dev)
             finally:
-                posix.read_to_device = shipped  # type: ignore[assignment]
+                bounce.read_to_device = shipped  # type: ignore[assignment]
 
         return run
 

@@ -131,6 +131,8 @@ def registered_reason() -> str:
 
 def _shutdown() -> None:
     # Deregister handles and close the driver before CUDA and the bindings are torn down at exit.
+    if not (_driver.probed and _driver.result.ok):
+        return  # not opened by this process (a forked child inherits the parent's atexit hook)
     handle_cache.clear()
     try:
         _bindings().driver_close()
@@ -387,3 +389,18 @@ class HandleCache:
 
 
 handle_cache = HandleCache()
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: a fresh driver state and handle cache (cuFile's state is the parent's). The
+    inherited descriptors are closed; nothing is deregistered, which would act on the parent's driver."""
+    global _driver, _driver_lock, handle_cache
+    stale = handle_cache
+    _driver, _driver_lock, handle_cache = _DriverState(), threading.Lock(), HandleCache()
+    for h in list(stale._entries.values()):
+        h.handle = 0
+        h.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)

@@ -28,7 +28,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from zarr.core.codec_pipeline import FusedCodecPipeline
 
 import gdsstore.trace as _trace
 from gdsstore.engine.backend import Backend, ByteRange, coalesce_ranges
+from gdsstore.engine.pool import engine_pool
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import nvcomp, staging
 
@@ -687,20 +688,17 @@ def _windows(sizes: Sequence[int], limit: int) -> list[range]:
     return out
 
 
-_prefetcher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gdsstore-prefetch")
-
-
 def _pipelined(
     windows: list[range], read: Callable[[range], Any], process: Callable[[range, Any], None]
 ) -> None:
     """Run ``process`` on each window while the next window's ``read`` runs in the background."""
     if not windows:
         return
-    nxt: Future[Any] = _prefetcher.submit(read, windows[0])
+    nxt: Future[Any] = engine_pool().submit(read, windows[0])
     for k, w in enumerate(windows):
         cur = nxt.result()
         if k + 1 < len(windows):
-            nxt = _prefetcher.submit(read, windows[k + 1])
+            nxt = engine_pool().submit(read, windows[k + 1])
         process(w, cur)
 
 

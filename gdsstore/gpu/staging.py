@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from gdsstore import policy
-from gdsstore.engine import batch, cuda, posix
+from gdsstore.engine import batch, bounce, cuda
 from gdsstore.engine.backend import ByteRange
 
 __all__ = ["Fetch", "Staged", "stage_from_backend", "stage_from_host_buffers", "stage_local", "to_device"]
@@ -195,11 +195,11 @@ def _read_to_device(
 ) -> tuple[Any, np.ndarray]:
     cp = cuda.cupy_or_none()
     assert cp is not None
-    slot, limit = posix.bounce_slots(policy.settings())
+    slot, limit = bounce.bounce_slots(policy.settings())
     with cp.cuda.Device(device):
         dev = cp.empty(max(total, 1), dtype=cp.uint8)
-    sink = posix.DeviceSink(device, int(dev.data.ptr), batch.piece_size(total, threads, slot), slot, limit)
-    got = batch.read_batch_bounced(paths, offsets, sizes, total, slot_offsets, sink, threads, url=url)
+    sink = bounce.DeviceSink(device, int(dev.data.ptr), total, batch.piece_size(total, threads, slot), slot, limit)
+    got = batch.read_batch(paths, offsets, sizes, sink, slot_offsets, threads, url=url)
     return dev, got
 
 
@@ -223,7 +223,7 @@ def stage_local(
     asked for so that a file of another size is an error, not silently wrong data.
 
     ``device``: stage on that GPU instead, through the POSIX route's pinned bounce ring
-    (:func:`gdsstore.engine.batch.read_batch_bounced`): each slot is copied while the next is read,
+    (:func:`gdsstore.engine.batch.read_batch` into a :class:`~gdsstore.engine.bounce.DeviceSink`): each slot is copied while the next is read,
     with no host staging buffer as large as the batch (``pinned`` is then ignored).
 
     Raises:

@@ -388,7 +388,7 @@ class RemoteFile:
                 on_done(n, exc)
 
         pieces = [partial(self._fetch, r, retry, landing, failed) for r in ranges]
-        return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed, pool="remote")
+        return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed)
 
     def read(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
         """Blocking :meth:`pread`; returns the number of bytes read."""
@@ -487,7 +487,7 @@ def get_object(source: RangeSource, alloc: Callable[[int], Any]) -> Any:
 
 class _Landing:
     """Where verified body bytes go: the caller's host buffer in place, or device memory through the
-    engine's pinned bounce ring (:data:`gdsstore.engine.posix.ring`) and async H2D copies."""
+    engine's pinned bounce ring (:data:`gdsstore.engine.bounce.ring`) and async H2D copies."""
 
     def __init__(self, b: IOBuffer, base: int, s: policy.Settings) -> None:
         self._b = b
@@ -509,7 +509,7 @@ class _Landing:
             # are right where they land, so a retry resumes after them.
             read_exact(body, self._b.host_slice(lo, lo + rest.nbytes), what, progress)
             return
-        from gdsstore.engine.posix import ring  # the engine's one pinned ring (needs CuPy)
+        from gdsstore.engine.bounce import ring  # the engine's one pinned ring (needs CuPy)
 
         assert self._b.device is not None
         done = 0

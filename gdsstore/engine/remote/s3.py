@@ -450,7 +450,7 @@ def _multipart(
 
     try:
         run_pieces([part(i, a) for i, a in enumerate(starts)], [min(chunk, size - a) for a in starts],
-                   s.remote_concurrency, pool="remote").result()
+                   s.remote_concurrency).result()
         parts = [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(etags)]
         client.call("complete_multipart_upload", what, Bucket=bucket, Key=key, UploadId=upload_id,
                     MultipartUpload={"Parts": parts}, **cond)
