@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gdsstore._config import config
+from gdsstore._version import __version__
 
 # doctor is imported eagerly (it needs only the stdlib): a later `import gdsstore.doctor` must not
 # replace the function with the module.
@@ -37,7 +38,6 @@ else:
     # `gdsstore.trace()` and `gdsstore.trace.record(...)` work whatever the import order.
     from gdsstore import trace
 
-__version__ = "0.1.0"
 
 __all__ = [
     "CuFileRequiredError",

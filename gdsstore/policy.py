@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gdsstore._config import CompatMode, Settings, WithoutNvfs, build_settings, check_keys, config, fmt_bytes
+from gdsstore.engine.registry import REMOTE_SCHEMES, known_implementations
 from gdsstore.errors import CuFileRequiredError
 
 __all__ = [
@@ -146,9 +147,6 @@ def needs_cufile_probe(*, device: bool, s: Settings | None = None) -> bool:
     return device and s.compat_mode != "on"
 
 
-_REMOTE_ROUTES = {"s3": "s3", "http": "http", "https": "http", "webhdfs": "webhdfs", "swebhdfs": "webhdfs"}
-
-
 def decide_remote(
     *, scheme: str, device: bool, op: str = "read", nbytes: int = 0, s: Settings | None = None
 ) -> Decision:
@@ -172,9 +170,10 @@ def decide_remote(
         'single PUT: 1 KiB <= remote.multipart_threshold 64 MiB'
     """
     s = s or settings()
-    route = _REMOTE_ROUTES.get(scheme.lower())
-    if route is None:
-        raise ValueError(f"decide_remote(): unsupported scheme {scheme!r}; use one of {', '.join(_REMOTE_ROUTES)}")
+    impl = known_implementations.get(scheme.lower())
+    if impl is None or scheme.lower() not in REMOTE_SCHEMES:
+        raise ValueError(f"decide_remote(): unsupported scheme {scheme!r}; use one of {', '.join(REMOTE_SCHEMES)}")
+    route = impl.route
     if op == "write":
         src = "device buffer copied to host, " if device else ""
         if route == "webhdfs":

@@ -27,7 +27,9 @@ from typing import Any, Protocol
 import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
+from gdsstore.engine.file import BaseFile
 from gdsstore.engine.pool import completed, run_pieces
+from gdsstore.engine.ranges import RangeRequest
 from gdsstore.engine.remote.retry import RetryPolicy, is_transient
 from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
 
@@ -47,19 +49,6 @@ __all__ = [
     "read_exact",
     "split_ranges",
 ]
-
-
-@dataclass(frozen=True)
-class RangeRequest:
-    """Bytes ``[offset, offset + nbytes)`` of one object."""
-
-    offset: int
-    nbytes: int
-
-    @property
-    def header(self) -> str:
-        """The HTTP ``Range`` header value: ``bytes=first-last`` (inclusive)."""
-        return f"bytes={self.offset}-{self.offset + self.nbytes - 1}"
 
 
 def split_ranges(offset: int, nbytes: int, task_size: int) -> list[RangeRequest]:
@@ -281,7 +270,7 @@ class _Cancelled(RemoteIOError):
     """A range not fetched because another range of the same read already failed for good."""
 
 
-class RemoteFile:
+class RemoteFile(BaseFile):
     """A remote object opened for concurrent range reads into host or device buffers.
 
     Use :func:`gdsstore.open` rather than constructing this directly::
@@ -299,7 +288,6 @@ class RemoteFile:
         if size is None:
             size = RetryPolicy.from_settings().call(source.stat, f"stat {source.url}")
         self._size = size
-        self._closed = False
         self._on_close = on_close
 
     @property
@@ -312,32 +300,9 @@ class RemoteFile:
         """Size of the object in bytes (read once, at open)."""
         return self._size
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def writable(self) -> bool:
-        return False
-
-    def __enter__(self) -> RemoteFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"RemoteFile({self.url!r}, mode='rb')"
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._on_close is not None:
-                self._on_close()
-
-    def _check_open(self, method: str) -> None:
-        if self._closed:
-            raise ValueError(f"RemoteFile.{method}(): I/O operation on closed file {self.url!r}")
+    def _close(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -389,16 +354,6 @@ class RemoteFile:
 
         pieces = [partial(self._fetch, r, retry, landing, failed) for r in ranges]
         return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed)
-
-    def read(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
-        """Blocking :meth:`pread`; returns the number of bytes read."""
-        return self.pread(buf, size, offset).result()
-
-    def write(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
-        raise PermissionError(f"RemoteFile.write(): {self.url!r} is open read-only (mode 'rb')")
-
-    def pwrite(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
-        raise PermissionError(f"RemoteFile.pwrite(): {self.url!r} is open read-only (mode 'rb')")
 
     def _traced(self, d: policy.Decision, b: IOBuffer) -> Callable[[int, BaseException | None], None] | None:
         if not _trace.active():
