@@ -43,20 +43,14 @@ from fsspec.spec import AbstractBufferedFile
 
 from gdsstore.engine.backend import Backend, ObjectInfo, backend_for, coalesce_ranges
 from gdsstore.engine.pool import map_all
+from gdsstore.engine.registry import REMOTE_SCHEMES
 
 __all__ = ["REMOTE_PROTOCOLS", "GDSFile", "GDSFileSystem", "GDSLocalFileSystem"]
 
 logger = logging.getLogger("gdsstore.fsspec")
 
 #: Target protocols of chained URLs (``gds::s3://...``) and the engine scheme each maps to.
-REMOTE_PROTOCOLS: dict[str, str] = {
-    "s3": "s3",
-    "s3a": "s3",
-    "http": "http",
-    "https": "https",
-    "webhdfs": "webhdfs",
-    "swebhdfs": "swebhdfs",
-}
+REMOTE_PROTOCOLS: dict[str, str] = {**{s: s for s in REMOTE_SCHEMES}, "s3a": "s3"}
 _LOCAL_PROTOCOLS = (None, "", "file", "local", "gds")
 _IGNORED_OPTIONS = (
     "skip_instance_cache",

@@ -193,7 +193,8 @@ def _start_stats(c: Any) -> None:
 
 # cuFile 1.19 appended the readv/writev counters (112 bytes) to CUfileStatsLevel1_t; older libraries
 # (1.15 on the GPU machine) use the shorter struct. We read level 3 into an oversized buffer and decode
-# it by the library's version, never by the bindings' struct size (DESIGN.md: the ABI trap).
+# it by the library's version, never by the bindings' struct size (the two can disagree: cuda-bindings 13.3.1
+# with libcufile 1.20 aborts in get_stats_l1).
 _L1_NEW = 624
 _L1_OLD = 512
 
