@@ -18,7 +18,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     report = doctor(probe=not args.no_probe)
     print(json.dumps(report, indent=2, default=str) if args.json else format_report(report))
-    return 0
+    return 1 if "settings_error" in report else 0  # a setting that cannot be used is a failed check
 
 
 def _demo(args: argparse.Namespace) -> int:

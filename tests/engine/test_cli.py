@@ -56,7 +56,8 @@ def test_doctor_json() -> None:
 
 def test_doctor_reports_bad_setting_without_crashing() -> None:
     out = _cli("doctor", env={"GDSSTORE_COMPAT_MODE": "maybe"})
-    assert out.returncode == 0
+    assert out.returncode == 1  # reported, not a traceback; and a failed check
+    assert "Traceback" not in out.stderr
     assert "settings: INVALID" in out.stdout and "maybe" in out.stdout
 
 
@@ -167,3 +168,10 @@ def test_bench_url(tmp_path: Path) -> None:
     rows = {r["name"]: r for r in json.loads(out.stdout)}
     assert rows["gdsstore (defaults)"]["nbytes"] == 3 << 20 and rows["gdsstore (defaults)"]["gbps"] > 0
     assert "fsspec" in rows
+
+
+def test_doctor_fails_on_an_unusable_setting_naming_its_variable() -> None:
+    """Issue 18: doctor printed `settings: INVALID` and exited 0."""
+    out = _cli("doctor", "--no-probe", env={"GDSSTORE_REMOTE__TIMEOUT": "inf"}, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "settings: INVALID" in out.stdout and "GDSSTORE_REMOTE__TIMEOUT" in out.stdout and "'inf'" in out.stdout
