@@ -131,9 +131,12 @@ class _Pieces:
         out, on_done = self._out, self._on_done
         out._pieces = None  # nothing left to run; the future no longer holds the request's closures
         if self._errors:
-            if on_done:
-                on_done(0, self._errors[0])
-            out.set_exception(self._errors[0])
+            try:
+                if on_done:
+                    on_done(0, self._errors[0])
+            except BaseException:  # the pieces' first error is the one to report
+                pass
+            out.set_exception(self._errors[0])  # resolved whatever on_done did: a waiter never hangs
             return
         total = 0
         for got, want in zip(self._results, self._expected):

@@ -147,3 +147,15 @@ def test_a_forked_child_gets_a_fresh_pool_and_reads(tmp_path: Path) -> None:
             os.waitpid(pid, 0)
             pytest.fail("the forked child hung reading through the engine pool")
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_failing_on_done_after_a_failed_piece_still_resolves_the_future() -> None:
+    def on_done(n: int, exc: BaseException | None) -> None:
+        raise RuntimeError("cleanup failed too")
+
+    def bad() -> int:
+        raise OSError("piece failed")
+
+    fut = run_pieces([bad, lambda: 1], [1, 1], 2, on_done)
+    with pytest.raises(OSError, match="piece failed"):
+        fut.result(timeout=10)
