@@ -30,8 +30,8 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.core.buffer.core import default_buffer_prototype
 
-from gdsstore.engine.backend import Backend, ByteRange, backend_for, check_key
-from gdsstore.engine.ranges import start_range_reads
+from gdsstore.engine.backend import Backend, backend_for, check_key
+from gdsstore.engine.ranges import ByteRange, start_range_reads
 
 if TYPE_CHECKING:
     from zarr.core.common import AccessModeLiteral

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import gdsstore
-from gdsstore.engine.backend import ByteRange, backend_for
+from gdsstore.engine.backend import backend_for
 from gdsstore.engine.localfs import TMP_SUFFIX, LocalBackend
+from gdsstore.engine.ranges import ByteRange
 
 
 def _alloc(n: int) -> np.ndarray:

@@ -10,7 +10,8 @@ import pytest
 from servers.moto_s3 import ACCESS_KEY, SECRET_KEY
 
 import gdsstore
-from gdsstore.engine.backend import ByteRange, backend_for
+from gdsstore.engine.backend import backend_for
+from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote import RemoteIOError
 from gdsstore.engine.remote.s3 import S3Client, parse_s3_url
 

@@ -31,7 +31,6 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from fsspec.asyn import AsyncFileSystem
@@ -50,6 +49,7 @@ from gdsstore.adapters.fsspec.paths import (
     unstrip_path,
 )
 from gdsstore.engine.backend import Backend, ObjectInfo, backend_for
+from gdsstore.engine.pool import map_all
 from gdsstore.engine.ranges import RangeRead, start_range_reads
 
 __all__ = ["GDSFileSystem", "GDSLocalFileSystem"]
@@ -99,12 +99,6 @@ def _info_dict(name: str, oi: ObjectInfo) -> dict[str, Any]:
     if oi.mtime is not None:
         out["mtime"] = oi.mtime
     return out
-
-
-@functools.cache
-def _listing_pool() -> ThreadPoolExecutor:
-    """Threads for the per-entry requests of remote listings and deletes (HEAD/DELETE per object)."""
-    return ThreadPoolExecutor(max_workers=16, thread_name_prefix="gdsstore-fsspec-ls")
 
 
 class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
@@ -368,7 +362,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
             # Object stores: a "directory" is a prefix with nothing to remove, and deleting a missing
             # key is no error, so every path is one DELETE, all at once.
             located = [bk for bk in map(self._locate, paths) if bk[1]]  # never the bucket itself
-            list(_listing_pool().map(lambda bk: bk[0].delete(bk[1]), located))
+            map_all(lambda bk: bk[0].delete(bk[1]), located)
             return
         # Deepest first, so directories are empty when their turn comes.
         for p in sorted(paths, key=lambda p: (p.count("/"), p), reverse=True):

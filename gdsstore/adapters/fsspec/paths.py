@@ -29,6 +29,8 @@ from typing import Any
 
 from fsspec.implementations.local import make_path_posix
 
+from gdsstore.engine.registry import REMOTE_SCHEMES
+
 __all__ = [
     "LOCAL_PROTOCOLS",
     "REMOTE_PROTOCOLS",
@@ -40,14 +42,7 @@ __all__ = [
 ]
 
 #: Target protocols of chained URLs (``gds::s3://...``) and the engine scheme each maps to.
-REMOTE_PROTOCOLS: dict[str, str] = {
-    "s3": "s3",
-    "s3a": "s3",
-    "http": "http",
-    "https": "https",
-    "webhdfs": "webhdfs",
-    "swebhdfs": "swebhdfs",
-}
+REMOTE_PROTOCOLS: dict[str, str] = {**{s: s for s in REMOTE_SCHEMES}, "s3a": "s3"}
 #: ``target_protocol`` values that mean local files.
 LOCAL_PROTOCOLS: tuple[str | None, ...] = (None, "", "file", "local", "gds")
 

@@ -25,7 +25,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from gdsstore import policy
-from gdsstore.engine.backend import Backend, ByteRange, ObjectInfo, check_key
+from gdsstore.engine.backend import Backend, ObjectInfo, check_key
+from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote import rawhttp
 from gdsstore.engine.remote.reader import (
     Body,

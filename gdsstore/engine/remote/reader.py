@@ -27,8 +27,11 @@ from typing import Any, Protocol
 import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
+from gdsstore.engine.file import BaseFile
 from gdsstore.engine.pool import completed, run_pieces
-from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
+from gdsstore.engine.ranges import RangeRequest
+from gdsstore.engine.remote.retry import RetryPolicy, is_transient
+from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
 
 __all__ = [
     "Body",
@@ -46,27 +49,6 @@ __all__ = [
     "read_exact",
     "split_ranges",
 ]
-
-
-class RangeMismatchError(RemoteIOError):
-    """A response is not the byte range that was asked for (wrong start, end, length or total)."""
-
-
-class RangeNotSupportedError(RangeMismatchError):
-    """The server answered a partial ``Range`` request with the whole object (``200``)."""
-
-
-@dataclass(frozen=True)
-class RangeRequest:
-    """Bytes ``[offset, offset + nbytes)`` of one object."""
-
-    offset: int
-    nbytes: int
-
-    @property
-    def header(self) -> str:
-        """The HTTP ``Range`` header value: ``bytes=first-last`` (inclusive)."""
-        return f"bytes={self.offset}-{self.offset + self.nbytes - 1}"
 
 
 def split_ranges(offset: int, nbytes: int, task_size: int) -> list[RangeRequest]:
@@ -288,7 +270,7 @@ class _Cancelled(RemoteIOError):
     """A range not fetched because another range of the same read already failed for good."""
 
 
-class RemoteFile:
+class RemoteFile(BaseFile):
     """A remote object opened for concurrent range reads into host or device buffers.
 
     Use :func:`gdsstore.open` rather than constructing this directly::
@@ -306,7 +288,6 @@ class RemoteFile:
         if size is None:
             size = RetryPolicy.from_settings().call(source.stat, f"stat {source.url}")
         self._size = size
-        self._closed = False
         self._on_close = on_close
 
     @property
@@ -319,32 +300,9 @@ class RemoteFile:
         """Size of the object in bytes (read once, at open)."""
         return self._size
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def writable(self) -> bool:
-        return False
-
-    def __enter__(self) -> RemoteFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"RemoteFile({self.url!r}, mode='rb')"
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._on_close is not None:
-                self._on_close()
-
-    def _check_open(self, method: str) -> None:
-        if self._closed:
-            raise ValueError(f"RemoteFile.{method}(): I/O operation on closed file {self.url!r}")
+    def _close(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -395,17 +353,7 @@ class RemoteFile:
                 on_done(n, exc)
 
         pieces = [partial(self._fetch, r, retry, landing, failed) for r in ranges]
-        return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed, pool="remote")
-
-    def read(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
-        """Blocking :meth:`pread`; returns the number of bytes read."""
-        return self.pread(buf, size, offset).result()
-
-    def write(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
-        raise PermissionError(f"RemoteFile.write(): {self.url!r} is open read-only (mode 'rb')")
-
-    def pwrite(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
-        raise PermissionError(f"RemoteFile.pwrite(): {self.url!r} is open read-only (mode 'rb')")
+        return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed)
 
     def _traced(self, d: policy.Decision, b: IOBuffer) -> Callable[[int, BaseException | None], None] | None:
         if not _trace.active():
@@ -494,7 +442,7 @@ def get_object(source: RangeSource, alloc: Callable[[int], Any]) -> Any:
 
 class _Landing:
     """Where verified body bytes go: the caller's host buffer in place, or device memory through the
-    engine's pinned bounce ring (:data:`gdsstore.engine.posix.ring`) and async H2D copies."""
+    engine's pinned bounce ring (:data:`gdsstore.engine.bounce.ring`) and async H2D copies."""
 
     def __init__(self, b: IOBuffer, base: int, s: policy.Settings) -> None:
         self._b = b
@@ -516,7 +464,7 @@ class _Landing:
             # are right where they land, so a retry resumes after them.
             read_exact(body, self._b.host_slice(lo, lo + rest.nbytes), what, progress)
             return
-        from gdsstore.engine.posix import ring  # the engine's one pinned ring (needs CuPy)
+        from gdsstore.engine.bounce import ring  # the engine's one pinned ring (needs CuPy)
 
         assert self._b.device is not None
         done = 0

@@ -30,20 +30,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from gdsstore import policy
+from gdsstore.errors import RemoteIOError, TransientError
 
 __all__ = ["RemoteIOError", "RetryPolicy", "TransientError", "is_transient"]
 
 log = logging.getLogger("gdsstore.remote")
 
 T = TypeVar("T")
-
-
-class RemoteIOError(OSError):
-    """A remote operation failed for good (after retries, or for a reason retries cannot fix)."""
-
-
-class TransientError(OSError):
-    """A failure worth retrying: retryable status, truncated body, reset connection."""
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -29,8 +29,9 @@ from urllib.parse import urlsplit
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.backend import Backend, ByteRange, ObjectInfo, check_key
+from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
+from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote.http import HTTPClient, HTTPSource, get_client
 from gdsstore.engine.remote.reader import Body, FirstRange, RangeRequest, get_object
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError
@@ -450,7 +451,7 @@ def _multipart(
 
     try:
         run_pieces([part(i, a) for i, a in enumerate(starts)], [min(chunk, size - a) for a in starts],
-                   s.remote_concurrency, pool="remote").result()
+                   s.remote_concurrency).result()
         parts = [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(etags)]
         client.call("complete_multipart_upload", what, Bucket=bucket, Key=key, UploadId=upload_id,
                     MultipartUpload={"Parts": parts}, **cond)

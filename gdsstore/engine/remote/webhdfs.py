@@ -23,8 +23,9 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.backend import Backend, ByteRange, ObjectInfo, check_key
+from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
+from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote.http import HTTPBody, HTTPClient, drop, get_client, raise_for_status
 from gdsstore.engine.remote.reader import Body, FirstRange, RangeRequest, check_length_response, get_object
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
