@@ -36,7 +36,7 @@ __all__ = [
 
 
 def settings() -> Settings:
-    """Read and validate every setting (the table in :mod:`gdsstore._config`).
+    """Read and validate every setting (the table in ``gdsstore._config``).
 
     Called on every engine operation, so the validated snapshot is reused while ``gdsstore.config``
     compares equal to the values it was built from (a dict comparison, ~1 µs, not a re-validation).

@@ -40,7 +40,7 @@ class BaseFile(abc.ABC):
 
     @property
     def name(self) -> str:
-        """What error messages and ``repr`` call the file: its URL (a local file: its path)."""
+        """What error messages and ``repr`` call the file (its URL, or a local file's path)."""
         return self.url
 
     @property

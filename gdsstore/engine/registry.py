@@ -47,7 +47,7 @@ _WEBHDFS = Implementation(
     "gdsstore.engine.schemes:webhdfs_backend", "gdsstore.engine.schemes:open_webhdfs", "webhdfs"
 )
 
-#: The one scheme table: every scheme gdsstore serves.
+#: The one scheme table (every scheme gdsstore serves).
 known_implementations: dict[str, Implementation] = {
     "file": _LOCAL,
     "s3": _S3,

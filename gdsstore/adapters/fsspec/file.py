@@ -47,7 +47,7 @@ class BytesBuilder:
     def to_bytes(self, start: int = 0, stop: int | None = None) -> bytes:
         """The filled memory, or ``[start, stop)`` of it (a copy), as ``bytes``.
 
-        The whole of it is handed over without a copy; no writes through :attr:`view` afterwards.
+        The whole of it is handed over without a copy; no writes through ``view`` afterwards.
         """
         stop = self.nbytes if stop is None else stop
         whole = start == 0 and stop == self.nbytes
@@ -87,11 +87,11 @@ def read_bytes(f: Any, offset: int, nbytes: int, where: str) -> bytes:
 
 
 class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
-    """A buffered file of :class:`~gdsstore.adapters.fsspec.GDSFileSystem`.
+    """A buffered file of :class:`~gdsstore.adapters.fsspec.filesystem.GDSFileSystem`.
 
     Reads: random access, each block fetched by ``_fetch_range`` through the engine (one engine
     file held open); reads of a block or more and ``readinto`` go straight from the engine.
-    Writes: local files stream into an :class:`~gdsstore.engine.localfs.AtomicWriter` (a temporary
+    Writes: local files stream into an ``gdsstore.engine.localfs.AtomicWriter`` (a temporary
     file beside the target, published on close; ``"xb"`` exclusively); remote files are buffered and
     written with one ``put`` (multipart above the transport's threshold) on close.
     """
