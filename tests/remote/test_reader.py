@@ -17,7 +17,7 @@ from gdsstore.engine.remote.reader import (
     split_ranges,
 )
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
-from gdsstore.engine.remote.secrets import Scrubber, redact_url
+from gdsstore.engine.remote.redact import Scrubber, redact_url
 
 
 def test_split_ranges_cover_exactly() -> None:

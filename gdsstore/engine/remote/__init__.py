@@ -2,7 +2,7 @@
 
 - :mod:`~gdsstore.engine.remote.reader`: range splitting, response verification, :class:`RemoteFile`.
 - :mod:`~gdsstore.engine.remote.retry`: the one retry policy (attempts, backoff with jitter).
-- :mod:`~gdsstore.engine.remote.http`, :mod:`~gdsstore.engine.remote.s3`,
+- :mod:`~gdsstore.engine.remote.http_transport`, :mod:`~gdsstore.engine.remote.s3`,
   :mod:`~gdsstore.engine.remote.webhdfs`: transports and their backends.
 - :mod:`~gdsstore.engine.remote.writer`: buffered whole-object writes, uploaded on close.
 
@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 from gdsstore.engine.backend import Backend
 from gdsstore.engine.remote.reader import RangeMismatchError, RangeNotSupportedError, RemoteFile
+from gdsstore.engine.remote.redact import redact_url
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
-from gdsstore.engine.remote.secrets import redact_url
 from gdsstore.engine.remote.writer import RemoteWriteFile, check_remote_mode
 
 __all__ = [
@@ -87,7 +87,7 @@ def open_remote(url: str, mode: str = "rb", **storage_options: Any) -> Any:
         if mode == "wb":
             return RemoteWriteFile(wc.display(path), lambda data, dev: webhdfs_upload(wc, path, data, device=dev))
         return RemoteFile(WebHDFSSource(wc, path))
-    from gdsstore.engine.remote.http import HTTPSource, get_client
+    from gdsstore.engine.remote.http_transport import HTTPSource, get_client
 
     o = _http_options(storage_options, where)
     if mode == "wb":
@@ -108,6 +108,6 @@ def remote_backend(url: str, opts: dict[str, Any] | None = None) -> Backend:
         from gdsstore.engine.remote.webhdfs import WebHDFSBackend
 
         return WebHDFSBackend(url, opts)
-    from gdsstore.engine.remote.http import HTTPBackend
+    from gdsstore.engine.remote.http_transport import HTTPBackend
 
     return HTTPBackend(url, **_http_options(opts, where))
