@@ -62,6 +62,12 @@ def parse_range(value: str, size: int) -> tuple[int, int] | None:
     return first, min(last, size - 1)
 
 
+def _response(status: int, headers: dict[str, str]) -> bytes:
+    """A status line and headers, as bytes."""
+    head = f"HTTP/1.1 {status} Partial Content\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return head.encode() + b"\r\n"
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
@@ -142,10 +148,10 @@ class _Handler(BaseHTTPRequestHandler):
         if im is not None and im != etag and not ignore_if_match:
             self._send(412, {"Content-Length": "0"})
             return
-        if mode == "429":
+        faulty = self._faulty(mode, count)
+        if faulty and mode == "429":
             self._send(429, {"Content-Length": "4", "Retry-After": self.server.retry_after}, b"slow")
             return
-        faulty = self._faulty(mode, count)
         if faulty and mode == "slow":
             time.sleep(self.server.slow_seconds)
             faulty = False
@@ -172,11 +178,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._broken(mode, headers, part)
             return
         if faulty and mode == "queue-extra":
-            self._send(206, {**headers, "Content-Length": str(len(part))}, part)
+            # The answer and the unasked one leave in one write: both are queued before the next request.
             n = len(part)
             extra = {"Content-Range": f"bytes {last + 1}-{last + n}/{size}", "ETag": etag, "Content-Length": str(n)}
-            head = "HTTP/1.1 206 Partial Content\r\n" + "".join(f"{k}: {v}\r\n" for k, v in extra.items())
-            self.wfile.write(head.encode() + b"\r\n" + b"\xee" * n)
+            self.wfile.write(_response(206, {**headers, "Content-Length": str(n)}) + part
+                             + _response(206, extra) + b"\xee" * n)
             self.wfile.flush()
             return
         if faulty and mode in ("chunked", "chunked-extra"):
