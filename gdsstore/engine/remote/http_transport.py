@@ -81,7 +81,7 @@ def check_remote_key(key: str, where: str) -> str:
         ValueError: naming ``where``, the key and what it decodes to.
     """
     check_key(key, where)
-    decoded = unquote(key, errors="strict") if "%" in key else key
+    decoded = unquote(key, errors="replace") if "%" in key else key
     if decoded != key:
         try:
             check_key(decoded, where)
