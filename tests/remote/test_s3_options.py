@@ -43,7 +43,7 @@ def test_s3fs_and_fsspec_option_names_are_accepted(s3: dict[str, Any]) -> None:
 def test_meaningless_option_values_are_refused(s3: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="asynchronous=True"):
         remote_backend("s3://test-bucket", opts(s3, asynchronous=True))
-    with pytest.raises(TypeError, match="botocore.session.Session"):
+    with pytest.raises(TypeError, match=r"botocore\.session\.Session"):
         remote_backend("s3://test-bucket", opts(s3, session=object()))
     with pytest.raises(TypeError, match="s3_additional_kwargs must be a dict"):
         remote_backend("s3://test-bucket", opts(s3, s3_additional_kwargs="AES256"))
@@ -147,3 +147,39 @@ def test_real_reads_of_many_objects_keep_their_speed(s3: dict[str, Any]) -> None
         S3Source(client, "test-bucket", f"other/{i}.bin")._source()
     last = read_all()
     assert last < 2.0 * first + 0.002, f"median per read: first {first * 1e3:.2f} ms, last {last * 1e3:.2f} ms"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"endpoint_url": "http://127.0.0.1:9", "key": "AKIAGDSSTORETESTKEY0", "secret": "abc/def+ghi"},
+        {"region_name": "eu-west-1", "key": "AKIAGDSSTORETESTKEY0", "secret": "s", "token": "tok/en+=="},
+        {"region_name": "us-west-2", "key": "AKIAGDSSTORETESTKEY0", "secret": "s", "requester_pays": True,
+         "addressing_style": "virtual"},
+    ],
+)
+def test_the_query_signer_signs_exactly_as_botocore(options: dict[str, Any]) -> None:
+    """The fast signer (about 20 µs a URL against botocore's ~1 ms) gives botocore's URL, byte for
+    byte in path and query values, at the same instant: any key, version ids, tokens, both styles."""
+    import calendar
+    from urllib.parse import parse_qsl, urlsplit
+
+    from gdsstore.engine.remote.s3 import S3Client
+
+    client = S3Client(options)
+    signer = client._signer("bucket")
+    assert signer is not None
+    for key in ["a/b.bin", "é 日/%41#x?y=1&z", "~x;y,z'.bin", "a+b", "c/0.0.1"]:
+        for version_id in [None, "v/1+2"]:
+            ref = urlsplit(client._botocore_presign("bucket", key, version_id))
+            q = dict(parse_qsl(ref.query))
+            now = calendar.timegm(time.strptime(q["X-Amz-Date"], "%Y%m%dT%H%M%SZ"))
+            mine = urlsplit(signer.sign(key, version_id, now) or "")
+            assert (mine.netloc, mine.path) == (ref.netloc, ref.path)
+            assert dict(parse_qsl(mine.query)) == q
+
+
+def test_anonymous_urls_are_not_signed(s3: dict[str, Any]) -> None:
+    b = remote_backend("s3://test-bucket", {"endpoint_url": s3["endpoint_url"], "anon": True})
+    url = b.client.presign_get("test-bucket", "pub.bin")
+    assert "X-Amz-Signature" not in url and url.endswith("/test-bucket/pub.bin")
