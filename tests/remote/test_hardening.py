@@ -170,7 +170,9 @@ def test_cr_lf_in_header_values_is_refused(srv: FaultServer, fast: bool, value: 
 
 
 def test_fast_client_sockets_are_closed_on_clear(srv: FaultServer) -> None:
-    with gdsstore.config.set({"remote.concurrency": 1}), gdsstore.open(srv.url("obj.bin")) as f:
+    get_client().clear()
+    one_range = {"task_size": 1 << 20, "remote.max_range_size": 1 << 20}  # read inline, on this thread
+    with gdsstore.config.set(one_range), gdsstore.open(srv.url("obj.bin")) as f:
         f.read(np.empty(f.size, "u1"))
     pool = rawhttp._pool()
     socks = [c.sock for c in pool.values()]

@@ -123,7 +123,10 @@ def test_per_request_cost_does_not_grow_with_objects_read(s3: dict[str, Any]) ->
             src = S3Source(client, "test-bucket", f"k/{block}/{i}.bin")
             src._source()  # sign the GET and build its HTTP source, as a read does
         blocks.append(time.perf_counter() - t0)
-    assert blocks[-1] < 2.0 * blocks[0] + 0.05, f"seconds per 1,000 keys: {[round(b, 3) for b in blocks]}"
+    # The best of three blocks at each end: a shared machine's noise moves single blocks 2-3x; the old
+    # growth (a sorted list per registration) was far more than that by 10,000 keys.
+    first, last = min(blocks[:3]), min(blocks[-3:])
+    assert last < 3.0 * first + 0.05, f"seconds per 1,000 keys: {[round(b, 3) for b in blocks]}"
     assert (known_secret_count(), len(client.scrub)) == sizes  # nothing registered per object
     assert known_secret_count() <= MAX_SECRETS
 
@@ -146,7 +149,7 @@ def test_real_reads_of_many_objects_keep_their_speed(s3: dict[str, Any]) -> None
     for i in range(5000):  # 5,000 more distinct objects opened (the per-read time rose 5x)
         S3Source(client, "test-bucket", f"other/{i}.bin")._source()
     last = read_all()
-    assert last < 2.0 * first + 0.002, f"median per read: first {first * 1e3:.2f} ms, last {last * 1e3:.2f} ms"
+    assert last < 3.0 * first + 0.002, f"median per read: first {first * 1e3:.2f} ms, last {last * 1e3:.2f} ms"
 
 
 @pytest.mark.parametrize(

@@ -116,10 +116,11 @@ def _idle_and_alive(sock: socket.socket) -> bool:
     """Whether a kept-alive connection can carry the next request: nothing readable on it. Bytes
     waiting there (a response the server queued unasked) or a close would be taken for the next answer."""
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
+        poller = select.poll()  # poll, not select: no FD_SETSIZE limit in processes with many files
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)
     except (OSError, ValueError):
         return False
-    return not readable
 
 
 def _connect(key: tuple[str, int], connect_timeout: float, timeout: float) -> _Conn:
