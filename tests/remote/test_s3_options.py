@@ -186,3 +186,15 @@ def test_anonymous_urls_are_not_signed(s3: dict[str, Any]) -> None:
     b = remote_backend("s3://test-bucket", {"endpoint_url": s3["endpoint_url"], "anon": True})
     url = b.client.presign_get("test-bucket", "pub.bin")
     assert "X-Amz-Signature" not in url and url.endswith("/test-bucket/pub.bin")
+
+
+def test_s3fs_options_through_the_fsspec_filesystem(s3: dict[str, Any]) -> None:
+    """What an s3fs user passes as target options has s3fs's meaning here too."""
+    from gdsstore.adapters.fsspec_fs import GDSFileSystem
+
+    s3opts = opts(s3, requester_pays=True, s3_additional_kwargs={"ServerSideEncryption": "AES256"},
+                  version_aware=True, use_listings_cache=False, skip_instance_cache=True)
+    fs = GDSFileSystem(target_protocol="s3", target_options=s3opts)
+    fs.pipe_file("test-bucket/fs/a.bin", DATA)
+    assert s3["client"].head_object(Bucket="test-bucket", Key="fs/a.bin")["ServerSideEncryption"] == "AES256"
+    assert fs.cat_file("test-bucket/fs/a.bin") == DATA
