@@ -198,3 +198,19 @@ def test_s3fs_options_through_the_fsspec_filesystem(s3: dict[str, Any]) -> None:
     fs.pipe_file("test-bucket/fs/a.bin", DATA)
     assert s3["client"].head_object(Bucket="test-bucket", Key="fs/a.bin")["ServerSideEncryption"] == "AES256"
     assert fs.cat_file("test-bucket/fs/a.bin") == DATA
+
+
+def test_writes_of_many_sizes_make_one_trace_row(s3: dict[str, Any]) -> None:
+    """Issue 18 item 4: the object size was part of the reason, so a 64-chunk zarr write made a
+    43-row trace table. Reasons are route + why; sizes are the byte column."""
+    b = remote_backend("s3://test-bucket/trace", opts(s3))
+    with gdsstore.trace() as t:
+        for i in range(64):
+            b.put(f"c/{i}", payload(1000 + 37 * i, seed=i))
+    writes = [e for e in t.events if e.op == "write"]
+    assert len(writes) == 64
+    rows = {(e.route, e.reason) for e in writes}
+    assert len(rows) == 1
+    ((route, reason),) = rows
+    assert route == "s3" and reason.startswith("single PUT (<= remote.multipart_threshold")
+    assert sum(e.nbytes for e in writes) == sum(1000 + 37 * i for i in range(64))
