@@ -48,7 +48,14 @@ class RemoteIOError(GDSStoreError, OSError):
 
 
 class TransientError(GDSStoreError, OSError):
-    """A failure worth retrying: retryable status, truncated body, reset connection (internal to retries)."""
+    """A failure worth retrying: retryable status, truncated body, reset connection (internal to retries).
+
+    ``retry_after``: seconds the server asked to wait (``Retry-After`` on a 429/503), or None.
+    """
+
+    def __init__(self, *args: object, retry_after: float | None = None) -> None:
+        super().__init__(*args)
+        self.retry_after = retry_after
 
 
 class RangeMismatchError(RemoteIOError):

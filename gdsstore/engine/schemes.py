@@ -29,10 +29,10 @@ _HTTP_OPTIONS = frozenset({"headers", "verify", "cert"})
 
 
 def redact_url(url: str) -> str:
-    """The URL without secrets, for messages (:func:`gdsstore.engine.remote.secrets.redact_url`)."""
-    from gdsstore.engine.remote import secrets
+    """The URL without secrets, for messages (:func:`gdsstore.engine.remote.redact.redact_url`)."""
+    from gdsstore.engine.remote import redact
 
-    return secrets.redact_url(url)
+    return redact.redact_url(url)
 
 
 def _no_options(opts: dict[str, Any], where: str) -> None:
@@ -115,7 +115,7 @@ def webhdfs_backend(root: str, storage_options: dict[str, Any]) -> Backend:
 
 def open_http(url: str, mode: str, storage_options: dict[str, Any]) -> BaseFile:
     """An object on a web server: ``"rb"`` only."""
-    from gdsstore.engine.remote.http import HTTPSource, get_client
+    from gdsstore.engine.remote.http_transport import HTTPSource, get_client
     from gdsstore.engine.remote.reader import RemoteFile
 
     where = "gdsstore.open()"
@@ -127,6 +127,6 @@ def open_http(url: str, mode: str, storage_options: dict[str, Any]) -> BaseFile:
 
 
 def http_backend(root: str, storage_options: dict[str, Any]) -> Backend:
-    from gdsstore.engine.remote.http import HTTPBackend
+    from gdsstore.engine.remote.http_transport import HTTPBackend
 
     return HTTPBackend(root, **_http_options(root, storage_options, "backend_for()"))

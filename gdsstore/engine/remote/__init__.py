@@ -2,7 +2,7 @@
 
 - :mod:`~gdsstore.engine.remote.reader`: range splitting, response verification, :class:`RemoteFile`.
 - :mod:`~gdsstore.engine.remote.retry`: the one retry policy (attempts, backoff with jitter).
-- :mod:`~gdsstore.engine.remote.http`, :mod:`~gdsstore.engine.remote.s3`,
+- :mod:`~gdsstore.engine.remote.http_transport`, :mod:`~gdsstore.engine.remote.s3`,
   :mod:`~gdsstore.engine.remote.webhdfs`: transports and their backends.
 - :mod:`~gdsstore.engine.remote.writer`: buffered whole-object writes, uploaded on close.
 

@@ -331,8 +331,12 @@ class RemoteFile(BaseFile):
         s: policy.Settings,
         on_done: Callable[[int, BaseException | None], None] | None,
         landing: _Landing | None = None,
+        first_attempts_used: int = 0,
     ) -> Future[int]:
-        """Fetch ``ranges`` concurrently into ``b`` (byte ``base`` of the object at ``b[0]``)."""
+        """Fetch ``ranges`` concurrently into ``b`` (byte ``base`` of the object at ``b[0]``).
+
+        ``first_attempts_used``: attempts the first range already spent (it continues a broken body).
+        """
         retry = RetryPolicy.from_settings(s)
         landing = landing or _Landing(b, base, s)
         failed = threading.Event()
@@ -352,7 +356,10 @@ class RemoteFile(BaseFile):
             if on_done:
                 on_done(n, exc)
 
-        pieces = [partial(self._fetch, r, retry, landing, failed) for r in ranges]
+        pieces = [
+            partial(self._fetch, r, retry, landing, failed, first_attempts_used if i == 0 else 0)
+            for i, r in enumerate(ranges)
+        ]
         return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed)
 
     def _traced(self, d: policy.Decision, b: IOBuffer) -> Callable[[int, BaseException | None], None] | None:
@@ -370,7 +377,9 @@ class RemoteFile(BaseFile):
     def _what(self, req: RangeRequest) -> str:
         return f"GET {self.url} {req.header}"
 
-    def _fetch(self, req: RangeRequest, retry: RetryPolicy, landing: _Landing, failed: threading.Event) -> int:
+    def _fetch(
+        self, req: RangeRequest, retry: RetryPolicy, landing: _Landing, failed: threading.Event, used: int = 0
+    ) -> int:
         """Fetch ``req`` with retries. The landing consumes a verified body and reports bytes landed for
         good, so that a retry asks only for the rest. Once any range of the read has failed for good
         (``failed``), the others stop at their next attempt."""
@@ -395,7 +404,7 @@ class RemoteFile(BaseFile):
             return req.nbytes
 
         try:
-            return retry.call(attempt, self._what(req))
+            return retry.call(attempt, self._what(req), attempts_used=used)
         except BaseException:
             failed.set()
             raise
@@ -412,7 +421,13 @@ def get_object(source: RangeSource, alloc: Callable[[int], Any]) -> Any:
     retry = RetryPolicy.from_settings(s)
     what = f"GET {source.url}"
     t0 = time.perf_counter()
-    first = retry.call(partial(source.open_first, s.task_size), what)
+    attempts = [0]
+
+    def open_first() -> FirstRange:
+        attempts[0] += 1
+        return source.open_first(s.task_size)
+
+    first = retry.call(open_first, what)
     got = [0]
     try:
         total = first.total
@@ -428,11 +443,18 @@ def get_object(source: RangeSource, alloc: Callable[[int], Any]) -> Any:
             if not is_transient(exc):
                 raise
             first.body.abort()  # the rest of the first range is fetched below, with retries
+            if attempts[0] >= retry.max_attempts:
+                raise RemoteIOError(
+                    f"{what}: failed after {attempts[0]} attempt(s) (remote.max_attempts={retry.max_attempts}): "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+        else:
+            attempts[0] = 0  # the first range is done: the other ranges have their own attempts
     except BaseException:
         first.body.abort()
         raise
     rest = split_ranges(got[0], total - got[0], policy.remote_range_size(total - got[0], s))
-    RemoteFile(source, size=total)._run(b, rest, 0, s, None, landing).result()
+    RemoteFile(source, size=total)._run(b, rest, 0, s, None, landing, first_attempts_used=attempts[0]).result()
     landing.wait()
     if _trace.active():
         d = policy.decide_remote(scheme=source.scheme, device=b.is_device, nbytes=total, s=s)
