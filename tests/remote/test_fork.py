@@ -25,7 +25,8 @@ from servers.nginx import NginxServer
 from servers.webhdfs import WebHDFSServer
 
 import gdsstore
-from gdsstore.engine.remote import rawhttp, remote_backend
+from gdsstore.engine.backend import backend_for
+from gdsstore.engine.remote import rawhttp
 from gdsstore.engine.remote.http_transport import get_client
 
 from .conftest import WEBHDFS_USER, payload
@@ -35,6 +36,8 @@ CHILDREN = 3
 SIZE = 256 << 10
 # Four ranges per read: every read in a child also runs on the engine pool it rebuilt after the fork.
 SETTINGS = {"task_size": 64 << 10, "remote.max_range_size": 64 << 10}
+# One range per read, where a test counts the connections each child opens.
+ONE_RANGE = {"task_size": 4 << 20, "remote.max_range_size": 4 << 20}
 
 
 def _loop(work: Callable[[int], bool], seconds: float) -> tuple[int, int]:
@@ -113,8 +116,8 @@ def test_a_forked_child_never_uses_its_parents_connections(faults: FaultServer, 
     # Deterministic: the parent holds a kept-alive connection; each child's read must arrive on a
     # connection of its own (a new client port at the server), and the parent's stays usable.
     faults.objects["a.bin"] = payload(SIZE, seed=7)
-    backend = remote_backend(f"http://127.0.0.1:{faults.port}/ok/0")
-    with gdsstore.config.set({**SETTINGS, "remote.fast_http": fast}):
+    backend = backend_for(f"http://127.0.0.1:{faults.port}/ok/0")
+    with gdsstore.config.set({**ONE_RANGE, "remote.fast_http": fast}):
         assert bytes(backend.get("a.bin", bytearray)) == faults.objects["a.bin"]
         before = set(faults.peers)
         parent_pool = get_client()._pool
@@ -165,7 +168,7 @@ def test_fork_http_parent_and_children_read_their_own_objects(
         os.makedirs(os.path.join(nginx_root, "fork"), exist_ok=True)
         with open(os.path.join(nginx_root, name), "wb") as f:
             f.write(data)
-    backend = remote_backend(nginx.url(""))
+    backend = backend_for(nginx.url(""))
     names = list(objs)
     with gdsstore.config.set({**SETTINGS, "remote.fast_http": fast}):
         assert bytes(backend.get(names[-1], bytearray)) == objs[names[-1]]  # pools hold connections now
@@ -176,7 +179,7 @@ def test_fork_http_parent_and_children_read_their_own_objects(
 @FORK_WARNING
 def test_fork_s3_parent_and_children_write_and_read(s3: dict[str, Any]) -> None:
     opts = {k: v for k, v in s3.items() if k != "client"}
-    backend = remote_backend("s3://test-bucket/fork", opts)
+    backend = backend_for("s3://test-bucket/fork", opts)
     with gdsstore.config.set(SETTINGS):
         backend.put("parent.bin", payload(SIZE, seed=1))
         assert len(bytes(backend.get("parent.bin", bytearray))) == SIZE
@@ -186,7 +189,7 @@ def test_fork_s3_parent_and_children_write_and_read(s3: dict[str, Any]) -> None:
 
 @FORK_WARNING
 def test_fork_webhdfs_parent_and_children_write_and_read(webhdfs: WebHDFSServer) -> None:
-    backend = remote_backend(webhdfs.url("/fork"), {"user": WEBHDFS_USER})
+    backend = backend_for(webhdfs.url("/fork"), {"user": WEBHDFS_USER})
     with gdsstore.config.set(SETTINGS):
         backend.put("parent.bin", payload(SIZE, seed=1))
         assert len(bytes(backend.get("parent.bin", bytearray))) == SIZE

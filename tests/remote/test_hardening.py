@@ -13,7 +13,8 @@ import pytest
 from servers.faults import FaultServer
 
 import gdsstore
-from gdsstore.engine.remote import RangeMismatchError, RemoteIOError, rawhttp, remote_backend
+from gdsstore.engine.backend import backend_for
+from gdsstore.engine.remote import RangeMismatchError, RemoteIOError, rawhttp
 from gdsstore.engine.remote.http_transport import HTTPSource, get_client, key_to_url_path, retry_after
 
 from .conftest import payload
@@ -64,7 +65,7 @@ def test_object_replaced_mid_read_fails_and_never_mixes(srv: FaultServer, mode: 
 
 @pytest.mark.parametrize("fast", FAST)
 def test_whole_object_get_of_a_replaced_object_fails(srv: FaultServer, fast: bool) -> None:
-    backend = remote_backend(f"http://127.0.0.1:{srv.port}/replaced/1")
+    backend = backend_for(f"http://127.0.0.1:{srv.port}/replaced/1")
     with gdsstore.config.set({"remote.fast_http": fast}), pytest.raises(RangeMismatchError):
         backend.get("obj.bin", bytearray)
 
@@ -129,7 +130,7 @@ def test_a_stalled_attempt_times_out_after_remote_timeout(srv: FaultServer, fast
 @pytest.mark.parametrize("fast", FAST)
 def test_a_stalled_whole_object_get_makes_at_most_max_attempts(srv: FaultServer, fast: bool) -> None:
     srv.slow_seconds = 2.0
-    backend = remote_backend(f"http://127.0.0.1:{srv.port}/stall/always")
+    backend = backend_for(f"http://127.0.0.1:{srv.port}/stall/always")
     settings = {"remote.timeout": 0.3, "remote.max_attempts": 2, "remote.fast_http": fast, "task_size": 1 << 20}
     with gdsstore.config.set(settings), pytest.raises(RemoteIOError, match=r"failed after 2 attempt"):
         backend.get("obj.bin", bytearray)

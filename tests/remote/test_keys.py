@@ -22,7 +22,7 @@ from servers.nginx import NginxServer
 from servers.webhdfs import WebHDFSServer
 
 import gdsstore
-from gdsstore.engine.remote import remote_backend
+from gdsstore.engine.backend import backend_for
 from gdsstore.engine.remote.http_transport import check_remote_key
 
 from .conftest import WEBHDFS_USER, payload
@@ -51,7 +51,7 @@ def _http_backend(www: tuple[NginxServer, str], files: dict[str, bytes]) -> Any:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
             f.write(data)
-    return remote_backend(nginx.url(sub))
+    return backend_for(nginx.url(sub))
 
 
 def _read_all_ways(backend: Any, key: str) -> list[bytes]:
@@ -75,8 +75,8 @@ def test_keys_that_decode_outside_the_root_are_refused_on_http(www: tuple[NginxS
 def test_keys_that_decode_outside_the_root_are_refused_on_s3_and_webhdfs(
     s3: dict[str, Any], webhdfs: WebHDFSServer, key: str
 ) -> None:
-    s3b = remote_backend("s3://test-bucket/root", {k: v for k, v in s3.items() if k != "client"})
-    hdfs = remote_backend(webhdfs.url("/root"), {"user": WEBHDFS_USER})
+    s3b = backend_for("s3://test-bucket/root", {k: v for k, v in s3.items() if k != "client"})
+    hdfs = backend_for(webhdfs.url("/root"), {"user": WEBHDFS_USER})
     for b in (s3b, hdfs):
         with pytest.raises(ValueError, match="invalid key"):
             b.get(key, bytearray)
@@ -119,8 +119,8 @@ def test_any_key_round_trips_or_is_refused_on_every_transport(
 ) -> None:
     data = payload(1500, seed=hash(key) & 0xFFFF)
     n = next(_counter)
-    s3b = remote_backend(f"s3://test-bucket/p{n}", {k: v for k, v in s3.items() if k != "client"})
-    hdfs = remote_backend(webhdfs.url(f"/p{n}"), {"user": WEBHDFS_USER})
+    s3b = backend_for(f"s3://test-bucket/p{n}", {k: v for k, v in s3.items() if k != "client"})
+    hdfs = backend_for(webhdfs.url(f"/p{n}"), {"user": WEBHDFS_USER})
     if not _accepted(key):
         # A key that names a path outside the root, as written or as a server decodes it.
         for b in (s3b, hdfs, _http_backend(www, {})):

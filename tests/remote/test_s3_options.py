@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import gdsstore
-from gdsstore.engine.remote import RangeMismatchError, remote_backend
+from gdsstore.engine.backend import backend_for
 from gdsstore.engine.remote.redact import MAX_SECRETS, known_secret_count
 from gdsstore.engine.remote.s3 import S3Source, get_s3_client
+from gdsstore.errors import RangeMismatchError
 
 from .conftest import payload
 
@@ -31,7 +32,7 @@ def test_s3fs_and_fsspec_option_names_are_accepted(s3: dict[str, Any]) -> None:
              skip_instance_cache=True, use_listings_cache=False, listings_expiry_time=10, max_paths=5,
              default_block_size=1 << 20, default_fill_cache=False, default_cache_type="none",
              cache_regions=True, asynchronous=False, loop=None)
-    b = remote_backend("s3://test-bucket/opts", o)
+    b = backend_for("s3://test-bucket/opts", o)
     b.put("a.bin", DATA)
     assert bytes(b.get("a.bin", bytearray)) == DATA
     with gdsstore.open("s3://test-bucket/opts/a.bin", **o) as f:
@@ -42,18 +43,18 @@ def test_s3fs_and_fsspec_option_names_are_accepted(s3: dict[str, Any]) -> None:
 
 def test_meaningless_option_values_are_refused(s3: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="asynchronous=True"):
-        remote_backend("s3://test-bucket", opts(s3, asynchronous=True))
+        backend_for("s3://test-bucket", opts(s3, asynchronous=True))
     with pytest.raises(TypeError, match=r"botocore\.session\.Session"):
-        remote_backend("s3://test-bucket", opts(s3, session=object()))
+        backend_for("s3://test-bucket", opts(s3, session=object()))
     with pytest.raises(TypeError, match="s3_additional_kwargs must be a dict"):
-        remote_backend("s3://test-bucket", opts(s3, s3_additional_kwargs="AES256"))
+        backend_for("s3://test-bucket", opts(s3, s3_additional_kwargs="AES256"))
     with pytest.raises(TypeError, match="unknown storage options"):
-        remote_backend("s3://test-bucket", opts(s3, requester_payz=True))
+        backend_for("s3://test-bucket", opts(s3, requester_payz=True))
 
 
 @pytest.mark.parametrize("size", [1000, 6 << 20])  # one PUT; a multipart upload
 def test_s3_additional_kwargs_apply_server_side_encryption(s3: dict[str, Any], size: int) -> None:
-    b = remote_backend("s3://test-bucket", opts(s3, s3_additional_kwargs={"ServerSideEncryption": "AES256"}))
+    b = backend_for("s3://test-bucket", opts(s3, s3_additional_kwargs={"ServerSideEncryption": "AES256"}))
     data = payload(size, seed=3)
     with gdsstore.config.set({"remote.multipart_threshold": 5 << 20, "remote.multipart_chunksize": 5 << 20}):
         b.put("enc.bin", data)
@@ -63,7 +64,7 @@ def test_s3_additional_kwargs_apply_server_side_encryption(s3: dict[str, Any], s
 
 
 def test_requester_pays_is_sent_with_every_request(s3: dict[str, Any]) -> None:
-    b = remote_backend("s3://test-bucket", opts(s3, requester_pays=True))
+    b = backend_for("s3://test-bucket", opts(s3, requester_pays=True))
     seen: list[dict[str, Any]] = []
     events = b.client.for_bucket("test-bucket").meta.events
     events.register("provide-client-params.s3", lambda params, **_: seen.append(dict(params)))
@@ -80,7 +81,7 @@ def test_requester_pays_is_sent_with_every_request(s3: dict[str, Any]) -> None:
 @pytest.mark.parametrize("version_aware", [True, False])
 def test_version_aware_reads_the_version_opened(s3: dict[str, Any], version_aware: bool) -> None:
     s3["client"].put_bucket_versioning(Bucket="test-bucket", VersioningConfiguration={"Status": "Enabled"})
-    b = remote_backend("s3://test-bucket", opts(s3, version_aware=version_aware))
+    b = backend_for("s3://test-bucket", opts(s3, version_aware=version_aware))
     b.put("v.bin", DATA)
     new = payload(len(DATA), seed=32)
     with gdsstore.config.set({"task_size": 64 << 10, "remote.concurrency": 2}), b.open("v.bin") as f:
@@ -98,14 +99,14 @@ def test_version_aware_reads_the_version_opened(s3: dict[str, Any], version_awar
 
 def test_bucket_region_is_discovered_before_signing(s3: dict[str, Any]) -> None:
     s3["client"].create_bucket(Bucket="eu-bucket", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
-    b = remote_backend("s3://eu-bucket/x", opts(s3))
+    b = backend_for("s3://eu-bucket/x", opts(s3))
     assert b.client.region_of("eu-bucket") == "eu-west-1"
     assert b.client.region_of("test-bucket") == "us-east-1"
     b.put("a.bin", DATA)
     assert bytes(b.get("a.bin", bytearray)) == DATA
     url = b.client.presign_get("eu-bucket", "x/a.bin")
     assert "eu-west-1" in url  # the credential scope of the signature
-    given = remote_backend("s3://eu-bucket/x", opts(s3, region_name="ap-south-1"))
+    given = backend_for("s3://eu-bucket/x", opts(s3, region_name="ap-south-1"))
     assert given.client.region_of("eu-bucket") == "ap-south-1"  # an explicit region is never second-guessed
 
 
@@ -132,7 +133,7 @@ def test_per_request_cost_does_not_grow_with_objects_read(s3: dict[str, Any]) ->
 
 
 def test_real_reads_of_many_objects_keep_their_speed(s3: dict[str, Any]) -> None:
-    b = remote_backend("s3://test-bucket/many", opts(s3))
+    b = backend_for("s3://test-bucket/many", opts(s3))
     for i in range(100):
         s3["client"].put_object(Bucket="test-bucket", Key=f"many/{i}.bin", Body=b"x" * 100)
 
@@ -183,14 +184,14 @@ def test_the_query_signer_signs_exactly_as_botocore(options: dict[str, Any]) -> 
 
 
 def test_anonymous_urls_are_not_signed(s3: dict[str, Any]) -> None:
-    b = remote_backend("s3://test-bucket", {"endpoint_url": s3["endpoint_url"], "anon": True})
+    b = backend_for("s3://test-bucket", {"endpoint_url": s3["endpoint_url"], "anon": True})
     url = b.client.presign_get("test-bucket", "pub.bin")
     assert "X-Amz-Signature" not in url and url.endswith("/test-bucket/pub.bin")
 
 
 def test_s3fs_options_through_the_fsspec_filesystem(s3: dict[str, Any]) -> None:
     """What an s3fs user passes as target options has s3fs's meaning here too."""
-    from gdsstore.adapters.fsspec_fs import GDSFileSystem
+    from gdsstore.adapters.fsspec import GDSFileSystem
 
     s3opts = opts(s3, requester_pays=True, s3_additional_kwargs={"ServerSideEncryption": "AES256"},
                   version_aware=True, use_listings_cache=False, skip_instance_cache=True)
@@ -203,7 +204,7 @@ def test_s3fs_options_through_the_fsspec_filesystem(s3: dict[str, Any]) -> None:
 def test_writes_of_many_sizes_make_one_trace_row(s3: dict[str, Any]) -> None:
     """Issue 18 item 4: the object size was part of the reason, so a 64-chunk zarr write made a
     43-row trace table. Reasons are route + why; sizes are the byte column."""
-    b = remote_backend("s3://test-bucket/trace", opts(s3))
+    b = backend_for("s3://test-bucket/trace", opts(s3))
     with gdsstore.trace() as t:
         for i in range(64):
             b.put(f"c/{i}", payload(1000 + 37 * i, seed=i))
