@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import gdsstore.trace as _trace
 from gdsstore import policy
+from gdsstore._optional import require
 from gdsstore.engine.backend import Backend, ByteRange, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
 from gdsstore.engine.remote.http import HTTPClient, HTTPSource, get_client
@@ -111,6 +112,7 @@ class S3Client:
         unknown = sorted(set(options) - _OPTION_NAMES)
         if unknown:
             raise TypeError(f"S3: unknown storage options {unknown}; known: {sorted(_OPTION_NAMES)}")
+        require("botocore", purpose="S3 (s3:// URLs)")  # a missing botocore names the extra to install
         from botocore import UNSIGNED
         from botocore.config import Config
 
