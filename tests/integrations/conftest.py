@@ -1,19 +1,11 @@
-"""Fixtures for the integrations (xarray, dask, zarr entry points, packaging, icechunk).
-
-A checkout used without ``pip install`` (the GPU machine runs from PYTHONPATH), or a venv installed from
-an older pyproject, lacks gdsstore's entry points: :func:`entry_points_dir` writes those of this
-checkout's pyproject.toml into a ``*.dist-info`` folder that the tests put on ``sys.path`` (in process
-and in subprocesses), so ``engine="gdsstore"`` and the ``zarr.codecs`` names resolve as installed.
-"""
+"""Fixtures for the integrations (xarray, dask, zarr entry points, packaging, icechunk): this checkout's
+entry points (see :mod:`.entry_points`) and real servers on loopback."""
 
 from __future__ import annotations
 
 import os
-import sys
-import tomllib
+import tempfile
 from collections.abc import Iterator
-from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,57 +13,29 @@ from servers.moto_s3 import MotoServer
 from servers.nginx import NginxServer, nginx_binary
 from servers.webhdfs import WebHDFSServer
 
-REPO = Path(__file__).resolve().parents[2]
+from .entry_points import REPO, declared_entry_points, expose_missing_entry_points
+
+__all__ = ["REPO", "WEBHDFS_USER", "declared_entry_points", "subprocess_env"]
+
 WEBHDFS_USER = "alice"
 
 
-def declared_entry_points() -> dict[str, dict[str, str]]:
-    """The entry points pyproject.toml declares: group → name → ``module:attr``."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    return {group: dict(eps) for group, eps in project["entry-points"].items()}
-
-
-def _missing_entry_points() -> dict[str, dict[str, str]]:
-    installed = entry_points()
-    missing: dict[str, dict[str, str]] = {}
-    for group, eps in declared_entry_points().items():
-        have = {(e.name, e.value) for e in installed.select(group=group)}
-        left = {n: v for n, v in eps.items() if (n, v) not in have}
-        if left:
-            missing[group] = left
-    return missing
+@pytest.fixture(scope="session")
+def entry_points_dir() -> str:
+    """The folder with this checkout's entry points that the environment lacks (``tests/conftest.py``
+    exposed it at start-up; an empty folder when gdsstore is installed from this pyproject.toml)."""
+    return expose_missing_entry_points() or tempfile.mkdtemp(prefix="gdsstore-no-entry-points-")
 
 
 @pytest.fixture(scope="session")
-def entry_points_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A folder holding a dist-info with the declared entry points the environment lacks (maybe none)."""
-    root = tmp_path_factory.mktemp("entry_points")
-    missing = _missing_entry_points()
-    if missing:
-        info = root / "gdsstore_checkout_entry_points-0.0.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gdsstore-checkout-entry-points\nVersion: 0.0\n")
-        text = "".join(
-            f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in eps.items()) + "\n"
-            for group, eps in missing.items()
-        )
-        (info / "entry_points.txt").write_text(text)
-    return str(root)
-
-
-@pytest.fixture(scope="session")
-def xarray_engine(entry_points_dir: str) -> Iterator[str]:
-    """``"gdsstore"``, registered with xarray through its entry point (this checkout's, when not installed)."""
+def xarray_engine(entry_points_dir: str) -> str:
+    """``"gdsstore"``: xarray finds the engine through its entry point."""
     pytest.importorskip("xarray")
     from xarray.backends import plugins
 
-    sys.path.append(entry_points_dir)
-    plugins.list_engines.cache_clear()
-    try:
-        yield "gdsstore"
-    finally:
-        sys.path.remove(entry_points_dir)
-        plugins.list_engines.cache_clear()
+    plugins.list_engines.cache_clear()  # in case xarray listed its engines before the folder was exposed
+    assert "gdsstore" in plugins.list_engines()
+    return "gdsstore"
 
 
 def subprocess_env(entry_points_dir: str) -> dict[str, str]:
