@@ -33,6 +33,7 @@ __all__ = [
     "Placement",
     "choose_placement",
     "coordinate_names",
+    "device_decodable",
     "prototype_for",
     "to_zarr",
 ]
@@ -91,6 +92,55 @@ def choose_placement(variables: Mapping[str, tuple[tuple[str, ...], Mapping[str,
     """
     coords = coordinate_names(variables, group_attrs)
     return {name: "device" if device and name not in coords else "host" for name in variables}
+
+
+# CF attributes whose decoding xarray does with numpy only (``np.array(data)``): on a CuPy array it raises.
+_HOST_ONLY_CF = ("_FillValue", "missing_value", "_Unsigned", "calendar")
+
+
+def _is_nan(value: Any) -> bool:
+    try:
+        return bool(value != value)  # NaN is the only value unequal to itself
+    except (TypeError, ValueError):
+        return False
+
+
+def device_decodable(attrs: Mapping[str, Any], dtype: Any) -> str | None:
+    """Why a variable cannot be decoded on the device by xarray (``None``: it can).
+
+    xarray decodes CF masks (``_FillValue``, ``missing_value``), unsigned views and times with numpy
+    calls that refuse CuPy arrays; scale and offset work on any array. A NaN fill value of a float
+    variable masks nothing (NaN stays NaN), so it does not keep the variable on the host.
+
+    Args:
+        attrs: the variable's attributes as stored.
+        dtype: its stored dtype.
+
+    Returns:
+        ``None``, or the reason the variable stays on the host.
+
+    Examples:
+        >>> import numpy as np
+        >>> device_decodable({"_FillValue": np.nan, "units": "K"}, np.dtype("f4")) is None
+        True
+        >>> device_decodable({"_FillValue": -9999}, np.dtype("i2"))
+        'CF attribute _FillValue=-9999 is decoded by xarray with numpy'
+        >>> device_decodable({"units": "days since 2000-01-01"}, np.dtype("i8"))
+        "CF time units 'days since 2000-01-01' are decoded by xarray with numpy"
+    """
+    import numpy as np
+
+    for key in _HOST_ONLY_CF:
+        if key not in attrs:
+            continue
+        value = attrs[key]
+        if key in ("_FillValue", "missing_value") and np.dtype(dtype).kind == "f" and _is_nan(value):
+            continue
+        return f"CF attribute {key}={value!r} is decoded by xarray with numpy"
+    units = attrs.get("units")
+    if isinstance(units, str) and " since " in units:
+        return f"CF time units {units!r} are decoded by xarray with numpy"
+    return None
 
 
 def prototype_for(placement: Placement) -> BufferPrototype:
@@ -192,6 +242,7 @@ def _placed_zarr_store_class() -> Any:
         """xarray's ZarrStore with a placement (host or device) per variable."""
 
         device = False
+        mask_and_scale = True
 
         def get_variables(self) -> Any:
             names = list(self.array_keys())
@@ -200,9 +251,16 @@ def _placed_zarr_store_class() -> Any:
                 {name: (tuple(v.dims), v.attrs) for name, v in variables.items()},
                 self.get_attrs(), device=self.device)  # type: ignore[no-untyped-call]
             for name, var in variables.items():
-                wrapper = PlacedArrayWrapper(self.members[name], prototype_for(placements[name]))
+                placement = placements[name]
+                reason = device_decodable(var.attrs, var.dtype) if placement == "device" else None
+                if reason is not None:
+                    placement = "host"
+                    var.encoding["gdsstore_placement_reason"] = reason
+                elif placement == "device" and self.mask_and_scale:
+                    _drop_nan_fill(var)
+                wrapper = PlacedArrayWrapper(self.members[name], prototype_for(placement))
                 var.data = indexing.LazilyIndexedArray(wrapper)
-                var.encoding["gdsstore_placement"] = placements[name]
+                var.encoding["gdsstore_placement"] = placement
             return FrozenDict(variables)
 
     _PLACED_STORE = PlacedZarrStore
@@ -210,6 +268,14 @@ def _placed_zarr_store_class() -> Any:
 
 
 _PLACED_STORE: Any = None
+
+
+def _drop_nan_fill(var: Any) -> None:
+    """A NaN fill of a float variable masks nothing: keep it in the encoding (written back as it was),
+    not in the attributes, so that xarray's numpy-only mask decoding never runs on device data."""
+    for key in ("_FillValue", "missing_value"):
+        if key in var.attrs:
+            var.encoding[key] = var.attrs.pop(key)
 
 
 class GDSStoreBackendEntrypoint(BackendEntrypoint):
@@ -220,7 +286,9 @@ class GDSStoreBackendEntrypoint(BackendEntrypoint):
     the variables in dask arrays whose chunks read the same way. ``xr.open_mfdataset(paths,
     engine="gdsstore")`` opens each path through this backend.
 
-    Each variable's encoding records ``gdsstore_placement`` (``"device"`` or ``"host"``).
+    Each variable's encoding records ``gdsstore_placement`` (``"device"`` or ``"host"``). A data variable
+    whose CF attributes xarray decodes with numpy only (an integer ``_FillValue``, time units, ...) stays
+    on the host, and ``gdsstore_placement_reason`` says why (see :func:`device_decodable`).
     """
 
     description = "Open zarr stores through gdsstore: coordinates on the host, data variables on the GPU"
@@ -283,6 +351,7 @@ class GDSStoreBackendEntrypoint(BackendEntrypoint):
             zarr_store = _placed_zarr_store_class().open_group(
                 store, group=group, mode=mode, consolidated=consolidated, zarr_format=zarr_format)
         zarr_store.device = use_device
+        zarr_store.mask_and_scale = mask_and_scale
         with close_on_error(zarr_store):
             return StoreBackendEntrypoint().open_dataset(
                 zarr_store, mask_and_scale=mask_and_scale, decode_times=decode_times,

@@ -58,6 +58,11 @@ def write_reference(path: Path | str, ds: Any | None = None) -> Any:
     return ds
 
 
+def host(obj: Any) -> Any:
+    """Loaded into host memory (numpy), whatever the placement: compares with plain xarray on a GPU too."""
+    return obj.compute().as_numpy()
+
+
 def placements(ds: Any) -> dict[str, str]:
     return {name: v.encoding["gdsstore_placement"] for name, v in ds.variables.items()}
 
@@ -74,6 +79,21 @@ def test_placement_coordinates_host_data_device_when_a_gpu_is_present() -> None:
                                            device=True) == {"a": "device", "b": "host"}
 
 
+def test_cf_attributes_xarray_decodes_with_numpy_keep_a_variable_on_the_host() -> None:
+    decodable = xarray_backend.device_decodable
+    assert decodable({"units": "K", "_FillValue": np.float32("nan"), "scale_factor": 0.5}, np.dtype("f4")) is None
+    assert decodable({"_FillValue": -1}, np.dtype("i2")) == "CF attribute _FillValue=-1 is decoded by xarray with numpy"
+    assert decodable({"missing_value": 1e20}, np.dtype("f8")) is not None  # a real mask, not NaN
+    assert decodable({"_Unsigned": "true"}, np.dtype("i1")) is not None
+    assert "time units" in str(decodable({"units": "hours since 2024-01-01"}, np.dtype("i8")))
+
+
+def test_nan_fill_of_a_device_variable_moves_to_its_encoding() -> None:
+    var = xr.Variable(("x",), np.arange(3.0), {"_FillValue": np.nan, "units": "K"})
+    xarray_backend._drop_nan_fill(var)
+    assert var.attrs == {"units": "K"} and np.isnan(var.encoding["_FillValue"])
+
+
 def test_prototype_for_placement() -> None:
     from zarr.core.buffer import cpu, gpu
 
@@ -88,8 +108,8 @@ def test_open_dataset_matches_plain_xarray_zarr(tmp_path: Path, xarray_engine: s
     with gdsstore.trace() as t:
         ours = xr.open_dataset(tmp_path / "d.zarr", engine=xarray_engine, consolidated=False).load()
     plain = xr.open_dataset(tmp_path / "d.zarr", engine="zarr", consolidated=False).load()
-    xr.testing.assert_identical(ours, plain)
-    xr.testing.assert_identical(ours, written)
+    xr.testing.assert_identical(host(ours), plain)
+    xr.testing.assert_identical(host(ours), written)
     assert ours["temperature"].encoding["shards"] is None and ours["count"].encoding["shards"] == (12, 8)
     assert t.totals, "the reads went through gdsstore's engine"
     expected = "device" if GPU else "host"
@@ -106,9 +126,9 @@ def test_open_dataset_with_chunks_is_dask_and_reads_per_chunk(tmp_path: Path, xa
     assert ds["count"].chunks == ((4,) * 6, (4,) * 4)  # sharded: xarray prefers the inner chunks
     assert isinstance(ds["time"].data, np.ndarray)  # an index: loaded on the host at open
     sub = ds["temperature"].isel(time=slice(5, 13), x=slice(3, 17)).mean("y")
-    xr.testing.assert_allclose(sub.compute(), written["temperature"].isel(time=slice(5, 13), x=slice(3, 17))
+    xr.testing.assert_allclose(host(sub), written["temperature"].isel(time=slice(5, 13), x=slice(3, 17))
                                .mean("y"))
-    xr.testing.assert_identical(ds.compute(), written)
+    xr.testing.assert_identical(host(ds), written)
 
 
 def test_open_dataset_from_a_gdsstore_object_and_indexing_kinds(tmp_path: Path, xarray_engine: str) -> None:
@@ -117,10 +137,10 @@ def test_open_dataset_from_a_gdsstore_object_and_indexing_kinds(tmp_path: Path, 
                          consolidated=False)
     t = written["temperature"]
     # basic, orthogonal (outer) and vectorized selections each read through the chosen prototype
-    xr.testing.assert_identical(ds["temperature"][2:9, ::3, 4], t[2:9, ::3, 4])
-    xr.testing.assert_identical(ds["temperature"].isel(y=[1, 5, 7], x=[0, 19]), t.isel(y=[1, 5, 7], x=[0, 19]))
+    xr.testing.assert_identical(host(ds["temperature"][2:9, ::3, 4]), t[2:9, ::3, 4])
+    xr.testing.assert_identical(host(ds["temperature"].isel(y=[1, 5, 7], x=[0, 19])), t.isel(y=[1, 5, 7], x=[0, 19]))
     pts = {"y": xr.DataArray([0, 3, 15], dims="p"), "x": xr.DataArray([2, 2, 19], dims="p")}
-    xr.testing.assert_identical(ds["temperature"].isel(pts), t.isel(pts))
+    xr.testing.assert_identical(host(ds["temperature"].isel(pts)), t.isel(pts))
 
 
 def test_open_mfdataset(tmp_path: Path, xarray_engine: str) -> None:
@@ -132,7 +152,7 @@ def test_open_mfdataset(tmp_path: Path, xarray_engine: str) -> None:
         ours = xr.open_mfdataset(paths, engine=xarray_engine, consolidated=False, combine="by_coords")
         plain = xr.open_mfdataset(paths, engine="zarr", consolidated=False, combine="by_coords")
     assert ours.sizes["time"] == 72
-    xr.testing.assert_identical(ours.compute(), plain.compute())
+    xr.testing.assert_identical(host(ours), plain.compute())
 
 
 def test_to_zarr_round_trip_through_gdsstore(tmp_path: Path, xarray_engine: str) -> None:
@@ -148,10 +168,10 @@ def test_to_zarr_round_trip_through_gdsstore(tmp_path: Path, xarray_engine: str)
     arr = zarr.open_array(str(tmp_path / "out.zarr"), path="count", mode="r")
     assert arr.shards == (12, 8) and arr.chunks == (4, 4)
     assert [c.to_dict()["name"] for c in arr.compressors] == ["gzip"]
-    # and Dataset.to_zarr given a GDSStore works too
-    ds.to_zarr(gdsstore.GDSStore(str(tmp_path / "out2.zarr")), consolidated=False, mode="w", align_chunks=True)
-    xr.testing.assert_identical(xr.open_dataset(tmp_path / "out2.zarr", engine=xarray_engine,
-                                                consolidated=False).load(), written)
+    # and Dataset.to_zarr given a GDSStore works too (host data: zarr's CPU buffers)
+    host(ds).to_zarr(gdsstore.GDSStore(str(tmp_path / "out2.zarr")), consolidated=False, mode="w")
+    xr.testing.assert_identical(host(xr.open_dataset(tmp_path / "out2.zarr", engine=xarray_engine,
+                                                     consolidated=False)), written)
 
 
 def test_s3_round_trip(s3_options: dict[str, Any], xarray_engine: str) -> None:
@@ -161,7 +181,7 @@ def test_s3_round_trip(s3_options: dict[str, Any], xarray_engine: str) -> None:
     with gdsstore.trace() as t:
         ds = xr.open_dataset("s3://xr-bucket/d.zarr", engine=xarray_engine, consolidated=False,
                              storage_options=s3_options, chunks={})
-        xr.testing.assert_identical(ds.compute(), written)
+        xr.testing.assert_identical(host(ds), written)
     assert "s3" in t.routes
 
 
@@ -177,8 +197,8 @@ def test_http_and_webhdfs(tmp_path: Path, nginx: NginxServer, webhdfs: WebHDFSSe
         over_http = xr.open_dataset(nginx.url("xr/d.zarr"), engine=xarray_engine, consolidated=True).load()
         over_hdfs = xr.open_dataset(webhdfs.url("/d.zarr"), engine=xarray_engine, consolidated=False,
                                     storage_options={"user": WEBHDFS_USER}).load()
-    xr.testing.assert_identical(over_http, written)
-    xr.testing.assert_identical(over_hdfs, written)
+    xr.testing.assert_identical(host(over_http), written)
+    xr.testing.assert_identical(host(over_hdfs), written)
     assert {"http", "webhdfs"} <= t.routes
 
 
@@ -206,6 +226,7 @@ def test_gpu_data_variables_are_cupy_and_coordinates_numpy(tmp_path: Path, xarra
         np.testing.assert_array_equal(data.get(), written[name].values)
     for name in ("time", "y", "x", "lat"):
         assert isinstance(ds[name].data, np.ndarray), (name, type(ds[name].data))
+    assert placements(ds)["temperature"] == "device" and np.isnan(ds["temperature"].encoding["_FillValue"])
     lazy = xr.open_dataset(tmp_path / "d.zarr", engine=xarray_engine, consolidated=False, chunks={})
     got = lazy["temperature"].isel(time=slice(0, 12)).mean("time").compute()
     assert isinstance(got.data, cp.ndarray)
