@@ -22,7 +22,10 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from xarray.backends.common import BackendEntrypoint
+from gdsstore._optional import require
+
+require("xarray", purpose="gdsstore.xarray_backend")
+from xarray.backends.common import BackendEntrypoint  # noqa: E402
 
 if TYPE_CHECKING:
     from xarray import Dataset

@@ -102,3 +102,16 @@ def test_device_free_bytes_on_the_gpu(cp: Any) -> None:
     assert 0 < got.free <= total
     if "rmm" not in sys.modules:
         assert got.source == "cudaMemGetInfo" and abs(got.free - free) < (256 << 20)
+
+
+@pytest.mark.parametrize(("module", "dependency", "extra"),
+                         [("gdsstore.xarray_backend", "xarray", "xarray"), ("gdsstore.dask", "distributed", "dask")])
+def test_integration_modules_name_their_extra(module: str, dependency: str, extra: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    monkeypatch.setitem(sys.modules, dependency, None)
+    with pytest.raises(MissingOptionalDependencyError, match=rf"{module}: {dependency} is not installed; "
+                                                             rf"pip install 'gdsstore\[{extra}\]'"):
+        importlib.import_module(module)
