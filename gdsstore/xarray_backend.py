@@ -233,13 +233,13 @@ def _placed_zarr_store_class() -> Any:
             return self._array.get_coordinate_selection(key, prototype=self.prototype)
 
         async def _async_getitem(self, key: Any) -> Any:
-            return self._getitem(key)  # no async prototype route in zarr: the sync one, same bytes
+            return await self._array._async_array.getitem(key, prototype=self.prototype)
 
         async def _async_oindex(self, key: Any) -> Any:
-            return self._oindex(key)
+            return await self._array._async_array.get_orthogonal_selection(key, prototype=self.prototype)
 
         async def _async_vindex(self, key: Any) -> Any:
-            return self._vindex(key)
+            return await self._array._async_array.get_coordinate_selection(key, prototype=self.prototype)
 
     class PlacedZarrStore(ZarrStore):  # type: ignore[misc]
         """xarray's ZarrStore with a placement (host or device) per variable."""

@@ -143,6 +143,15 @@ def test_open_dataset_from_a_gdsstore_object_and_indexing_kinds(tmp_path: Path, 
     xr.testing.assert_identical(host(ds["temperature"].isel(pts)), t.isel(pts))
 
 
+async def test_load_async(tmp_path: Path, xarray_engine: str) -> None:
+    written = write_reference(tmp_path / "d.zarr")
+    ds = xr.open_dataset(tmp_path / "d.zarr", engine=xarray_engine, consolidated=False)
+    loaded = await ds.load_async()  # xarray's async path: zarr's async selections, same prototype
+    xr.testing.assert_identical(host(loaded), written)
+    sub = await ds["temperature"].isel(y=[1, 4], x=slice(2, 9)).load_async()
+    xr.testing.assert_identical(host(sub), written["temperature"].isel(y=[1, 4], x=slice(2, 9)))
+
+
 def test_open_mfdataset(tmp_path: Path, xarray_engine: str) -> None:
     parts = [make_dataset(seed=i, start=f"2024-01-0{i + 1}") for i in range(3)]
     for i, part in enumerate(parts):
