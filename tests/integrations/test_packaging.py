@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -31,8 +32,12 @@ def _run(*cmd: str, cwd: str | None = None, timeout: float = 180) -> str:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    _run(sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(out))
+    # built from a copy of what the wheel is made of: setuptools leaves build/ and *.egg-info behind
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    shutil.copytree(REPO / "gdsstore", src / "gdsstore", ignore=shutil.ignore_patterns("__pycache__"))
+    _run(sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(out))
     (whl,) = out.glob("gdsstore-*.whl")
     return whl
 
