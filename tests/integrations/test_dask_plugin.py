@@ -100,3 +100,19 @@ def test_plugin_checks_settings_on_the_client() -> None:
         GDSStorePlugin({"compat_mode": "sometimes"})
     plugin = GDSStorePlugin({"remote.concurrency": 8}, gpu=True)
     assert repr(plugin) == "GDSStorePlugin({'remote.concurrency': 8}, gpu=True, buffers=True)"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_plugin_gpu_buffers_on_a_worker_process(tmp_path: Path, cp: Any) -> None:
+    data = np.arange(256 * 256, dtype="f4").reshape(256, 256)
+    zarr.create_array(str(tmp_path / "g.zarr"), data=data, chunks=(64, 64), compressors=[zarr.codecs.ZstdCodec()])
+    with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=2, dashboard_address=None,
+                                  worker_dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        c.register_plugin(GDSStorePlugin({"num_threads": 4}, gpu=True))
+        assert all(s["buffer"] == "zarr.buffer.gpu.Buffer" for s in c.run(worker_state).values())
+        z = open_array(str(tmp_path / "g.zarr"))
+        x = da.from_array(z, chunks=z.chunks, meta=cp.empty((0, 0), dtype=z.dtype))
+        column_sums = x.sum(axis=0).compute()
+        assert isinstance(column_sums, cp.ndarray)
+        np.testing.assert_array_equal(column_sums.get(), data.sum(axis=0))

@@ -103,6 +103,25 @@ def test_prototype_for_placement() -> None:
         assert xarray_backend.prototype_for("host") is cpu.buffer_prototype  # whatever the global config
 
 
+def test_store_wires_each_variable_to_its_placements_prototype(tmp_path: Path) -> None:
+    """The wiring the GPU machine relies on, checked without a GPU: nothing is read here (lazy)."""
+    from zarr.core.buffer import cpu, gpu
+
+    ds = make_dataset()
+    ds["flagged"] = ds["count"].astype("i4").assign_attrs(_FillValue=-1)  # a real CF mask: stays on the host
+    ds.to_zarr(str(tmp_path / "d.zarr"), mode="w", consolidated=False, zarr_format=3)
+    store = xarray_backend._placed_zarr_store_class().open_group(
+        gdsstore.GDSStore(str(tmp_path / "d.zarr"), read_only=True), consolidated=False)
+    store.device = True  # as on a GPU machine
+    variables = store.get_variables()
+    prototypes = {name: var._data.array.prototype for name, var in variables.items()}
+    assert {n for n, p in prototypes.items() if p is gpu.buffer_prototype} == {"temperature", "count", "pressure"}
+    assert {n for n, p in prototypes.items() if p is cpu.buffer_prototype} == {"time", "y", "x", "lat", "flagged"}
+    assert "_FillValue=-1" in variables["flagged"].encoding["gdsstore_placement_reason"]
+    assert "_FillValue" not in variables["temperature"].attrs  # NaN fill: moved to the encoding
+    assert np.isnan(variables["temperature"].encoding["_FillValue"])
+
+
 def test_open_dataset_matches_plain_xarray_zarr(tmp_path: Path, xarray_engine: str) -> None:
     written = write_reference(tmp_path / "d.zarr")
     with gdsstore.trace() as t:
