@@ -12,6 +12,20 @@ from gdsstore.engine import cuda
 fsspec.register_implementation("gds", "gdsstore.adapters.fsspec.GDSFileSystem", clobber=True)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # ... and xarray's engine "gdsstore" and zarr's codec names: this checkout's entry points, where the
+    # environment lacks them (subprocesses and notebook kernels included), as an installed gdsstore has.
+    from integrations.entry_points import expose_missing_entry_points
+
+    expose_missing_entry_points()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from integrations.entry_points import remove_exposed_entry_points
+
+    remove_exposed_entry_points()
+
+
 def _gpu_skip_reason() -> str | None:
     if cuda.cupy_or_none() is None:
         return "needs a CUDA GPU: cupy is not installed (pip install gdsstore[gpu]); run `pytest -m gpu` on the GPU machine"

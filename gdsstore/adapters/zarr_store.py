@@ -61,7 +61,9 @@ def _is_device_buffer(cls: type[Buffer]) -> bool:
 def _allocator(prototype: BufferPrototype) -> Callable[[int], Any]:
     """``alloc(nbytes)`` giving an uninitialised 1-d byte array in the prototype's memory."""
     if _is_device_buffer(prototype.buffer):
-        import cupy  # only reachable when the caller asked for device buffers
+        from gdsstore._optional import require  # only reachable when the caller asked for device buffers
+
+        cupy = require("cupy", purpose="GDSStore reads into device buffers")
 
         return lambda n: cupy.empty(n, dtype=np.uint8)
     return lambda n: np.empty(n, dtype=np.uint8)

@@ -42,9 +42,9 @@ __all__ = [
 
 
 def _bindings() -> Any:
-    import cuda.bindings.cufile as cufile
+    from gdsstore._optional import require
 
-    return cufile
+    return require("cuda.bindings.cufile", purpose="the cuFile route")
 
 
 def library_version() -> int | None:

@@ -45,6 +45,7 @@ from urllib.parse import urlsplit
 
 import gdsstore.trace as _trace
 from gdsstore import policy
+from gdsstore._optional import require
 from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
 from gdsstore.engine.ranges import ByteRange
@@ -167,6 +168,7 @@ class S3Client:
     """A botocore S3 client built from storage options, plus the fast HTTP client for GETs."""
 
     def __init__(self, options: dict[str, Any]) -> None:
+        require("botocore", purpose="S3 (s3:// URLs)")  # a missing botocore names the extra to install
         from botocore import UNSIGNED
         from botocore.config import Config
 
