@@ -31,33 +31,39 @@ __all__ = ["PiecesFuture", "completed", "engine_pool", "map_all", "run_pieces"]
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+_settings_size = 0  # max(num_threads, remote.concurrency) when the pool was built
 _pool_lock = threading.Lock()
 
 
 def engine_pool(min_workers: int = 1) -> ThreadPoolExecutor:
-    """The process's engine pool: ``max(num_threads, remote.concurrency, min_workers)`` threads.
+    """The process's engine pool: ``max(num_threads, remote.concurrency)`` threads, grown (never
+    shrunk) to ``min_workers`` when a request asks for more.
 
-    Rebuilt when the settings ask for more or fewer threads (the old pool finishes its queue and goes).
+    Rebuilt when those settings change (the old pool finishes its queue and goes); a request that asks
+    for more threads than the settings grows the pool once instead of rebuilding it back and forth.
     """
     from gdsstore import policy
 
-    global _pool, _pool_size
+    global _pool, _pool_size, _settings_size
     s = policy.settings()
-    want = max(s.num_threads, s.remote_concurrency, min_workers)
+    want = max(s.num_threads, s.remote_concurrency)
     with _pool_lock:
-        if _pool is None or _pool_size != want:
+        same_settings = _pool is not None and _settings_size == want
+        if not same_settings or _pool_size < min_workers:
+            size = max(want, min_workers, _pool_size if same_settings else 0)
             old = _pool
-            _pool = ThreadPoolExecutor(max_workers=want, thread_name_prefix="gdsstore")
-            _pool_size = want
+            _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gdsstore")
+            _pool_size, _settings_size = size, want
             if old is not None:
                 old.shutdown(wait=False)
+        assert _pool is not None
         return _pool
 
 
 def _forget_pool_in_child() -> None:
     """After ``fork()``: the inherited pool's threads are gone; the next request builds a fresh pool."""
-    global _pool, _pool_size, _pool_lock
-    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+    global _pool, _pool_size, _settings_size, _pool_lock
+    _pool, _pool_size, _settings_size, _pool_lock = None, 0, 0, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

@@ -366,7 +366,7 @@ def decode_window(
             out[i] = chain.transform.decode_chunk(specs[i].prototype.buffer.from_array_like(view), specs[i])
 
     if len(present) > 1:
-        list(staging.executor().map(one, present))
+        staging.map_parallel(one, present)
     else:
         for i in present:
             one(i)

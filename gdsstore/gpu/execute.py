@@ -89,7 +89,7 @@ def run_windows(
     engine pool: one read ahead)."""
     if not windows:
         return
-    pool = engine_pool(2)
+    pool = engine_pool()
     nxt: Future[Any] = pool.submit(read, windows[0])
     for k, w in enumerate(windows):
         cur = nxt.result()

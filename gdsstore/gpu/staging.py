@@ -15,19 +15,16 @@ Slots are 64-byte aligned (nvCOMP wants 8-16 bytes; 64 keeps every chunk on its 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from gdsstore import policy
 from gdsstore.engine import batch, bounce, cuda
-from gdsstore.engine.pool import engine_pool
+from gdsstore.engine.pool import map_all
 from gdsstore.engine.ranges import ByteRange
-
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["Fetch", "Staged", "stage_from_backend", "stage_from_host_buffers", "stage_local", "to_device"]
 
@@ -145,11 +142,14 @@ class _PinnedPool:
 _pinned_pool = _PinnedPool()
 
 
-def executor() -> ThreadPoolExecutor:
-    """The engine pool, at least ``num_threads`` wide. Staging tasks block on engine reads that run on
-    the same pool; that cannot deadlock because a waiting thread runs queued pieces itself
-    (:func:`gdsstore.engine.pool.run_pieces`)."""
-    return engine_pool(policy.settings().num_threads)
+def map_parallel(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    """``[fn(x) for x in items]`` on the engine pool, ``num_threads`` at a time.
+
+    Through :func:`gdsstore.engine.pool.map_all`, never ``Executor.map``: staging runs inside pool tasks
+    (the window prefetch), and a thread that waits there runs the pieces itself, so a full pool cannot
+    deadlock on its own nested work.
+    """
+    return map_all(fn, items, policy.settings().num_threads)
 
 
 def _layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
@@ -322,8 +322,7 @@ def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool) 
         return stage_local(
             backend, [f.key for f in fetches], pinned=pinned, ranges=[f.byte_range for f in fetches]
         )
-    pool = executor()
-    where = list(pool.map(lambda f: _resolve(backend, f), fetches))
+    where = map_parallel(lambda f: _resolve(backend, f), fetches)
     sizes = np.array([-1 if w is None else w[1] for w in where], dtype=np.int64)
     offs, total = _layout(sizes)
     host, pin = _alloc(total, pinned)
@@ -345,7 +344,7 @@ def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool) 
             )
 
     try:
-        list(pool.map(read, range(len(fetches))))
+        map_parallel(read, range(len(fetches)))
     except BaseException:
         if pin is not None:
             _pinned_pool.put(pin)

@@ -61,3 +61,23 @@ def test_remote_reads_equal_zarr(s3_opts: dict[str, Any], sharded: bool) -> None
             np.testing.assert_array_equal(ours[:], ref)
             np.testing.assert_array_equal(ours[3:37:2, 5:29], ref[3:37:2, 5:29])
     assert "s3" in t.routes, str(t)  # bytes came through the engine's S3 transport
+
+
+@pytest.mark.timeout(120)
+def test_concurrent_remote_reads_on_a_one_thread_pool(s3_opts: dict[str, Any]) -> None:
+    """Staging runs inside pool tasks (the window prefetch) and waits on nested work: with one engine
+    thread and several readers at once (dask's threads), every read still finishes (it deadlocked when
+    staging waited on ``Executor.map`` futures of the same pool)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = np.arange(64 * 64, dtype="f4").reshape(64, 64)
+    url = f"s3://{BUCKET}/one-thread"
+    z = zarr.create_array(
+        gdsstore.GDSStore(url, storage_options=s3_opts), shape=data.shape, chunks=(8, 8), shards=(32, 32), dtype="f4"
+    )
+    z[:] = data
+    with gdsstore.config.set({"num_threads": 1, "remote.concurrency": 1}), gdsstore.enable_gpu(buffers=False):
+        ours = zarr.open_array(gdsstore.GDSStore(url, read_only=True, storage_options=s3_opts), mode="r")
+        with ThreadPoolExecutor(4) as readers:
+            got = list(readers.map(lambda i: ours[i * 16 : i * 16 + 16], range(4)))
+    np.testing.assert_array_equal(np.concatenate(got), data)
