@@ -1,0 +1,371 @@
+"""The executor of the pipeline's write path: merge, encode as one batch, publish many objects at once.
+
+:meth:`GDSCodecPipeline.write <gdsstore.gpu.pipeline.GDSCodecPipeline.write>` hands its whole batch
+to :func:`write`, which
+
+1. reads the old contents of every chunk (or shard) the selection covers only in part, as one
+   batched read through the pipeline's own read path (read-modify-write);
+2. merges the new values in (zarr's ``_merge_chunk_array``) and drops chunks that end up all fill
+   value when ``write_empty_chunks`` is off (zarr's ``chunk_is_empty``: they are deleted);
+3. encodes the chunks — for sharded arrays, every inner chunk of every shard — as one batch:
+   device chunks whose bytes-to-bytes stage nvCOMP writes (zstd, lz4; crc32c by a GPU kernel) in
+   one nvCOMP call, then one device-to-host copy into one pinned buffer; everything else with the
+   codecs' own synchronous encode, in parallel on the engine's thread pool;
+4. assembles each shard once (its chunks in zarr's write order, then its index, laid out by
+   :func:`gdsstore.gpu.write_plan.shard_layout`);
+5. publishes all objects in parallel through the store's engine backend (``put``: temporary file +
+   rename locally, PUT/multipart on S3, CREATE on WebHDFS — each object atomic) and deletes the
+   empty ones.
+
+Batches it cannot take go to zarr's own pipeline, and the trace says why (``write-plan`` /
+``zarr-pipeline`` / reason). Each batch records one ``encode`` row per route and one ``write`` row
+(``batch-put``), sizes in the columns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import gdsstore.trace as _trace
+from gdsstore import policy
+from gdsstore.engine.backend import Backend
+from gdsstore.engine.pool import get_pool
+from gdsstore.gpu import write_plan
+
+if TYPE_CHECKING:
+    from zarr.codecs.sharding import ShardingCodec
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import NDBuffer
+    from zarr.core.indexing import SelectorTuple
+
+__all__ = ["WRITE_WINDOW_BYTES", "write", "write_route"]
+
+WriteItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
+
+#: Raw (decoded) bytes encoded and published per window: bounds the memory a batch holds at once.
+WRITE_WINDOW_BYTES = 256 << 20
+
+#: Name of the engine pool that runs encodes and puts: puts may run their own pieces on the
+#: "local"/"remote" pools (multipart parts), so they must not wait on those pools' threads.
+POOL = "write"
+
+
+def _backend_of(byte_setter: Any) -> Backend | None:
+    backend = getattr(getattr(byte_setter, "store", None), "backend", None)
+    return backend if isinstance(backend, Backend) else None
+
+
+def write_route(delegate: Any, batch: Sequence[WriteItem]) -> tuple[str, str]:
+    """``(route, reason)`` for a write batch: ``"chunks"``, ``"shards"`` or ``"delegate"`` (zarr's
+    own pipeline), from the codecs (``delegate``: zarr's ``FusedCodecPipeline``) and the byte setters.
+    """
+    from zarr.codecs.sharding import ShardingCodec
+    from zarr.storage._common import StorePath
+
+    bs = batch[0][0]
+    if not isinstance(bs, StorePath):
+        return "delegate", f"byte setter {type(bs).__name__} is not a store path"
+    backend = _backend_of(bs)
+    if backend is None:
+        return "delegate", f"store {type(bs.store).__name__} has no gdsstore engine backend"
+    if any(_backend_of(item[0]) is not backend for item in batch):
+        return "delegate", "byte setters on more than one store"
+    if bs.store.read_only or not backend.writable:
+        return "delegate", "store not writable (zarr's pipeline raises the error)"
+    if delegate.sync_transform is None:
+        return "delegate", "a codec has no synchronous encode"
+    if any(len(item[1].shape) == 0 for item in batch):
+        return "delegate", "0-d array"
+    ab = delegate.array_bytes_codec
+    if isinstance(ab, ShardingCodec):
+        if delegate.array_array_codecs or delegate.bytes_bytes_codecs:
+            return "delegate", "codecs outside the sharding codec"
+        if any(isinstance(c, ShardingCodec) for c in ab.codecs):
+            return "delegate", "nested sharding"
+        return "shards", "sharded: inner chunks encoded as one batch, each shard written once"
+    return "chunks", "chunks encoded as one batch, published in parallel"
+
+
+async def write(pipeline: Any, batch_info: Any, value: NDBuffer, drop_axes: tuple[int, ...] = ()) -> None:
+    """Write ``value`` into the chunks of ``batch_info`` (zarr's ``CodecPipeline.write`` contract).
+
+    Args:
+        pipeline: the :class:`~gdsstore.gpu.pipeline.GDSCodecPipeline` (its ``delegate`` is zarr's
+            ``FusedCodecPipeline``; its ``read`` fetches old contents).
+        batch_info: ``(byte setter, chunk spec, chunk selection, value selection, is complete)``.
+        value: the values, host or device.
+        drop_axes: axes of the chunk selection that ``value`` does not have.
+    """
+    batch: list[WriteItem] = list(batch_info)
+    if not batch:
+        return
+    route, reason = write_route(pipeline.delegate, batch)
+    if route == "delegate":
+        _trace.record("write-plan", "zarr-pipeline", reason, 0, 0.0)
+        await pipeline.delegate.write(batch, value, drop_axes)
+        return
+    t0 = time.perf_counter()
+    old = await _read_old(pipeline, batch)
+    backend = _backend_of(batch[0][0])
+    assert backend is not None
+    await asyncio.to_thread(_execute, pipeline.delegate, route, batch, value, drop_axes, backend, old)
+    _trace.record("write-plan", route, reason, _raw_total(batch), time.perf_counter() - t0)
+
+
+def _raw_total(batch: Sequence[WriteItem]) -> int:
+    return sum(_raw_nbytes(item[1]) for item in batch)
+
+
+def _raw_nbytes(spec: ArraySpec) -> int:
+    return int(np.prod(spec.shape, dtype=np.int64)) * int(spec.dtype.to_native_dtype().itemsize)
+
+
+async def _read_old(pipeline: Any, batch: list[WriteItem]) -> dict[int, NDBuffer]:
+    """The decoded old contents of the items written in part, through the pipeline's batched read:
+    one read per chunk shape, into one buffer of the chunks stacked along the first axis."""
+    groups = write_plan.partial_items([it[4] for it in batch], [tuple(it[1].shape) for it in batch])
+    old: dict[int, NDBuffer] = {}
+    for shape, idx in groups.items():
+        spec0 = batch[idx[0]][1]
+        out = spec0.prototype.nd_buffer.empty(
+            shape=(len(idx) * shape[0], *shape[1:]), dtype=spec0.dtype.to_native_dtype(), order=spec0.order
+        )
+        whole = tuple(slice(0, n) for n in shape)
+        sels = [write_plan.stacked_selection(k, shape) for k in range(len(idx))]
+        await pipeline.read([(batch[i][0], batch[i][1], whole, sel, True) for i, sel in zip(idx, sels)], out, ())
+        for i, sel in zip(idx, sels):
+            old[i] = out[sel]
+    return old
+
+
+def _merged(batch: list[WriteItem], value: NDBuffer, drop_axes: tuple[int, ...], old: dict[int, NDBuffer]) -> list[Any]:
+    """Each item's new full contents (views of ``value`` where a chunk is written whole)."""
+    from zarr.core.chunk_utils import _merge_chunk_array
+
+    return [
+        _merge_chunk_array(old.get(i), value, out_sel, spec, chunk_sel, complete, drop_axes)
+        for i, (_, spec, chunk_sel, out_sel, complete) in enumerate(batch)
+    ]
+
+
+def _execute(
+    delegate: Any,
+    route: str,
+    batch: list[WriteItem],
+    value: NDBuffer,
+    drop_axes: tuple[int, ...],
+    backend: Backend,
+    old: dict[int, NDBuffer],
+) -> None:
+    from gdsstore.gpu.codecs import is_device_buffer
+
+    device = is_device_buffer(value) or any(is_device_buffer(o) for o in old.values())
+    windows = _windows([_raw_nbytes(item[1]) for item in batch], WRITE_WINDOW_BYTES)
+    for w in windows:
+        part = [batch[i] for i in w]
+        arrays = _merged(part, value, drop_axes, {i - w.start: old[i] for i in w if i in old})
+        if route == "chunks":
+            _write_chunks(delegate.sync_transform, part, arrays, backend, device)
+        else:
+            _write_shards(delegate.array_bytes_codec, part, arrays, backend, device)
+
+
+def _windows(sizes: Sequence[int], limit: int) -> list[range]:
+    """Consecutive item ranges of at most ``limit`` bytes each (at least one item each)."""
+    out: list[range] = []
+    start, acc = 0, 0
+    for i, n in enumerate(sizes):
+        if i > start and acc + n > limit:
+            out.append(range(start, i))
+            start, acc = i, 0
+        acc += n
+    if start < len(sizes):
+        out.append(range(start, len(sizes)))
+    return out
+
+
+# -- encoding ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Encoded:
+    """Encoded objects as host bytes: ``views[i]`` (a ``uint8`` numpy array; ``None``: absent)."""
+
+    views: list[np.ndarray | None]
+    pinned: Any = None  # a pinned buffer to hand back once published
+
+    def release(self) -> None:
+        if self.pinned is not None:
+            from gdsstore.gpu import staging
+
+            staging._pinned_pool.put(self.pinned)
+            self.pinned = None
+
+
+def _empty_flags(arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> list[bool]:
+    from zarr.core.chunk_utils import chunk_is_empty
+
+    return [chunk_is_empty(a, s) for a, s in zip(arrays, specs)]
+
+
+def _pool_map(fn: Callable[[int], Any], n: int) -> list[Any]:
+    """``[fn(0), ..., fn(n - 1)]`` on the engine's write pool (inline for one item)."""
+    if n <= 1:
+        return [fn(i) for i in range(n)]
+    return list(get_pool(policy.settings().num_threads, POOL).map(fn, range(n)))
+
+
+def encode_host(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> Encoded:
+    """Encode host chunks with the codecs' own synchronous encode, in parallel; one trace row."""
+    from gdsstore.gpu.codecs import quiet_records
+
+    t0 = time.perf_counter()
+
+    def one(i: int) -> np.ndarray | None:
+        with quiet_records():
+            buf = transform.encode_chunk(arrays[i], specs[i])
+        return None if buf is None else np.asarray(buf.as_numpy_array()).view(np.uint8).reshape(-1)
+
+    views = _pool_map(one, len(arrays))
+    if arrays:
+        _trace.record("encode", "cpu-codec", "host buffer", sum(_raw_nbytes(s) for s in specs), time.perf_counter() - t0)
+    return Encoded(views)
+
+
+def encode(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec], device: bool) -> Encoded:
+    """Encode chunks as one batch: on the GPU where :func:`gdsstore.gpu.write_gpu.encode_device`
+    can, else on the CPU (:func:`encode_host`)."""
+    if device and arrays:
+        from gdsstore.gpu import write_gpu
+
+        enc = write_gpu.encode_device(transform, arrays, specs)
+        if enc is not None:
+            return enc
+    return encode_host(transform, arrays, specs)
+
+
+# -- publishing ----------------------------------------------------------------------------------------
+
+
+def publish(backend: Backend, puts: Sequence[tuple[str, Any]], deletes: Sequence[str], device: bool) -> None:
+    """Put every ``(key, host bytes)`` and delete every key, in parallel on the engine's write pool;
+    one ``write`` trace row for the batch (each put is atomic: see the backend's ``put``)."""
+    t0 = time.perf_counter()
+    jobs: list[Callable[[], None]] = [functools.partial(backend.put, k, b) for k, b in puts]
+    jobs += [functools.partial(backend.delete, k) for k in deletes]
+    _pool_map(lambda i: jobs[i](), len(jobs))
+    nbytes = sum(int(np.asarray(b).nbytes) for _, b in puts)
+    reason = f"{type(backend).__name__}.put, parallel, atomic per object"
+    _trace.record("write", "batch-put", reason, nbytes, time.perf_counter() - t0, backend.url, 0 if device else None)
+
+
+# -- the two routes ------------------------------------------------------------------------------------
+
+
+def _write_chunks(transform: Any, batch: list[WriteItem], arrays: list[Any], backend: Backend, device: bool) -> None:
+    specs = [item[1] for item in batch]
+    empty = _empty_flags(arrays, specs)
+    keep = [i for i, e in enumerate(empty) if not e]
+    enc = encode(transform, [arrays[i] for i in keep], [specs[i] for i in keep], device)
+    try:
+        puts = [(batch[i][0].path, v) for i, v in zip(keep, enc.views) if v is not None]
+        gone = [batch[i][0].path for i, e in enumerate(empty) if e]
+        gone += [batch[i][0].path for i, v in zip(keep, enc.views) if v is None]
+        publish(backend, puts, gone, device)
+    finally:
+        enc.release()
+
+
+@dataclass(frozen=True)
+class _ShardGeometry:
+    """What every shard of one shape shares: inner chunk grid, write order, index size."""
+
+    chunks_per_shard: tuple[int, ...]
+    starts: np.ndarray  # inner chunk starts in C order
+    order: np.ndarray  # inner chunk coordinates in the codec's write order
+    order_rows: np.ndarray  # for each row of ``order``, its position in C order
+    index_nbytes: int
+    index_at_start: bool
+
+    @classmethod
+    def of(cls, codec: ShardingCodec, shard_spec: ArraySpec) -> _ShardGeometry:
+        cps = tuple(int(n) for n in codec._get_chunks_per_shard(shard_spec))
+        _, starts = write_plan.inner_chunk_slices(shard_spec.shape, codec.chunk_shape)
+        order = write_plan.as_coords(codec._subchunk_order_iter(cps, codec.subchunk_write_order))
+        rows = np.ravel_multi_index(tuple(order.T), cps) if len(order) else np.zeros(0, np.int64)
+        at_start = str(getattr(codec.index_location, "value", codec.index_location)) == "start"
+        return cls(cps, starts, order, np.asarray(rows, np.int64), int(codec._shard_index_size(cps)), at_start)
+
+
+def _write_shards(codec: ShardingCodec, batch: list[WriteItem], arrays: list[Any], backend: Backend, device: bool) -> None:
+    inner_shape = tuple(int(n) for n in codec.chunk_shape)
+    geoms: dict[tuple[int, ...], _ShardGeometry] = {}
+    inner_arrays: list[Any] = []
+    inner_specs: list[ArraySpec] = []
+    owner: list[tuple[int, int]] = []  # (shard, inner chunk in C order) of each encoded chunk
+    transform = None
+    for s, ((_, spec, *_), shard) in enumerate(zip(batch, arrays)):
+        g = geoms.get(tuple(spec.shape))
+        if g is None:
+            g = geoms[tuple(spec.shape)] = _ShardGeometry.of(codec, spec)
+        inner_spec = codec._get_chunk_spec(spec)
+        transform = transform or codec._get_inner_chunk_transform(spec)
+        views = [shard[tuple(slice(a, a + n) for a, n in zip(st, inner_shape))] for st in g.starts.tolist()]
+        for k, e in enumerate(_empty_flags(views, [inner_spec] * len(views))):
+            if not e:
+                inner_arrays.append(views[k])
+                inner_specs.append(inner_spec)
+                owner.append((s, k))
+    enc = encode(transform, inner_arrays, inner_specs, device)
+    try:
+        per_shard: list[dict[int, np.ndarray]] = [{} for _ in batch]
+        for (s, k), v in zip(owner, enc.views):
+            if v is not None and v.nbytes:
+                per_shard[s][k] = v
+        _publish_shards(codec, batch, geoms, per_shard, backend, device)
+    finally:
+        enc.release()
+
+
+def _publish_shards(
+    codec: ShardingCodec,
+    batch: list[WriteItem],
+    geoms: dict[tuple[int, ...], _ShardGeometry],
+    per_shard: list[dict[int, np.ndarray]],
+    backend: Backend,
+    device: bool,
+) -> None:
+    """Assemble each shard (data in write order + encoded index) in one host buffer, then publish."""
+    from zarr.codecs.sharding import _ShardIndex
+
+    t0 = time.perf_counter()
+
+    def assemble(s: int) -> np.ndarray | None:
+        g = geoms[tuple(batch[s][1].shape)]
+        chunks = per_shard[s]
+        lengths = np.array([chunks[r].nbytes if r in chunks else 0 for r in g.order_rows.tolist()], np.int64)
+        lay = write_plan.shard_layout(g.order, lengths, index_nbytes=g.index_nbytes, index_at_start=g.index_at_start)
+        if lay.total == 0:
+            return None
+        index = codec._encode_shard_index_sync(_ShardIndex(g.chunks_per_shard, lay.offsets_and_lengths))
+        out = np.empty(lay.total, dtype=np.uint8)
+        idx = np.asarray(index.as_numpy_array()).view(np.uint8).reshape(-1)
+        out[lay.index_offset : lay.index_offset + idx.nbytes] = idx
+        for pos, off in zip(lay.data_order.tolist(), lay.data_offsets.tolist()):
+            v = chunks[int(g.order_rows[pos])]
+            out[off : off + v.nbytes] = v
+        return out
+
+    shards = _pool_map(assemble, len(batch))
+    _trace.record("encode", "shard-assembly", "host: chunks in write order + index", sum(
+        0 if b is None else b.nbytes for b in shards), time.perf_counter() - t0)
+    puts = [(batch[s][0].path, b) for s, b in enumerate(shards) if b is not None]
+    gone = [batch[s][0].path for s, b in enumerate(shards) if b is None]
+    publish(backend, puts, gone, device)
