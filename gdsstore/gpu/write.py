@@ -112,7 +112,9 @@ async def write(pipeline: Any, batch_info: Any, value: NDBuffer, drop_axes: tupl
         await pipeline.delegate.write(batch, value, drop_axes)
         return
     t0 = time.perf_counter()
-    old = await _read_old(pipeline, batch)
+    # Chunks written in part: their old contents, decoded, from one batched read. Shards: the stored
+    # shards are fetched by the executor, which keeps the inner chunks this write does not touch.
+    old = await _read_old(pipeline, batch) if route == "chunks" else {}
     backend = _backend_of(batch[0][0])
     assert backend is not None
     await asyncio.to_thread(_execute, pipeline.delegate, route, batch, value, drop_axes, backend, old)
@@ -170,11 +172,11 @@ def _execute(
     windows = _windows([_raw_nbytes(item[1]) for item in batch], WRITE_WINDOW_BYTES)
     for w in windows:
         part = [batch[i] for i in w]
-        arrays = _merged(part, value, drop_axes, {i - w.start: old[i] for i in w if i in old})
         if route == "chunks":
+            arrays = _merged(part, value, drop_axes, {i - w.start: old[i] for i in w if i in old})
             _write_chunks(delegate.sync_transform, part, arrays, backend, device)
         else:
-            _write_shards(delegate.array_bytes_codec, part, arrays, backend, device)
+            _write_shards(delegate.array_bytes_codec, part, value, backend, device)
 
 
 def _windows(sizes: Sequence[int], limit: int) -> list[range]:
@@ -373,7 +375,6 @@ class _ShardGeometry:
     """What every shard of one shape shares: inner chunk grid, write order, index size."""
 
     chunks_per_shard: tuple[int, ...]
-    starts: np.ndarray  # inner chunk starts in C order
     order: np.ndarray  # inner chunk coordinates in the codec's write order
     order_rows: np.ndarray  # for each row of ``order``, its position in C order
     index_nbytes: int
@@ -382,75 +383,161 @@ class _ShardGeometry:
     @classmethod
     def of(cls, codec: ShardingCodec, shard_spec: ArraySpec) -> _ShardGeometry:
         cps = tuple(int(n) for n in codec._get_chunks_per_shard(shard_spec))
-        _, starts = write_plan.inner_chunk_slices(shard_spec.shape, codec.chunk_shape)
         order = write_plan.as_coords(codec._subchunk_order_iter(cps, codec.subchunk_write_order))
         rows = np.ravel_multi_index(tuple(order.T), cps) if len(order) else np.zeros(0, np.int64)
         at_start = str(getattr(codec.index_location, "value", codec.index_location)) == "start"
-        return cls(cps, starts, order, np.asarray(rows, np.int64), int(codec._shard_index_size(cps)), at_start)
+        return cls(cps, order, np.asarray(rows, np.int64), int(codec._shard_index_size(cps)), at_start)
 
 
-def _write_shards(codec: ShardingCodec, batch: list[WriteItem], arrays: list[Any], backend: Backend, device: bool) -> None:
-    inner_shape = tuple(int(n) for n in codec.chunk_shape)
+def _fetch_stored(backend: Backend, keys: Sequence[str]) -> list[np.ndarray | None]:
+    """The stored bytes of ``keys`` (``None``: missing), fetched in parallel through the engine."""
+
+    def one(i: int) -> np.ndarray | None:
+        try:
+            return np.asarray(backend.get(keys[i], lambda n: np.empty(n, dtype=np.uint8)))
+        except FileNotFoundError:
+            return None
+
+    return _pool_map(one, len(keys))
+
+
+@dataclass
+class _Shard:
+    """One shard being written: its stored inner chunks (encoded, by C-order position) and the inner
+    chunks this write changes (merged arrays, encoded later as part of one batch)."""
+
+    key: str
+    geometry: _ShardGeometry
+    chunks: dict[int, np.ndarray]
+    touched: list[tuple[int, Any]]
+
+
+def _plan_shards(codec: ShardingCodec, batch: list[WriteItem], value: NDBuffer, backend: Backend) -> list[_Shard]:
+    """Each shard's inner chunk projections (zarr's own indexer, as its partial encode uses it), the
+    stored shards that are written in part (fetched as one parallel batch), and the merged inner chunks."""
+    from zarr.core.chunk_utils import _merge_chunk_array
+
     geoms: dict[tuple[int, ...], _ShardGeometry] = {}
-    inner_arrays: list[Any] = []
-    inner_specs: list[ArraySpec] = []
-    owner: list[tuple[int, int]] = []  # (shard, inner chunk in C order) of each encoded chunk
-    transform = None
-    for s, ((_, spec, *_), shard) in enumerate(zip(batch, arrays)):
+    plans = []
+    for bs, spec, chunk_sel, out_sel, _ in batch:
         g = geoms.get(tuple(spec.shape))
         if g is None:
             g = geoms[tuple(spec.shape)] = _ShardGeometry.of(codec, spec)
+        shard_value = value if len(value.shape) == 0 else value[out_sel]
+        proj, shard_value = codec._get_shard_indexer_and_value(chunk_sel, spec, shard_value)
+        complete = codec._is_complete_shard_write(proj, g.chunks_per_shard)
+        plans.append((bs.path, spec, g, proj, shard_value, complete))
+    partial = [k for k, p in enumerate(plans) if not p[5]]
+    stored = dict(zip(partial, _fetch_stored(backend, [plans[k][0] for k in partial])))
+    shards = []
+    for k, (key, spec, g, proj, shard_value, _) in enumerate(plans):
+        chunks = _stored_chunks(codec, g, stored.get(k))
         inner_spec = codec._get_chunk_spec(spec)
-        transform = transform or codec._get_inner_chunk_transform(spec)
-        views = [shard[tuple(slice(a, a + n) for a, n in zip(st, inner_shape))] for st in g.starts.tolist()]
-        for k, e in enumerate(_empty_flags(views, [inner_spec] * len(views))):
-            if not e:
-                inner_arrays.append(views[k])
-                inner_specs.append(inner_spec)
-                owner.append((s, k))
-    enc = encode(transform, inner_arrays, inner_specs, device)
+        transform = codec._get_inner_chunk_transform(spec)
+        touched = []
+        for coords, csel, osel, inner_complete in proj:
+            pos = int(np.ravel_multi_index(coords, g.chunks_per_shard))
+            old = None if inner_complete else chunks.get(pos)
+            existing = None if old is None else transform.decode_chunk(inner_spec.prototype.buffer.from_bytes(old.tobytes()), inner_spec)
+            merged = _merge_chunk_array(existing, shard_value, osel, inner_spec, csel, inner_complete, ())
+            touched.append((pos, merged))
+            chunks.pop(pos, None)
+        shards.append(_Shard(key, g, chunks, touched))
+    return shards
+
+
+def _stored_chunks(codec: ShardingCodec, g: _ShardGeometry, blob: np.ndarray | None) -> dict[int, np.ndarray]:
+    """The encoded inner chunks of a stored shard, by C-order position (zarr's shard reader)."""
+    if blob is None:
+        return {}
+    from zarr.core.buffer.cpu import Buffer as HostBuffer
+
+    reader = codec._shard_reader_from_bytes_sync(HostBuffer.from_array_like(blob), g.chunks_per_shard)
+    out = {}
+    for pos, b in enumerate(reader.to_dict_vectorized().values()):
+        if b is not None:
+            out[pos] = np.asarray(b.as_numpy_array()).view(np.uint8).reshape(-1)
+    return out
+
+
+def _write_shards(codec: ShardingCodec, batch: list[WriteItem], value: NDBuffer, backend: Backend, device: bool) -> None:
+    """Merge, encode every changed inner chunk of every shard as one batch, assemble, publish."""
+    from gdsstore.gpu.codecs import quiet_records
+
+    shards = _plan_shards(codec, batch, value, backend)
+    spec0 = batch[0][1]
+    inner_spec = codec._get_chunk_spec(spec0)
+    transform = codec._get_inner_chunk_transform(spec0)
+    owners = [(s, pos) for s, sh in enumerate(shards) for pos, _ in sh.touched]
+    arrays = [a for sh in shards for _, a in sh.touched]
+    specs = [codec._get_chunk_spec(batch[s][1]) for s, _ in owners] if len(shards) > 1 else [inner_spec] * len(arrays)
+    if device:
+        empty = _empty_flags(arrays, specs)
+        keep = [i for i, e in enumerate(empty) if not e]
+        enc = encode(transform, [arrays[i] for i in keep], [specs[i] for i in keep], device)
+        views: list[np.ndarray | None] = [None] * len(arrays)
+        for i, v in zip(keep, enc.views):
+            views[i] = v
+    else:
+        t0 = time.perf_counter()
+
+        def one(i: int) -> np.ndarray | None:
+            with quiet_records():
+                buf = encode_or_elide(transform, arrays[i], specs[i])
+            return None if buf is None else np.asarray(buf.as_numpy_array()).view(np.uint8).reshape(-1)
+
+        views = _pool_map(one, len(arrays))
+        _trace.record("encode", "cpu-codec", "host buffer", sum(_raw_nbytes(s) for s in specs), time.perf_counter() - t0)
+        enc = Encoded([])
     try:
-        per_shard: list[dict[int, np.ndarray]] = [{} for _ in batch]
-        for (s, k), v in zip(owner, enc.views):
+        for (s, pos), v in zip(owners, views):
             if v is not None and v.nbytes:
-                per_shard[s][k] = v
-        _publish_shards(codec, batch, geoms, per_shard, backend, device)
+                shards[s].chunks[pos] = v
+        _publish_shards(codec, shards, backend, device)
     finally:
         enc.release()
 
 
-def _publish_shards(
-    codec: ShardingCodec,
-    batch: list[WriteItem],
-    geoms: dict[tuple[int, ...], _ShardGeometry],
-    per_shard: list[dict[int, np.ndarray]],
-    backend: Backend,
-    device: bool,
-) -> None:
-    """Assemble each shard (data in write order + encoded index) in one host buffer, then publish."""
+def _assemble(codec: ShardingCodec, shard: _Shard) -> np.ndarray | None:
+    """One shard's bytes: its inner chunks in the codec's write order and its encoded index, laid out
+    by :func:`gdsstore.gpu.write_plan.shard_layout`; ``None`` when no inner chunk is present."""
     from zarr.codecs.sharding import _ShardIndex
 
+    g, chunks = shard.geometry, shard.chunks
+    lengths = np.array([chunks[r].nbytes if r in chunks else 0 for r in g.order_rows.tolist()], np.int64)
+    lay = write_plan.shard_layout(g.order, lengths, index_nbytes=g.index_nbytes, index_at_start=g.index_at_start)
+    if lay.total == 0:
+        return None
+    index = codec._encode_shard_index_sync(_ShardIndex(g.chunks_per_shard, lay.offsets_and_lengths))
+    out = np.empty(lay.total, dtype=np.uint8)
+    idx = np.asarray(index.as_numpy_array()).view(np.uint8).reshape(-1)
+    out[lay.index_offset : lay.index_offset + idx.nbytes] = idx
+    for pos, off in zip(lay.data_order.tolist(), lay.data_offsets.tolist()):
+        v = chunks[int(g.order_rows[pos])]
+        out[off : off + v.nbytes] = v
+    return out
+
+
+def _publish_shards(codec: ShardingCodec, shards: list[_Shard], backend: Backend, device: bool) -> None:
+    """Assemble and publish each shard in one pool task (its bytes still in cache when written)."""
     t0 = time.perf_counter()
+    spent = np.zeros((len(shards), 2))
+    written = np.zeros(len(shards), dtype=np.int64)
 
-    def assemble(s: int) -> np.ndarray | None:
-        g = geoms[tuple(batch[s][1].shape)]
-        chunks = per_shard[s]
-        lengths = np.array([chunks[r].nbytes if r in chunks else 0 for r in g.order_rows.tolist()], np.int64)
-        lay = write_plan.shard_layout(g.order, lengths, index_nbytes=g.index_nbytes, index_at_start=g.index_at_start)
-        if lay.total == 0:
-            return None
-        index = codec._encode_shard_index_sync(_ShardIndex(g.chunks_per_shard, lay.offsets_and_lengths))
-        out = np.empty(lay.total, dtype=np.uint8)
-        idx = np.asarray(index.as_numpy_array()).view(np.uint8).reshape(-1)
-        out[lay.index_offset : lay.index_offset + idx.nbytes] = idx
-        for pos, off in zip(lay.data_order.tolist(), lay.data_offsets.tolist()):
-            v = chunks[int(g.order_rows[pos])]
-            out[off : off + v.nbytes] = v
-        return out
+    def one(s: int) -> None:
+        ta = time.perf_counter()
+        blob = _assemble(codec, shards[s])
+        tb = time.perf_counter()
+        if blob is None:
+            backend.delete(shards[s].key)
+        else:
+            backend.put(shards[s].key, blob)
+            written[s] = blob.nbytes
+        spent[s] = (tb - ta, time.perf_counter() - tb)
 
-    shards = _pool_map(assemble, len(batch))
-    _trace.record("encode", "shard-assembly", "host: chunks in write order + index", sum(
-        0 if b is None else b.nbytes for b in shards), time.perf_counter() - t0)
-    puts = [(batch[s][0].path, b) for s, b in enumerate(shards) if b is not None]
-    gone = [batch[s][0].path for s, b in enumerate(shards) if b is None]
-    publish(backend, puts, gone, device)
+    _pool_map(one, len(shards))
+    wall = time.perf_counter() - t0
+    share = spent.sum(axis=0) / max(float(spent.sum()), 1e-12) * wall
+    _trace.record("encode", "shard-assembly", "chunks in write order + index", int(written.sum()), float(share[0]))
+    reason = f"{type(backend).__name__}.put, parallel, atomic per object"
+    _trace.record("write", "batch-put", reason, int(written.sum()), float(share[1]), backend.url, 0 if device else None)

@@ -4,7 +4,6 @@
 
 - which items of a write batch need their old contents read first (read-modify-write), and where
   each old chunk lands in one stacked read buffer (:func:`partial_items`, :func:`stacked_selection`);
-- where each inner chunk of a shard lies (:func:`inner_chunk_slices`);
 - how a shard is laid out once its inner chunks are encoded: their order, byte offsets and the
   index zarr writes (:func:`shard_layout`), exactly as zarr's ``ShardingCodec`` lays them out;
 - where each encoded object goes in one packed staging buffer (:func:`pack_offsets`).
@@ -27,7 +26,6 @@ import numpy as np
 __all__ = [
     "EMPTY",
     "ShardLayout",
-    "inner_chunk_slices",
     "pack_offsets",
     "partial_items",
     "shard_layout",
@@ -64,33 +62,6 @@ def stacked_selection(k: int, shape: tuple[int, ...]) -> tuple[slice, ...]:
     if not shape:
         raise ValueError("stacked_selection(): 0-d chunks cannot be stacked; read them one by one")
     return (slice(k * shape[0], (k + 1) * shape[0]), *(slice(0, n) for n in shape[1:]))
-
-
-def inner_chunk_slices(shard_shape: Sequence[int], inner_shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Every inner chunk of a shard, in C (lexicographic) order.
-
-    Returns:
-        ``(coords, starts)``: ``n x ndim`` int64 arrays, the chunk's grid coordinates and its first
-        element in the shard (the chunk spans ``starts .. starts + inner_shape``).
-
-    Raises:
-        ValueError: the shard shape is not a multiple of the inner chunk shape (zarr forbids it).
-
-    Examples:
-        >>> c, s = inner_chunk_slices((4, 6), (2, 3))
-        >>> c.tolist(), s.tolist()
-        ([[0, 0], [0, 1], [1, 0], [1, 1]], [[0, 0], [0, 3], [2, 0], [2, 3]])
-    """
-    shard = np.asarray(shard_shape, dtype=np.int64)
-    inner = np.asarray(inner_shape, dtype=np.int64)
-    if shard.shape != inner.shape or (inner <= 0).any() or (shard % inner).any():
-        raise ValueError(
-            f"inner_chunk_slices(): shard shape {tuple(shard_shape)} is not a multiple of the inner "
-            f"chunk shape {tuple(inner_shape)}"
-        )
-    per = shard // inner
-    coords = np.indices(tuple(per.tolist())).reshape(len(per), -1).T.astype(np.int64)
-    return coords, coords * inner
 
 
 @dataclass(frozen=True)
