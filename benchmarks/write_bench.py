@@ -19,6 +19,7 @@ zarr on the CPU and compared with the source: a wrong result fails the run. ``--
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -163,6 +164,27 @@ def measure(
     return times
 
 
+def _fresh_place(tmp: str, name: str) -> Callable[[int], str]:
+    """Round ``r`` of contender ``name`` writes to ``tmp/name-r`` (emptied first)."""
+
+    def place(r: int) -> str:
+        path = os.path.join(tmp, f"{name}-{r}")
+        shutil.rmtree(path, ignore_errors=True)
+        return path
+
+    return place
+
+
+def _check_and_remove(ref: np.ndarray) -> Callable[[str], None]:
+    """Check a written local array against ``ref``, then remove it (the next round writes fresh files)."""
+
+    def check(path: str) -> None:
+        _check_local(path, ref)
+        shutil.rmtree(path, ignore_errors=True)
+
+    return check
+
+
 def _gbps(nbytes: int, times: list[float]) -> float:
     return nbytes / statistics.median(times) / 1e9
 
@@ -177,18 +199,7 @@ def run_local(args: argparse.Namespace, log: Callable[[str], None]) -> list[dict
     for codec in ("none", "zstd"):
         tmp = tempfile.mkdtemp(prefix="write-bench-", dir=args.tmp)
         try:
-            def place(name: str) -> Callable[[int], str]:
-                def p(r: int) -> str:
-                    path = os.path.join(tmp, f"{name}-{r}")
-                    shutil.rmtree(path, ignore_errors=True)
-                    return path
-
-                return p
-
-            def check(path: str) -> None:
-                _check_local(path, src)
-                shutil.rmtree(path, ignore_errors=True)  # the next round writes fresh files
-
+            place, check = functools.partial(_fresh_place, tmp), _check_and_remove(src)
             log(f"local, {src.nbytes >> 20} MiB in 1 MiB chunks, {codec}")
             contenders = {
                 "gdsstore": (gdsstore_writer(512, None, codec, False), place("gds"), check),
@@ -266,7 +277,7 @@ def page_cache_ceiling(nbytes: int, threads: int, where: str) -> float:
         try:
             start = threading.Barrier(threads)
 
-            def one(i: int, fd: int = fd) -> None:
+            def one(i: int, fd: int = fd, start: threading.Barrier = start) -> None:
                 start.wait()
                 os.pwrite(fd, memoryview(buf)[i * piece : (i + 1) * piece], i * piece)
 
@@ -297,19 +308,8 @@ def run_gpu(args: argparse.Namespace, log: Callable[[str], None]) -> list[dict[s
     try:
         ceiling = page_cache_ceiling(src.nbytes, 16, tmp)
         log(f"16-thread page-cache write ceiling: {ceiling:.2f} GB/s")
+        place, check = functools.partial(_fresh_place, tmp), _check_and_remove(host)
         for name, (chunk, shard, codec, target) in GPU_WORKLOADS.items():
-            def place(tag: str) -> Callable[[int], str]:
-                def p(r: int) -> str:
-                    path = os.path.join(tmp, f"{tag}-{r}")
-                    shutil.rmtree(path, ignore_errors=True)
-                    return path
-
-                return p
-
-            def check(path: str) -> None:
-                _check_local(path, host)
-                shutil.rmtree(path, ignore_errors=True)
-
             log(f"GPU {name}")
             contenders = {
                 "gdsstore": (gdsstore_writer(chunk, shard, codec, True), place("gds"), check),

@@ -17,7 +17,15 @@ import pytest
 import zarr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
+from zarr.codecs import (
+    BloscCodec,
+    BytesCodec,
+    Crc32cCodec,
+    GzipCodec,
+    ShardingCodec,
+    TransposeCodec,
+    ZstdCodec,
+)
 from zarr.codecs.numcodecs import LZ4
 from zarr.codecs.numcodecs import Zstd as NumcodecsZstd
 from zarr.storage import LocalStore, MemoryStore
