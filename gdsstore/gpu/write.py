@@ -28,6 +28,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -157,6 +158,13 @@ def _merged(batch: list[WriteItem], value: NDBuffer, drop_axes: tuple[int, ...],
     ]
 
 
+def _on_device(value: NDBuffer, old: dict[int, NDBuffer]) -> bool:
+    """Whether the chunks are on the GPU (device route) or on the host."""
+    from gdsstore.gpu.codecs import is_device_buffer
+
+    return is_device_buffer(value) or any(is_device_buffer(o) for o in old.values())
+
+
 def _execute(
     delegate: Any,
     route: str,
@@ -166,17 +174,26 @@ def _execute(
     backend: Backend,
     old: dict[int, NDBuffer],
 ) -> None:
-    from gdsstore.gpu.codecs import is_device_buffer
-
-    device = is_device_buffer(value) or any(is_device_buffer(o) for o in old.values())
+    device = _on_device(value, old)
     windows = _windows([_raw_nbytes(item[1]) for item in batch], WRITE_WINDOW_BYTES)
-    for w in windows:
-        part = [batch[i] for i in w]
-        if route == "chunks":
-            arrays = _merged(part, value, drop_axes, {i - w.start: old[i] for i in w if i in old})
-            _write_chunks(delegate.sync_transform, part, arrays, backend, device)
-        else:
-            _write_shards(delegate.array_bytes_codec, part, value, backend, device)
+    pending: Future[None] | None = None  # the previous window's publish, overlapping this one's encode
+    try:
+        for w in windows:
+            part = [batch[i] for i in w]
+            if route == "chunks":
+                arrays = _merged(part, value, drop_axes, {i - w.start: old[i] for i in w if i in old})
+                job = _write_chunks(delegate.sync_transform, part, arrays, backend, device)
+            else:
+                _write_shards(delegate.array_bytes_codec, part, value, backend, device)
+                job = None
+            if pending is not None:
+                pending.result()
+                pending = None
+            if job is not None:
+                pending = get_pool(1, "publish").submit(job)
+    finally:
+        if pending is not None:
+            pending.result()
 
 
 def _windows(sizes: Sequence[int], limit: int) -> list[range]:
@@ -322,21 +339,29 @@ def publish(backend: Backend, puts: Sequence[tuple[str, Any]], deletes: Sequence
 # -- the two routes ------------------------------------------------------------------------------------
 
 
-def _write_chunks(transform: Any, batch: list[WriteItem], arrays: list[Any], backend: Backend, device: bool) -> None:
+def _write_chunks(
+    transform: Any, batch: list[WriteItem], arrays: list[Any], backend: Backend, device: bool
+) -> Callable[[], None] | None:
+    """Write host chunks; encode device chunks and return their publish step (the caller runs it
+    while the next window encodes)."""
     if not device:
         _write_chunks_host(transform, batch, arrays, backend)
-        return
+        return None
     specs = [item[1] for item in batch]
     empty = _empty_flags(arrays, specs)
     keep = [i for i, e in enumerate(empty) if not e]
     enc = encode(transform, [arrays[i] for i in keep], [specs[i] for i in keep], device)
-    try:
-        puts = [(batch[i][0].path, v) for i, v in zip(keep, enc.views) if v is not None]
-        gone = [batch[i][0].path for i, e in enumerate(empty) if e]
-        gone += [batch[i][0].path for i, v in zip(keep, enc.views) if v is None]
-        publish(backend, puts, gone, device)
-    finally:
-        enc.release()
+    puts = [(batch[i][0].path, v) for i, v in zip(keep, enc.views) if v is not None]
+    gone = [batch[i][0].path for i, e in enumerate(empty) if e]
+    gone += [batch[i][0].path for i, v in zip(keep, enc.views) if v is None]
+
+    def run() -> None:
+        try:
+            publish(backend, puts, gone, device)
+        finally:
+            enc.release()
+
+    return run
 
 
 def _write_chunks_host(transform: Any, batch: list[WriteItem], arrays: list[Any], backend: Backend) -> None:

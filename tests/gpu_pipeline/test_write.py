@@ -168,6 +168,28 @@ def test_writes_read_back_with_plain_zarr_and_equal_zarrs_bytes(
     _assert_same_files(ours_dir, theirs_dir, codec not in NOT_DETERMINISTIC)
 
 
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+def test_device_route_plumbing_with_host_arrays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sharded: bool
+) -> None:
+    """The device route's steps (batch encode, then the publish of each window overlapping the next
+    window's encode) on host arrays: without a GPU its encode falls back to the CPU, as it says."""
+    monkeypatch.setattr(gwrite, "_on_device", lambda value, old: True)
+    monkeypatch.setattr(gwrite, "WRITE_WINDOW_BYTES", 2 * 8 * 10 * 4)  # several windows
+    data = np.round(np.random.default_rng(6).standard_normal(SHAPE), 2).astype("f4")
+    data[0:8, 0:10] = 0.0
+
+    def writes(z: zarr.Array) -> None:
+        z[...] = data
+        z[3:20, 4:17] = 1.5
+
+    with gdsstore.enable_gpu(buffers=False), gdsstore.trace() as t:
+        writes(_create(gdsstore.GDSStore(str(tmp_path / "a")), "zstd+crc32c", sharded, 0.0))
+    writes(_create(LocalStore(tmp_path / "b"), "zstd+crc32c", sharded, 0.0))
+    _assert_same_files(tmp_path / "a", tmp_path / "b")
+    assert t.totals["batch-put"]["ops"] >= 2
+
+
 def test_batched_route_in_the_trace_and_empty_chunks_deleted(tmp_path: Path) -> None:
     with gdsstore.enable_gpu(buffers=False):
         z = _create(gdsstore.GDSStore(str(tmp_path)), "zstd", False, 0.0)
