@@ -285,11 +285,21 @@ def _empty_flags(arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> list[bool
     return [is_empty(a, s) for a, s in zip(arrays, specs)]
 
 
-def _pool_map(fn: Callable[[int], Any], n: int) -> list[Any]:
-    """``[fn(0), ..., fn(n - 1)]`` on the engine's write pool (inline for one item)."""
+def _pool_map(fn: Callable[[int], Any], n: int, backend: Backend | None = None) -> list[Any]:
+    """``[fn(0), ..., fn(n - 1)]`` on the engine's write pool (inline for one item): ``num_threads``
+    threads for local work, ``remote.concurrency`` for tasks that wait on a remote ``backend``."""
     if n <= 1:
         return [fn(i) for i in range(n)]
-    return list(get_pool(policy.settings().num_threads, POOL).map(fn, range(n)))
+    s = policy.settings()
+    if backend is not None and not _is_local(backend):
+        return list(get_pool(s.remote_concurrency, POOL + "-remote").map(fn, range(n)))
+    return list(get_pool(s.num_threads, POOL).map(fn, range(n)))
+
+
+def _is_local(backend: Backend) -> bool:
+    from gdsstore.engine.localfs import LocalBackend
+
+    return isinstance(backend, LocalBackend)
 
 
 def encode_host(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> Encoded:
@@ -330,7 +340,7 @@ def publish(backend: Backend, puts: Sequence[tuple[str, Any]], deletes: Sequence
     t0 = time.perf_counter()
     jobs: list[Callable[[], None]] = [functools.partial(backend.put, k, b) for k, b in puts]
     jobs += [functools.partial(backend.delete, k) for k in deletes]
-    _pool_map(lambda i: jobs[i](), len(jobs))
+    _pool_map(lambda i: jobs[i](), len(jobs), backend)
     nbytes = sum(int(np.asarray(b).nbytes) for _, b in puts)
     reason = f"{type(backend).__name__}.put, parallel, atomic per object"
     _trace.record("write", "batch-put", reason, nbytes, time.perf_counter() - t0, backend.url, 0 if device else None)
@@ -387,7 +397,7 @@ def _write_chunks_host(transform: Any, batch: list[WriteItem], arrays: list[Any]
             written[i] = data.nbytes
         spent[i] = (tb - ta, time.perf_counter() - tb)
 
-    _pool_map(one, len(batch))
+    _pool_map(one, len(batch), backend)
     wall = time.perf_counter() - t0
     share = spent.sum(axis=0) / max(float(spent.sum()), 1e-12) * wall  # wall time split by work done
     _trace.record("encode", "cpu-codec", "host buffer", _raw_total(batch), float(share[0]))
@@ -423,7 +433,7 @@ def _fetch_stored(backend: Backend, keys: Sequence[str]) -> list[np.ndarray | No
         except FileNotFoundError:
             return None
 
-    return _pool_map(one, len(keys))
+    return _pool_map(one, len(keys), backend)
 
 
 @dataclass
@@ -560,7 +570,7 @@ def _publish_shards(codec: ShardingCodec, shards: list[_Shard], backend: Backend
             written[s] = blob.nbytes
         spent[s] = (tb - ta, time.perf_counter() - tb)
 
-    _pool_map(one, len(shards))
+    _pool_map(one, len(shards), backend)
     wall = time.perf_counter() - t0
     share = spent.sum(axis=0) / max(float(spent.sum()), 1e-12) * wall
     _trace.record("encode", "shard-assembly", "chunks in write order + index", int(written.sum()), float(share[0]))
