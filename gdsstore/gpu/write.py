@@ -184,8 +184,7 @@ def _execute(
                 arrays = _merged(part, value, drop_axes, {i - w.start: old[i] for i in w if i in old})
                 job = _write_chunks(delegate.sync_transform, part, arrays, backend, device)
             else:
-                _write_shards(delegate.array_bytes_codec, part, value, backend, device)
-                job = None
+                job = _write_shards(delegate.array_bytes_codec, part, value, backend, device)
             if pending is not None:
                 pending.result()
                 pending = None
@@ -495,8 +494,11 @@ def _stored_chunks(codec: ShardingCodec, g: _ShardGeometry, blob: np.ndarray | N
     return out
 
 
-def _write_shards(codec: ShardingCodec, batch: list[WriteItem], value: NDBuffer, backend: Backend, device: bool) -> None:
-    """Merge, encode every changed inner chunk of every shard as one batch, assemble, publish."""
+def _write_shards(
+    codec: ShardingCodec, batch: list[WriteItem], value: NDBuffer, backend: Backend, device: bool
+) -> Callable[[], None] | None:
+    """Merge, encode every changed inner chunk of every shard as one batch, assemble, publish; on the
+    device route the assembly and publish step is returned (it overlaps the next window's encode)."""
     from gdsstore.gpu.codecs import quiet_records
 
     shards = _plan_shards(codec, batch, value, backend)
@@ -524,13 +526,20 @@ def _write_shards(codec: ShardingCodec, batch: list[WriteItem], value: NDBuffer,
         views = _pool_map(one, len(arrays))
         _trace.record("encode", "cpu-codec", "host buffer", sum(_raw_nbytes(s) for s in specs), time.perf_counter() - t0)
         enc = Encoded([])
-    try:
-        for (s, pos), v in zip(owners, views):
-            if v is not None and v.nbytes:
-                shards[s].chunks[pos] = v
-        _publish_shards(codec, shards, backend, device)
-    finally:
-        enc.release()
+
+    def run() -> None:
+        try:
+            for (s, pos), v in zip(owners, views):
+                if v is not None and v.nbytes:
+                    shards[s].chunks[pos] = v
+            _publish_shards(codec, shards, backend, device)
+        finally:
+            enc.release()
+
+    if device:
+        return run
+    run()
+    return None
 
 
 def _assemble(codec: ShardingCodec, shard: _Shard) -> np.ndarray | None:
