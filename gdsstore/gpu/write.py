@@ -174,6 +174,8 @@ def _execute(
     backend: Backend,
     old: dict[int, NDBuffer],
 ) -> None:
+    from gdsstore.gpu.pipeline import _windows  # the read path's windowing rule, shared
+
     device = _on_device(value, old)
     windows = _windows([_raw_nbytes(item[1]) for item in batch], WRITE_WINDOW_BYTES)
     pending: Future[None] | None = None  # the previous window's publish, overlapping this one's encode
@@ -193,20 +195,6 @@ def _execute(
     finally:
         if pending is not None:
             pending.result()
-
-
-def _windows(sizes: Sequence[int], limit: int) -> list[range]:
-    """Consecutive item ranges of at most ``limit`` bytes each (at least one item each)."""
-    out: list[range] = []
-    start, acc = 0, 0
-    for i, n in enumerate(sizes):
-        if i > start and acc + n > limit:
-            out.append(range(start, i))
-            start, acc = i, 0
-        acc += n
-    if start < len(sizes):
-        out.append(range(start, len(sizes)))
-    return out
 
 
 # -- encoding ------------------------------------------------------------------------------------------

@@ -305,11 +305,6 @@ def test_shard_layout_equals_zarrs(order: str, data: st.DataObject) -> None:
     assert lay.total == sum(len(b) for b in bufs) + codec._shard_index_size(cps)
 
 
-def test_windows_split_batches_by_bytes() -> None:
-    assert gwrite._windows([4, 4, 4, 10, 1], 8) == [range(0, 2), range(2, 3), range(3, 4), range(4, 5)]
-    assert gwrite._windows([], 8) == []
-
-
 def test_stacked_selection_rejects_0d() -> None:
     with pytest.raises(ValueError, match="0-d chunks"):
         write_plan.stacked_selection(0, ())
