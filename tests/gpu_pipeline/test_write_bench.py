@@ -24,7 +24,7 @@ def test_write_bench_small_host_run(tmp_path: Path) -> None:
     assert [r["workload"] for r in rows] == [
         "local, 1 MiB chunks, none",
         "local, 1 MiB chunks, zstd",
-        "S3 (moto), 1 MiB chunks, none",
+        "S3 (moto), 1 MiB chunks, none, remote.concurrency 16",
     ]
     for r in rows:
         assert r["gbps"]["gdsstore"] > 0 and r["gbps"][r["anchor"]] > 0 and len(r["seconds"]["gdsstore"]) == 2
