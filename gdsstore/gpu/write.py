@@ -289,8 +289,11 @@ def _is_local(backend: Backend) -> bool:
     return isinstance(backend, LocalBackend)
 
 
-def encode_host(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> Encoded:
-    """Encode host chunks with the codecs' own synchronous encode, in parallel; one trace row."""
+def encode_host(
+    transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec], reason: str = "host buffer"
+) -> Encoded:
+    """Encode chunks with the codecs' own synchronous encode, in parallel; one trace row (``reason``:
+    why the CPU encodes them)."""
     from gdsstore.gpu.codecs import quiet_records
 
     t0 = time.perf_counter()
@@ -302,19 +305,20 @@ def encode_host(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec
 
     views = _pool_map(one, len(arrays))
     if arrays:
-        _trace.record("encode", "cpu-codec", "host buffer", sum(_raw_nbytes(s) for s in specs), time.perf_counter() - t0)
+        _trace.record("encode", "cpu-codec", reason, sum(_raw_nbytes(s) for s in specs), time.perf_counter() - t0)
     return Encoded(views)
 
 
 def encode(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec], device: bool) -> Encoded:
     """Encode chunks as one batch: on the GPU where :func:`gdsstore.gpu.write_gpu.encode_device`
-    can, else on the CPU (:func:`encode_host`)."""
+    can, else on the CPU (:func:`encode_host`, with the reason)."""
     if device and arrays:
         from gdsstore.gpu import write_gpu
 
         enc = write_gpu.encode_device(transform, arrays, specs)
-        if enc is not None:
+        if not isinstance(enc, str):
             return enc
+        return encode_host(transform, arrays, specs, enc)
     return encode_host(transform, arrays, specs)
 
 

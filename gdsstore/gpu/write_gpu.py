@@ -56,12 +56,12 @@ def gpu_encode_plan(bb_codecs: Sequence[Any], raw_sizes: Sequence[int]) -> tuple
     return fmt, crc, d.reason
 
 
-def encode_device(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> Encoded | None:
+def encode_device(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> Encoded | str:
     """Encode device chunk arrays as one GPU batch into one pinned host buffer.
 
     Returns:
-        the encoded objects, or ``None`` when the chain cannot run here (recorded in the trace as
-        the ``cpu-codec`` encode route's reason by the caller's CPU encode).
+        the encoded objects, or why the chain cannot run here (the caller encodes on the CPU and
+        records that reason with its ``cpu-codec`` row).
     """
     from zarr.abc.codec import BytesBytesCodec
     from zarr.core.chunk_utils import ChunkTransform
@@ -71,13 +71,12 @@ def encode_device(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySp
 
     cp = cuda.cupy_or_none()
     if cp is None or not cuda.gpu_available():
-        return None
+        return "no usable GPU"
     bb = [c for c in transform.codecs if isinstance(c, BytesBytesCodec)]
     sizes = [int(np.prod(s.shape, dtype=np.int64)) * s.dtype.to_native_dtype().itemsize for s in specs]
     plan = gpu_encode_plan(bb, sizes)
     if isinstance(plan, str):
-        _trace.record("encode", "cpu-codec", plan, 0, 0.0)
-        return None
+        return plan
     fmt, crc, reason = plan
     t0 = time.perf_counter()
     array_part = ChunkTransform(codecs=tuple(c for c in transform.codecs if not isinstance(c, BytesBytesCodec)))

@@ -188,6 +188,7 @@ def test_device_route_plumbing_with_host_arrays(
     writes(_create(LocalStore(tmp_path / "b"), "zstd+crc32c", sharded, 0.0))
     _assert_same_files(tmp_path / "a", tmp_path / "b")
     assert t.totals["batch-put"]["ops"] >= 2
+    assert ("encode", "cpu-codec", "no usable GPU") in t.by_reason()  # why the device route encoded on the CPU
 
 
 def test_batched_route_in_the_trace_and_empty_chunks_deleted(tmp_path: Path) -> None:
@@ -303,6 +304,16 @@ def test_shard_layout_equals_zarrs(order: str, data: st.DataObject) -> None:
     assert isinstance(index, _ShardIndex)
     np.testing.assert_array_equal(lay.offsets_and_lengths, index.offsets_and_lengths)
     assert lay.total == sum(len(b) for b in bufs) + codec._shard_index_size(cps)
+
+
+def test_gpu_encode_plan_names_what_cannot_batch() -> None:
+    from gdsstore.gpu import codecs as gcodecs
+    from gdsstore.gpu.write_gpu import gpu_encode_plan
+
+    zstd = gcodecs.upgrade(ZstdCodec(level=1))
+    assert "not batchable" in str(gpu_encode_plan([zstd, gcodecs.upgrade(GzipCodec())], [100]))
+    assert gpu_encode_plan([], [100]) == (None, False, "no compressor")
+    assert gpu_encode_plan([Crc32cCodec()], [100]) == (None, True, "crc32c GPU kernel")
 
 
 def test_stacked_selection_rejects_0d() -> None:
