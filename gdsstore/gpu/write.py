@@ -269,6 +269,19 @@ def encode_or_elide(transform: Any, array: Any, spec: ArraySpec) -> Any:
 
 
 def _empty_flags(arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> list[bool]:
+    """:func:`is_empty` of each chunk; device chunks with an all-zero fill value are checked with one
+    reduction each and a single device-to-host copy of all the answers (no sync per chunk)."""
+    from gdsstore.gpu.codecs import is_device_buffer
+
+    zero = bool(arrays) and all(not s.config.write_empty_chunks and _zero_fill(s) for s in specs)
+    if zero and is_device_buffer(arrays[0]):
+        from gdsstore.engine import cuda
+
+        cp = cuda.cupy_or_none()
+        assert cp is not None
+        data = [a.as_ndarray_like() for a in arrays]
+        nonzero = cp.stack([d.view(f"u{d.dtype.itemsize}").any() for d in data])
+        return [not bool(x) for x in nonzero.get().tolist()]
     return [is_empty(a, s) for a, s in zip(arrays, specs)]
 
 
@@ -499,7 +512,8 @@ def _write_shards(
     transform = codec._get_inner_chunk_transform(spec0)
     owners = [(s, pos) for s, sh in enumerate(shards) for pos, _ in sh.touched]
     arrays = [a for sh in shards for _, a in sh.touched]
-    specs = [codec._get_chunk_spec(batch[s][1]) for s, _ in owners] if len(shards) > 1 else [inner_spec] * len(arrays)
+    shard_specs = [codec._get_chunk_spec(item[1]) for item in batch] if len(shards) > 1 else [inner_spec]
+    specs = [shard_specs[s if len(shards) > 1 else 0] for s, _ in owners]
     if device:
         empty = _empty_flags(arrays, specs)
         keep = [i for i, e in enumerate(empty) if not e]
