@@ -3,10 +3,12 @@
 :meth:`GDSCodecPipeline.write <gdsstore.gpu.pipeline.GDSCodecPipeline.write>` hands its whole batch
 to :func:`write`, which
 
-1. reads the old contents of every chunk (or shard) the selection covers only in part, as one
-   batched read through the pipeline's own read path (read-modify-write);
+1. reads the old contents of every chunk the selection covers only in part, as one batched read
+   through the pipeline's own read path (read-modify-write); for shards written in part, fetches
+   the stored shards in one parallel batch through the engine and keeps the inner chunks the write
+   does not touch as they are stored (zarr's partial shard encode does the same);
 2. merges the new values in (zarr's ``_merge_chunk_array``) and drops chunks that end up all fill
-   value when ``write_empty_chunks`` is off (zarr's ``chunk_is_empty``: they are deleted);
+   value when ``write_empty_chunks`` is off (zarr's ``chunk_is_empty`` rule: they are deleted);
 3. encodes the chunks — for sharded arrays, every inner chunk of every shard — as one batch:
    device chunks whose bytes-to-bytes stage nvCOMP writes (zstd, lz4; crc32c by a GPU kernel) in
    one nvCOMP call, then one device-to-host copy into one pinned buffer; everything else with the
@@ -15,7 +17,9 @@ to :func:`write`, which
    :func:`gdsstore.gpu.write_plan.shard_layout`);
 5. publishes all objects in parallel through the store's engine backend (``put``: temporary file +
    rename locally, PUT/multipart on S3, CREATE on WebHDFS — each object atomic) and deletes the
-   empty ones.
+   empty ones. Host chunks are checked, encoded and put by one pool task each (their bytes are
+   still in cache when written); on the device route a window's publish runs while the next window
+   encodes (windows of :data:`WRITE_WINDOW_BYTES`).
 
 Batches it cannot take go to zarr's own pipeline, and the trace says why (``write-plan`` /
 ``zarr-pipeline`` / reason). Each batch records one ``encode`` row per route and one ``write`` row
