@@ -114,7 +114,9 @@ class GDSCodecPipeline(CodecPipeline):
         value: NDBuffer,
         drop_axes: tuple[int, ...] = (),
     ) -> None:
-        await self.delegate.write(batch_info, value, drop_axes)
+        from gdsstore.gpu import write as _write
+
+        await _write.write(self, batch_info, value, drop_axes)
 
     # -- reads: plan, then execute --
 

@@ -1,0 +1,126 @@
+"""Batched GPU encode for the write path: one nvCOMP call, one crc32c kernel, one device-to-host copy.
+
+Built only from GPU-tested pieces: :func:`gdsstore.gpu.codecs.gpu_encode_bytes` (nvCOMP zstd/lz4 in
+numcodecs' framing), :func:`gdsstore.gpu.kernels.crc32c_device`, the pinned staging buffers of
+:mod:`gdsstore.gpu.staging` and :func:`gdsstore.engine.cuda.memcpy_dtoh`.
+
+A chain runs here when its bytes-to-bytes stage is at most one compressor nvCOMP writes (``zstd``
+without checksum, ``numcodecs.lz4``) followed by at most one ``crc32c``; :func:`gpu_encode_plan`
+says which, or why not (the caller then encodes on the CPU and records that reason).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import gdsstore.trace as _trace
+from gdsstore.engine import cuda
+from gdsstore.gpu import nvcomp, write_plan
+
+if TYPE_CHECKING:
+    from zarr.core.array_spec import ArraySpec
+
+    from gdsstore.gpu.write import Encoded
+
+__all__ = ["encode_device", "gpu_encode_plan"]
+
+
+def gpu_encode_plan(bb_codecs: Sequence[Any], raw_sizes: Sequence[int]) -> tuple[str | None, bool, str] | str:
+    """``(compressor format or None, crc32c last?, reason)`` when the bytes-to-bytes codecs encode as
+    one GPU batch, else the reason they do not (a ``str``)."""
+    from zarr.codecs import Crc32cCodec
+
+    from gdsstore.gpu.codecs import GPUBytesCodec, codec_format
+
+    codecs = list(bb_codecs)
+    crc = bool(codecs) and isinstance(codecs[-1], Crc32cCodec)
+    if crc:
+        codecs.pop()
+    if len(codecs) > 1:
+        return f"codec chain {[codec_format(c) for c in bb_codecs]} not batchable on the GPU"
+    if not codecs:
+        return None, crc, "crc32c GPU kernel" if crc else "no compressor"
+    c = codecs[0]
+    fmt = codec_format(c)
+    d = nvcomp.decide_codec(fmt or type(c).__name__, device=True, encode=True)
+    if d.route != "gpu-encode":
+        return d.reason
+    if not isinstance(c, GPUBytesCodec) or not c._gpu_encodable():
+        return f"{fmt} with checksum=True writes on the CPU"
+    if nvcomp.encode_chunk_size(list(raw_sizes)) is None:
+        return f"chunk larger than nvCOMP's {nvcomp.MAX_ENCODE_CHUNK >> 20} MiB limit"
+    return fmt, crc, d.reason
+
+
+def encode_device(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> Encoded | str:
+    """Encode device chunk arrays as one GPU batch into one pinned host buffer.
+
+    Returns:
+        the encoded objects, or why the chain cannot run here (the caller encodes on the CPU and
+        records that reason with its ``cpu-codec`` row).
+    """
+    from zarr.abc.codec import BytesBytesCodec
+    from zarr.core.chunk_utils import ChunkTransform
+
+    from gdsstore.gpu.codecs import _as_device_bytes, gpu_encode_bytes
+    from gdsstore.gpu.write import Encoded
+
+    cp = cuda.cupy_or_none()
+    if cp is None or not cuda.gpu_available():
+        return "no usable GPU"
+    bb = [c for c in transform.codecs if isinstance(c, BytesBytesCodec)]
+    sizes = [int(np.prod(s.shape, dtype=np.int64)) * s.dtype.to_native_dtype().itemsize for s in specs]
+    plan = gpu_encode_plan(bb, sizes)
+    if isinstance(plan, str):
+        return plan
+    fmt, crc, reason = plan
+    t0 = time.perf_counter()
+    array_part = ChunkTransform(codecs=tuple(c for c in transform.codecs if not isinstance(c, BytesBytesCodec)))
+    raws = []
+    for a, s in zip(arrays, specs):
+        r = array_part.encode_chunk(a, s)
+        assert r is not None  # array-to-bytes codecs always produce bytes
+        raws.append(_as_device_bytes(r))
+    enc = gpu_encode_bytes(fmt, raws) if fmt is not None else raws
+    crcs = None
+    if crc:
+        from gdsstore.gpu.kernels import crc32c_device
+
+        crcs = crc32c_device(enc)
+    tail = 4 if crc else 0
+    lengths = [int(e.size) + tail for e in enc]
+    offsets, total = write_plan.pack_offsets(lengths)
+    host, pinned = _to_pinned(cp, enc, offsets.tolist(), total)
+    views: list[np.ndarray | None] = []
+    for k, (o, n) in enumerate(zip(offsets.tolist(), lengths)):
+        if crcs is not None:
+            host[o + n - 4 : o + n] = np.array([crcs[k]], dtype="<u4").view(np.uint8)
+        views.append(host[o : o + n])
+    _trace.record("encode", "gpu-encode", reason, sum(sizes), time.perf_counter() - t0, "", cuda_device(raws))
+    return Encoded(views, pinned)
+
+
+def cuda_device(arrays: Sequence[Any]) -> int | None:
+    return int(arrays[0].device.id) if arrays else None
+
+
+def _to_pinned(cp: Any, chunks: Sequence[Any], offsets: Sequence[int], total: int) -> tuple[np.ndarray, Any]:
+    """Pack device byte arrays at ``offsets`` (leaving room for the crc32c tails) into one device
+    buffer, then one device-to-host copy into a pinned staging buffer."""
+    from gdsstore.gpu import staging
+
+    dev = cp.empty(max(total, 1), dtype=cp.uint8)
+    for c, o in zip(chunks, offsets):
+        dev[o : o + int(c.size)] = c
+    host, pinned = staging._alloc(total, True)
+    cp.cuda.get_current_stream().synchronize()
+    if total:
+        if pinned is not None:
+            cuda.memcpy_dtoh(int(dev.device.id), int(pinned.ptr), int(dev.data.ptr), total)
+        else:
+            host[:] = dev[:total].get()
+    return host, pinned
