@@ -7,9 +7,11 @@ one window at a time: one staging buffer per window (pinned, or on the GPU throu
 one batched decode (nvCOMP on the GPU, numcodecs threads on the host), one scatter into the output,
 while the next window is read.
 
-Codec chains it cannot batch (nested sharding, codecs without synchronous support, byte getters that
-are not store paths) and all writes go to zarr's own ``FusedCodecPipeline`` (the delegate); writes
-still encode on the GPU through gdsstore's codecs and reach storage through the store.
+Writes go the same way (:mod:`gdsstore.gpu.write`): the chunks or shards a selection touches are
+encoded as one batch (nvCOMP on the GPU, codec threads on the host) and published in parallel through
+the engine. Codec chains it cannot batch (nested sharding, codecs without synchronous support, byte
+getters that are not gdsstore store paths) go to zarr's own ``FusedCodecPipeline`` (the delegate), and
+the trace says why.
 
 This module is the ``zarr.codec_pipeline`` entry point, loaded by every ``zarr.open_array`` of an
 environment where gdsstore is installed: it imports only zarr's pipeline base classes; the planner,

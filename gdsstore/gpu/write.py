@@ -41,8 +41,11 @@ import numpy as np
 import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine.backend import Backend
-from gdsstore.engine.pool import get_pool
+from gdsstore.engine.pool import engine_pool, map_all
 from gdsstore.gpu import write_plan
+from gdsstore.gpu.decode import raw_nbytes
+from gdsstore.gpu.fetch import backend_of
+from gdsstore.gpu.plan import split_windows
 
 if TYPE_CHECKING:
     from zarr.codecs.sharding import ShardingCodec
@@ -57,16 +60,6 @@ WriteItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
 #: Raw (decoded) bytes encoded and published per window: bounds the memory a batch holds at once.
 WRITE_WINDOW_BYTES = 256 << 20
 
-#: Name of the engine pool that runs encodes and puts: puts may run their own pieces on the
-#: "local"/"remote" pools (multipart parts), so they must not wait on those pools' threads.
-POOL = "write"
-
-
-def _backend_of(byte_setter: Any) -> Backend | None:
-    backend = getattr(getattr(byte_setter, "store", None), "backend", None)
-    return backend if isinstance(backend, Backend) else None
-
-
 def write_route(delegate: Any, batch: Sequence[WriteItem]) -> tuple[str, str]:
     """``(route, reason)`` for a write batch: ``"chunks"``, ``"shards"`` or ``"delegate"`` (zarr's
     own pipeline), from the codecs (``delegate``: zarr's ``FusedCodecPipeline``) and the byte setters.
@@ -77,10 +70,10 @@ def write_route(delegate: Any, batch: Sequence[WriteItem]) -> tuple[str, str]:
     bs = batch[0][0]
     if not isinstance(bs, StorePath):
         return "delegate", f"byte setter {type(bs).__name__} is not a store path"
-    backend = _backend_of(bs)
+    backend = backend_of(bs)
     if backend is None:
         return "delegate", f"store {type(bs.store).__name__} has no gdsstore engine backend"
-    if any(_backend_of(item[0]) is not backend for item in batch):
+    if any(backend_of(item[0]) is not backend for item in batch):
         return "delegate", "byte setters on more than one store"
     if bs.store.read_only or not backend.writable:
         return "delegate", "store not writable (zarr's pipeline raises the error)"
@@ -120,18 +113,14 @@ async def write(pipeline: Any, batch_info: Any, value: NDBuffer, drop_axes: tupl
     # Chunks written in part: their old contents, decoded, from one batched read. Shards: the stored
     # shards are fetched by the executor, which keeps the inner chunks this write does not touch.
     old = await _read_old(pipeline, batch) if route == "chunks" else {}
-    backend = _backend_of(batch[0][0])
+    backend = backend_of(batch[0][0])
     assert backend is not None
     await asyncio.to_thread(_execute, pipeline.delegate, route, batch, value, drop_axes, backend, old)
     _trace.record("write-plan", route, reason, _raw_total(batch), time.perf_counter() - t0)
 
 
 def _raw_total(batch: Sequence[WriteItem]) -> int:
-    return sum(_raw_nbytes(item[1]) for item in batch)
-
-
-def _raw_nbytes(spec: ArraySpec) -> int:
-    return int(np.prod(spec.shape, dtype=np.int64)) * int(spec.dtype.to_native_dtype().itemsize)
+    return sum(raw_nbytes(item[1]) for item in batch)
 
 
 async def _read_old(pipeline: Any, batch: list[WriteItem]) -> dict[int, NDBuffer]:
@@ -178,10 +167,8 @@ def _execute(
     backend: Backend,
     old: dict[int, NDBuffer],
 ) -> None:
-    from gdsstore.gpu.pipeline import _windows  # the read path's windowing rule, shared
-
     device = _on_device(value, old)
-    windows = _windows([_raw_nbytes(item[1]) for item in batch], WRITE_WINDOW_BYTES)
+    windows = split_windows([raw_nbytes(item[1]) for item in batch], WRITE_WINDOW_BYTES)
     pending: Future[None] | None = None  # the previous window's publish, overlapping this one's encode
     try:
         for w in windows:
@@ -195,7 +182,7 @@ def _execute(
                 pending.result()
                 pending = None
             if job is not None:
-                pending = get_pool(1, "publish").submit(job)
+                pending = engine_pool().submit(job)
     finally:
         if pending is not None:
             pending.result()
@@ -290,14 +277,16 @@ def _empty_flags(arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> list[bool
 
 
 def _pool_map(fn: Callable[[int], Any], n: int, backend: Backend | None = None) -> list[Any]:
-    """``[fn(0), ..., fn(n - 1)]`` on the engine's write pool (inline for one item): ``num_threads``
-    threads for local work, ``remote.concurrency`` for tasks that wait on a remote ``backend``."""
+    """``[fn(0), ..., fn(n - 1)]`` on the engine pool (inline for one item): ``num_threads`` at a time
+    for local work, ``remote.concurrency`` for tasks that wait on a remote ``backend``. Through
+    :func:`~gdsstore.engine.pool.map_all`, whose waiting thread runs pieces itself, so puts that run
+    their own pieces (multipart parts) on the same pool cannot deadlock it."""
     if n <= 1:
         return [fn(i) for i in range(n)]
     s = policy.settings()
     if backend is not None and not _is_local(backend):
-        return list(get_pool(s.remote_concurrency, POOL + "-remote").map(fn, range(n)))
-    return list(get_pool(s.num_threads, POOL).map(fn, range(n)))
+        return map_all(fn, range(n), s.remote_concurrency)
+    return map_all(fn, range(n), s.num_threads)
 
 
 def _is_local(backend: Backend) -> bool:
@@ -322,7 +311,7 @@ def encode_host(
 
     views = _pool_map(one, len(arrays))
     if arrays:
-        _trace.record("encode", "cpu-codec", reason, sum(_raw_nbytes(s) for s in specs), time.perf_counter() - t0)
+        _trace.record("encode", "cpu-codec", reason, sum(raw_nbytes(s) for s in specs), time.perf_counter() - t0)
     return Encoded(views)
 
 
@@ -534,7 +523,7 @@ def _write_shards(
             return None if buf is None else np.asarray(buf.as_numpy_array()).view(np.uint8).reshape(-1)
 
         views = _pool_map(one, len(arrays))
-        _trace.record("encode", "cpu-codec", "host buffer", sum(_raw_nbytes(s) for s in specs), time.perf_counter() - t0)
+        _trace.record("encode", "cpu-codec", "host buffer", sum(raw_nbytes(s) for s in specs), time.perf_counter() - t0)
         enc = Encoded([])
 
     def run() -> None:

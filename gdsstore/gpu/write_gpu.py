@@ -46,7 +46,7 @@ def gpu_encode_plan(bb_codecs: Sequence[Any], raw_sizes: Sequence[int]) -> tuple
         return None, crc, "crc32c GPU kernel" if crc else "no compressor"
     c = codecs[0]
     fmt = codec_format(c)
-    d = nvcomp.decide_codec(fmt or type(c).__name__, device=True, encode=True)
+    d = nvcomp.route_codec(fmt or type(c).__name__, device=True, encode=True)
     if d.route != "gpu-encode":
         return d.reason
     if not isinstance(c, GPUBytesCodec) or not c._gpu_encodable():
