@@ -23,6 +23,8 @@ from gdsstore.engine import open
 from gdsstore.errors import (
     CuFileRequiredError,
     GDSStoreError,
+    GPUUnavailableError,
+    MissingOptionalDependencyError,
     RangeMismatchError,
     RemoteIOError,
     SettingError,
@@ -43,6 +45,8 @@ __all__ = [
     "CuFileRequiredError",
     "GDSStore",
     "GDSStoreError",
+    "GPUUnavailableError",
+    "MissingOptionalDependencyError",
     "RangeMismatchError",
     "RemoteIOError",
     "SettingError",

@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from gdsstore.errors import MissingOptionalDependencyError
+
 __all__ = ["EXTRAS", "MissingOptionalDependencyError", "install_hint", "require"]
 
 #: The extra that brings each optional top-level module (a CUDA module names both CUDA extras).
@@ -30,13 +32,6 @@ EXTRAS: dict[str, str] = {
 
 # The CUDA extras differ only in the CUDA major version they bring: the hint names both.
 _CUDA_EXTRAS = ("cuda13", "cuda12")
-
-
-class MissingOptionalDependencyError(ModuleNotFoundError):
-    """An optional dependency is not installed; the message names the ``pip install`` that brings it.
-
-    A ``ModuleNotFoundError`` (hence an ``ImportError``), so code that already catches those keeps working.
-    """
 
 
 def install_hint(extra: str) -> str:
@@ -78,7 +73,7 @@ def require(module: str, *, extra: str | None = None, purpose: str = "") -> Modu
         >>> require("no_such_module_xyz", extra="s3", purpose="s3:// URLs")
         Traceback (most recent call last):
         ...
-        gdsstore._optional.MissingOptionalDependencyError: s3:// URLs: no_such_module_xyz is not installed; pip install 'gdsstore[s3]'
+        gdsstore.errors.MissingOptionalDependencyError: s3:// URLs: no_such_module_xyz is not installed; pip install 'gdsstore[s3]'
     """
     try:
         return importlib.import_module(module)

@@ -90,8 +90,8 @@ class GDSStorePlugin(WorkerPlugin):  # type: ignore[misc]
         """Apply the settings and the GPU configuration in this worker's process (for its lifetime).
 
         Raises:
-            gdsstore._optional.MissingOptionalDependencyError: ``gpu`` and ``buffers`` on a worker
-                without CuPy; gdsstore.gpu.enable.GPUUnavailableError: without a CUDA device.
+            gdsstore.errors.MissingOptionalDependencyError: ``gpu`` and ``buffers`` on a worker
+                without CuPy; gdsstore.errors.GPUUnavailableError: without a CUDA device.
         """
         import gdsstore
 

@@ -19,6 +19,8 @@ __all__ = [
     "CuFileError",
     "CuFileRequiredError",
     "GDSStoreError",
+    "GPUUnavailableError",
+    "MissingOptionalDependencyError",
     "RangeMismatchError",
     "RangeNotSupportedError",
     "RemoteIOError",
@@ -64,3 +66,14 @@ class RangeMismatchError(RemoteIOError):
 
 class RangeNotSupportedError(RangeMismatchError):
     """The server answered a partial ``Range`` request with the whole object (``200``)."""
+
+
+class MissingOptionalDependencyError(GDSStoreError, ModuleNotFoundError):
+    """An optional dependency is not installed; the message names the ``pip install`` that brings it.
+
+    A ``ModuleNotFoundError`` (hence an ``ImportError``), so code that already catches those keeps working.
+    """
+
+
+class GPUUnavailableError(GDSStoreError, RuntimeError):
+    """CuPy imports but no CUDA device can be used: GPU buffers cannot be allocated here."""

@@ -341,8 +341,8 @@ class GDSStoreBackendEntrypoint(BackendEntrypoint):
             The dataset (lazy: each variable reads on first access, or per dask chunk with ``chunks=``).
 
         Raises:
-            gdsstore._optional.MissingOptionalDependencyError: ``device=True`` without CuPy.
-            gdsstore.gpu.enable.GPUUnavailableError: ``device=True`` without a CUDA device.
+            gdsstore.errors.MissingOptionalDependencyError: ``device=True`` without CuPy.
+            gdsstore.errors.GPUUnavailableError: ``device=True`` without a CUDA device.
         """
         from xarray.backends.common import _normalize_path
         from xarray.backends.store import StoreBackendEntrypoint

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PIPELINE_PATH", "GPUUnavailableError", "check_gpu", "config_for", "enable_gpu", "register"]
+from gdsstore.errors import GPUUnavailableError
+
+__all__ = ["PIPELINE_PATH", "check_gpu", "config_for", "enable_gpu", "register"]
 
 #: ``codec_pipeline.path`` of :class:`gdsstore.gpu.pipeline.GDSCodecPipeline`.
 PIPELINE_PATH = "gdsstore.gpu.pipeline.GDSCodecPipeline"
 
 _registered = False
-
-
-class GPUUnavailableError(RuntimeError):
-    """CuPy imports but no CUDA device can be used: GPU buffers cannot be allocated here."""
 
 
 def check_gpu(call: str = "gdsstore.enable_gpu()") -> None:
@@ -23,9 +21,9 @@ def check_gpu(call: str = "gdsstore.enable_gpu()") -> None:
         call: the call to name in the message.
 
     Raises:
-        gdsstore._optional.MissingOptionalDependencyError: CuPy is not installed (the message names
+        gdsstore.errors.MissingOptionalDependencyError: CuPy is not installed (the message names
             ``pip install 'gdsstore[cuda13]'`` / ``[cuda12]``).
-        GPUUnavailableError: CuPy imports but sees no CUDA device (no GPU, no driver).
+        gdsstore.errors.GPUUnavailableError: CuPy imports but sees no CUDA device (no GPU, no driver).
     """
     from gdsstore._optional import require
 
@@ -88,8 +86,8 @@ def enable_gpu(*, buffers: bool = True) -> Any:
     keeps host buffers (batched reads through the engine, CPU decode) on machines without a GPU.
 
     Raises:
-        gdsstore._optional.MissingOptionalDependencyError: ``buffers=True`` and CuPy is not installed.
-        GPUUnavailableError: ``buffers=True`` and no CUDA device is visible.
+        gdsstore.errors.MissingOptionalDependencyError: ``buffers=True`` and CuPy is not installed.
+        gdsstore.errors.GPUUnavailableError: ``buffers=True`` and no CUDA device is visible.
     """
     import zarr
 

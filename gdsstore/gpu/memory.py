@@ -79,7 +79,7 @@ def device_memory() -> DeviceMemory:
         The free bytes and the source of the number.
 
     Raises:
-        gdsstore._optional.MissingOptionalDependencyError: CuPy is not installed.
+        gdsstore.errors.MissingOptionalDependencyError: CuPy is not installed.
     """
     from gdsstore._optional import require
 

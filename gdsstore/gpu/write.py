@@ -46,6 +46,7 @@ from gdsstore.gpu import write_plan
 from gdsstore.gpu.decode import raw_nbytes
 from gdsstore.gpu.fetch import backend_of
 from gdsstore.gpu.plan import split_windows
+from gdsstore.gpu.write_gpu import Encoded
 
 if TYPE_CHECKING:
     from zarr.codecs.sharding import ShardingCodec
@@ -189,21 +190,6 @@ def _execute(
 
 
 # -- encoding ------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Encoded:
-    """Encoded objects as host bytes: ``views[i]`` (a ``uint8`` numpy array; ``None``: absent)."""
-
-    views: list[np.ndarray | None]
-    pinned: Any = None  # a pinned buffer to hand back once published
-
-    def release(self) -> None:
-        if self.pinned is not None:
-            from gdsstore.gpu import staging
-
-            staging._pinned_pool.put(self.pinned)
-            self.pinned = None
 
 
 def _zero_fill(spec: ArraySpec) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,9 +25,23 @@ from gdsstore.gpu import nvcomp, write_plan
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
 
-    from gdsstore.gpu.write import Encoded
 
-__all__ = ["encode_device", "gpu_encode_plan"]
+__all__ = ["Encoded", "encode_device", "gpu_encode_plan"]
+
+
+@dataclass
+class Encoded:
+    """Encoded objects as host bytes: ``views[i]`` (a ``uint8`` numpy array; ``None``: absent)."""
+
+    views: list[np.ndarray | None]
+    pinned: Any = None  # a pinned buffer to hand back once published
+
+    def release(self) -> None:
+        if self.pinned is not None:
+            from gdsstore.gpu import staging
+
+            staging._pinned_pool.put(self.pinned)
+            self.pinned = None
 
 
 def gpu_encode_plan(bb_codecs: Sequence[Any], raw_sizes: Sequence[int]) -> tuple[str | None, bool, str] | str:
@@ -67,7 +82,6 @@ def encode_device(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySp
     from zarr.core.chunk_utils import ChunkTransform
 
     from gdsstore.gpu.codecs import _as_device_bytes, gpu_encode_bytes
-    from gdsstore.gpu.write import Encoded
 
     cp = cuda.cupy_or_none()
     if cp is None or not cuda.gpu_available():

@@ -132,7 +132,9 @@ def test_no_install_from_an_index_that_does_not_serve_gdsstore() -> None:
         f"{page.relative_to(ROOT)}:{n}: {line.strip()}"
         for page in FIRST_CONTACT
         for n, line in enumerate(page.read_text().splitlines(), 1)
-        if _INDEX_INSTALL.search(line)
+        # an error message quoted as it reads ("botocore is not installed; pip install 'gdsstore[s3]'")
+        # adds an extra to the gdsstore already installed: not an install from an index
+        if _INDEX_INSTALL.search(line) and "is not installed;" not in line
     ]
     assert not bad, "gdsstore is not on an index: install from a clone or the git URL\n" + "\n".join(bad)
 
