@@ -20,17 +20,22 @@ from gdsstore._config import config
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from gdsstore.engine.storage import StorageFacts
+
 __all__ = [
     "CompatMode",
     "CuFileProbeResult",
     "CuFileRequiredError",
     "Decision",
+    "ReadPlan",
     "Settings",
     "WithoutNvfs",
     "decide_codec",
     "decide_local",
+    "decide_local_read",
     "decide_remote",
     "fmt_bytes",
+    "needs_residency_probe",
     "remote_range_size",
     "settings",
 ]
@@ -270,6 +275,96 @@ def decide_local(
     if cufile.nvfs is False and s.cufile_without_nvfs == "posix":
         return Decision("posix", "cuFile registered without nvidia-fs (compat mode); cufile_without_nvfs=posix")
     return Decision("cufile", cufile.reason)
+
+
+#: A local read is cold when less than this fraction of its range is in the page cache.
+COLD_RESIDENT_FRACTION = 0.5
+#: Only reads of more than this many ``task_size`` pieces are probed for residency: smaller ones are
+#: cut the same either way, and the probe (~0.1 ms) would be a visible share of a small warm read.
+COLD_PROBE_PIECES = 4
+#: Concurrent sequential streams for a cold read from a rotational disk (each one a seek away).
+ROTATIONAL_STREAMS = 2
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """How a local POSIX read is cut across the engine's threads.
+
+    Attributes:
+        threads: pieces run at most this many at a time.
+        piece: bytes per ``pread`` call.
+        stretches: ``True``: one contiguous stretch per thread, each read in order on its own file
+            descriptor with ``POSIX_FADV_SEQUENTIAL`` (the kernel's readahead follows each stream);
+            ``False``: today's ``piece``-sized pieces handed round-robin to the threads on one fd.
+        reason: why, for the trace (``""`` when nothing was decided: a read of a few pieces).
+    """
+
+    threads: int
+    piece: int
+    stretches: bool
+    reason: str
+
+
+def needs_residency_probe(nbytes: int, s: Settings | None = None) -> bool:
+    """Whether :func:`decide_local_read` wants to know how much of an ``nbytes`` read is cached.
+
+    Examples:
+        >>> s = settings()
+        >>> needs_residency_probe(s.task_size, s), needs_residency_probe(64 * s.task_size, s)
+        (False, True)
+    """
+    s = s or settings()
+    return nbytes > COLD_PROBE_PIECES * s.task_size
+
+
+def decide_local_read(
+    *,
+    nbytes: int,
+    resident: float | None,
+    storage: StorageFacts | None,
+    s: Settings | None = None,
+) -> ReadPlan:
+    """Cut one local POSIX read (host buffer, or device buffer through the bounce path).
+
+    A read from the page cache is a memory copy: ``task_size`` pieces over ``num_threads`` threads
+    balance best. A cold read is disk-bound, and pieces handed round-robin to threads on one file
+    descriptor look random to the kernel, whose readahead then stops helping: on the 2-core virtio
+    machine a cold 200 MB read ran at 0.61x ``numpy.fromfile`` that way, and at 1.02-1.19x as one
+    sequential stretch per thread on its own descriptor (benchmarks/probe_cold.py, 15 shuffled
+    rounds). A rotational disk gets at most :data:`ROTATIONAL_STREAMS` streams.
+
+    Args:
+        nbytes: size of the read.
+        resident: fraction of the range in the page cache (:func:`gdsstore.pagecache.resident_fraction`),
+            ``None`` when not probed (see :func:`needs_residency_probe`) or when the probe failed.
+        storage: the device under the file (:func:`gdsstore.engine.storage.storage_facts`), ``None``
+            when not known.
+        s: settings snapshot; read from ``gdsstore.config`` when omitted.
+
+    Returns:
+        The :class:`ReadPlan`; its reason names residency and device, never a per-call number (the
+        trace keeps one row per route and reason).
+
+    Examples:
+        >>> from gdsstore.engine.storage import StorageFacts
+        >>> plan = decide_local_read(nbytes=1 << 30, resident=0.0, storage=StorageFacts("rotational", "sda"))
+        >>> plan.stretches, plan.reason
+        (True, 'cold (under half in page cache), rotational sda: at most 2 sequential streams, one fd each')
+        >>> decide_local_read(nbytes=1 << 30, resident=1.0, storage=None).stretches
+        False
+    """
+    s = s or settings()
+    today = ReadPlan(s.num_threads, s.task_size, False, "")
+    if resident is None:
+        return today
+    if resident >= COLD_RESIDENT_FRACTION:
+        return ReadPlan(s.num_threads, s.task_size, False, "in page cache: task_size pieces over num_threads threads")
+    where = storage.describe() if storage is not None else "unknown device"
+    cold = f"cold (under half in page cache), {where}"
+    if storage is not None and storage.kind == "rotational":
+        streams = min(s.num_threads, ROTATIONAL_STREAMS)
+        return ReadPlan(streams, s.task_size, True, f"{cold}: at most {streams} sequential streams, one fd each")
+    return ReadPlan(s.num_threads, s.task_size, True, f"{cold}: one sequential stretch per thread, one fd each")
 
 
 def remote_range_size(nbytes: int, s: Settings | None = None) -> int:
