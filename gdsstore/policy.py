@@ -1,7 +1,9 @@
 """The policy: validated settings and every routing decision, each with its reason.
 
 Every route gdsstore takes is chosen here and nowhere else. A decision is a :class:`Decision`:
-the route name and a sentence a user can read in the trace ("size 8 KiB < gds_threshold 1 MiB").
+the route name and a sentence a user can read in the trace ("below gds_threshold 1 MiB"). A reason
+names settings and facts, never a per-call number (a size, a count): the trace keeps one row per
+route and reason, and sizes go in its columns.
 
 Examples:
     >>> from gdsstore import policy
@@ -271,7 +273,7 @@ def decide_local(
     if not cufile.ok:
         return Decision("posix", cufile.reason)
     if nbytes < s.gds_threshold:
-        return Decision("posix", f"size {fmt_bytes(nbytes)} < gds_threshold {fmt_bytes(s.gds_threshold)}")
+        return Decision("posix", f"below gds_threshold {fmt_bytes(s.gds_threshold)}")
     if cufile.nvfs is False and s.cufile_without_nvfs == "posix":
         return Decision("posix", "cuFile registered without nvidia-fs (compat mode); cufile_without_nvfs=posix")
     return Decision("cufile", cufile.reason)
@@ -413,7 +415,7 @@ def decide_remote(
         >>> decide_remote(scheme="https", device=False).route
         'http'
         >>> decide_remote(scheme="s3", device=False, op="write", nbytes=1024).reason
-        'single PUT: 1 KiB <= remote.multipart_threshold 64 MiB'
+        'single PUT (<= remote.multipart_threshold 64 MiB)'
     """
     s = s or settings()
     route = _REMOTE_ROUTES.get(scheme.lower())
@@ -423,20 +425,19 @@ def decide_remote(
         src = "device buffer copied to host, " if device else ""
         if route == "webhdfs":
             return Decision(route, f"{src}CREATE via the datanode")
+        limit = fmt_bytes(s.remote_multipart_threshold)
         if nbytes > s.remote_multipart_threshold:
-            parts = -(-nbytes // s.remote_multipart_chunksize)
             return Decision(
                 route,
-                f"{src}multipart upload: {fmt_bytes(nbytes)} > remote.multipart_threshold "
-                f"{fmt_bytes(s.remote_multipart_threshold)}, {parts} parts",
+                f"{src}multipart upload (> remote.multipart_threshold {limit}, "
+                f"parts of {fmt_bytes(s.remote_multipart_chunksize)})",
             )
-        return Decision(
-            route, f"{src}single PUT: {fmt_bytes(nbytes)} <= remote.multipart_threshold {fmt_bytes(s.remote_multipart_threshold)}"
-        )
+        return Decision(route, f"{src}single PUT (<= remote.multipart_threshold {limit})")
     if op != "read":
         raise ValueError(f"decide_remote(): `op` must be 'read' or 'write', got {op!r}")
-    rng = remote_range_size(nbytes, s) if nbytes else s.task_size
-    plan = f"{fmt_bytes(rng)} ranges, concurrency {s.remote_concurrency}"
+    # The range size follows the read's size (remote_range_size): the reason names its bounds.
+    lo, hi = fmt_bytes(s.task_size), fmt_bytes(max(s.task_size, s.remote_max_range_size))
+    plan = f"ranges of {lo if lo == hi else f'{lo}-{hi}'}, concurrency {s.remote_concurrency}"
     if device:
         # Sockets cannot write into device memory: bodies land in the pinned ring, then async H2D.
         return Decision(route, f"device buffer: {plan}, pinned bounce ring + async H2D")

@@ -157,7 +157,7 @@ def read_batch(
     _trace.record(
         "read",
         "posix",
-        f"batch of {n} reads into {into}",
+        f"batch of reads into {into}",  # the count is the ops column, not the reason
         int(got.clip(0).sum()),
         time.perf_counter() - t0,
         url,
@@ -334,7 +334,7 @@ def read_batch_bounced(
     _trace.record(
         "read",
         "posix",
-        f"batch of {n} reads into {into} through {len(bases)} pinned bounce slots, async H2D",
+        f"batch of reads into {into} through pinned bounce slots, async H2D",
         int(got.clip(0).sum()),
         time.perf_counter() - t0,
         url,

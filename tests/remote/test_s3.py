@@ -62,7 +62,7 @@ def test_write_single_put_and_multipart(s3: dict[str, Any]) -> None:
     assert head["ContentLength"] == len(big)
     assert head["ETag"].strip('"').endswith("-3")  # a 3-part multipart upload
     (w,) = [e for e in t.events if e.op == "write"]
-    assert w.route == "s3" and w.reason.startswith("multipart upload: 11 MiB > remote.multipart_threshold 5 MiB, 3 parts")
+    assert w.route == "s3" and w.reason == "multipart upload (> remote.multipart_threshold 5 MiB, parts of 5 MiB)"
     with gdsstore.open("s3://test-bucket/big.bin", **opts(s3)) as f:
         buf = bytearray(f.size)
         with gdsstore.config.set({"task_size": 1 << 20}):
