@@ -5,12 +5,14 @@ one run); the parent drops the file's pages before every cold read and runs the 
 shuffled order each round, so a busy machine's noise falls on every reader alike. Prints the
 median GB/s, its ratio to numpy.fromfile and the range.
 
-    python benchmarks/probe_cold.py f.bin --rounds 11 --before /path/to/old/checkout
+    python benchmarks/probe_cold.py f.bin --rounds 11 --before /path/to/old/checkout \
+        --variant '1 stream={"num_threads": 1}'
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -23,7 +25,9 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 kind, path = sys.argv[2], sys.argv[3]
 if kind == "gdsstore":
+    import json
     import gdsstore
+    gdsstore.config.set(json.loads(sys.argv[4]))
 for line in sys.stdin:
     t = time.perf_counter()
     if kind == "fromfile":
@@ -41,20 +45,27 @@ def main() -> None:
     ap.add_argument("path")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--before", help="another gdsstore checkout to compare ('before')")
+    ap.add_argument("--variant", action="append", default=[], help="'NAME=JSON': this checkout with these settings")
     args = ap.parse_args()
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, here)
     from gdsstore import pagecache
 
     size = os.path.getsize(args.path)
-    readers = {"numpy.fromfile": ("fromfile", here), "gdsstore": ("gdsstore", here)}
+    readers = {"numpy.fromfile": ("fromfile", here, "{}"), "gdsstore": ("gdsstore", here, "{}")}
     if args.before:
-        readers["gdsstore before"] = ("gdsstore", args.before)
+        readers["gdsstore before"] = ("gdsstore", args.before, "{}")
+    for v in args.variant:
+        name, cfg = v.split("=", 1)
+        readers[name] = ("gdsstore", here, json.dumps(json.loads(cfg)))
     procs = {
         name: subprocess.Popen(
-            [sys.executable, "-c", _WORKER, root, kind, args.path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", _WORKER, root, kind, args.path, cfg],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
-        for name, (kind, root) in readers.items()
+        for name, (kind, root, cfg) in readers.items()
     }
     rates: dict[tuple[str, str], list[float]] = {(n, m): [] for n in readers for m in ("cold", "warm")}
     for _ in range(args.rounds):

@@ -1,7 +1,7 @@
 """What the block device under a local file is (NVMe, virtio, rotational), read once per device.
 
 The policy cuts cold reads by it (:func:`gdsstore.policy.decide_local_read`): a rotational disk, or
-a virtual disk that says it is one, serves a few sequential streams better than many interleaved
+a virtual disk that says it is one, serves one sequential stream better than many interleaved
 pieces. Facts come from sysfs (``/sys/dev/block/MAJ:MIN``, the whole disk for a partition) and are
 cached per ``st_dev``; a file on no block device (tmpfs, overlay, NFS, FUSE) gives kind
 ``"unknown"``.
