@@ -284,9 +284,9 @@ COLD_RESIDENT_FRACTION = 0.5
 #: Only reads of more than this many ``task_size`` pieces are probed for residency: smaller ones are
 #: cut the same either way, and the probe (~0.1 ms) would be a visible share of a small warm read.
 COLD_PROBE_PIECES = 4
-#: Concurrent sequential streams for a cold read from a rotational disk (each one a seek away).
-#: Measured on the 2-core virtio machine (rotational=1), 200 MB cold, 21 shuffled rounds: one stream
-#: 1.10 GB/s median (0.25-1.67), two 0.97 (0.42-1.38), numpy.fromfile 0.69 (0.15-1.55).
+#: Concurrent streams for a cold read from a rotational disk (each one a seek away from the others).
+#: Measured on the 2-core virtio machine (rotational=1), 200 MB cold, 21 shuffled rounds, 8 MiB
+#: calls: one stream 1.10 GB/s median (0.25-1.67), two 0.97 (0.42-1.38).
 ROTATIONAL_STREAMS = 1
 
 
@@ -296,10 +296,10 @@ class ReadPlan:
 
     Attributes:
         threads: pieces run at most this many at a time.
-        piece: bytes per ``pread`` call.
-        stretches: ``True``: one contiguous stretch per thread, each read in order on its own file
-            descriptor with ``POSIX_FADV_SEQUENTIAL`` (the kernel's readahead follows each stream);
-            ``False``: today's ``piece``-sized pieces handed round-robin to the threads on one fd.
+        piece: most bytes per ``pread`` call (a cold plan's covers its whole stretch).
+        stretches: ``True``: one contiguous stretch per thread, each read on a file descriptor of
+            its own (its own readahead state); ``False``: today's ``piece``-sized pieces handed
+            round-robin to the threads on one fd.
         reason: why, for the trace (``""`` when nothing was decided: a read of a few pieces).
     """
 
@@ -333,10 +333,12 @@ def decide_local_read(
     A read from the page cache is a memory copy: ``task_size`` pieces over ``num_threads`` threads
     balance best. A cold read is disk-bound, and pieces handed round-robin to threads on one file
     descriptor look random to the kernel, whose readahead then stops helping: on the 2-core virtio
-    machine a cold 200 MB read ran at 0.61x ``numpy.fromfile`` that way, and at 1.02-1.19x as one
-    sequential stretch per thread on its own descriptor (benchmarks/probe_cold.py, 15 shuffled
-    rounds), and one stream beat two there. A rotational disk (as the kernel reports it: virtual
-    disks often do) gets at most :data:`ROTATIONAL_STREAMS` streams.
+    machine a cold 200 MB read ran at 0.61x ``numpy.fromfile`` that way. A cold read is cut into
+    one stretch per thread, each read by one ``pread`` on a descriptor of its own: measured there
+    (15 shuffled rounds, medians against numpy.fromfile) one whole-stretch read 0.96-1.02x, the same
+    in 8 MiB calls 0.81x, and ``POSIX_FADV_SEQUENTIAL`` lowers both (0.89x one stream, 0.77x two).
+    A rotational disk (as the kernel reports it: virtual disks often do) gets at most
+    :data:`ROTATIONAL_STREAMS` streams.
 
     Args:
         nbytes: size of the read.
@@ -354,7 +356,7 @@ def decide_local_read(
         >>> from gdsstore.engine.storage import StorageFacts
         >>> plan = decide_local_read(nbytes=1 << 30, resident=0.0, storage=StorageFacts("rotational", "sda"))
         >>> plan.stretches, plan.reason
-        (True, 'cold (under half in page cache), rotational sda: one sequential stream on its own fd')
+        (True, 'cold (under half in page cache), rotational sda: one stretch, read whole on its own fd')
         >>> decide_local_read(nbytes=1 << 30, resident=1.0, storage=None).stretches
         False
     """
@@ -366,11 +368,12 @@ def decide_local_read(
         return ReadPlan(s.num_threads, s.task_size, False, "in page cache: task_size pieces over num_threads threads")
     where = storage.describe() if storage is not None else "unknown device"
     cold = f"cold (under half in page cache), {where}"
+    whole = max(nbytes, s.task_size)  # one pread per stretch (the kernel splits it into I/Os)
     if storage is not None and storage.kind == "rotational":
         streams = min(s.num_threads, ROTATIONAL_STREAMS)
-        how = "one sequential stream on its own fd" if streams == 1 else f"at most {streams} sequential streams, one fd each"
-        return ReadPlan(streams, s.task_size, True, f"{cold}: {how}")
-    return ReadPlan(s.num_threads, s.task_size, True, f"{cold}: one sequential stretch per thread, one fd each")
+        how = "one stretch, read whole on its own fd" if streams == 1 else f"at most {streams} stretches, each read whole on its own fd"
+        return ReadPlan(streams, whole, True, f"{cold}: {how}")
+    return ReadPlan(s.num_threads, whole, True, f"{cold}: one stretch per thread, each read whole on its own fd")
 
 
 def remote_range_size(nbytes: int, s: Settings | None = None) -> int:

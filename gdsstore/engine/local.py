@@ -82,6 +82,18 @@ def _split(total: int, piece: int) -> list[tuple[int, int]]:
     return [(start, min(piece, total - start)) for start in range(0, total, piece)]
 
 
+def stretches(total: int, threads: int, task_size: int) -> list[tuple[int, int]]:
+    """``(offset, length)`` of one contiguous stretch per thread (none under ``task_size``).
+
+    Examples:
+        >>> stretches(10, 3, 1)
+        [(0, 4), (4, 4), (8, 2)]
+        >>> stretches(10, 3, 8)
+        [(0, 8), (8, 2)]
+    """
+    return _split(total, max(task_size, -(-total // threads)))
+
+
 class LocalFile:
     """A local file opened for parallel reads/writes into host or device buffers.
 
@@ -229,7 +241,8 @@ class LocalFile:
         return policy.decide_local_read(nbytes=nbytes, resident=resident, storage=facts, s=s)
 
     def _open_stream(self, offset: int, nbytes: int) -> tuple[int, bool]:
-        """A descriptor of this file with its own readahead state, hinted sequential over the range.
+        """A descriptor of this file with its own readahead state (no ``POSIX_FADV_SEQUENTIAL``:
+        measured slower on the virtio disk, see :func:`gdsstore.policy.decide_local_read`).
 
         Reopens through ``/proc/self/fd`` (the same inode even if the path was renamed since) and
         checks the inode; where that fails, the shared descriptor (right bytes, shared readahead).
@@ -243,10 +256,6 @@ class LocalFile:
         if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
             os.close(fd)
             return self._fd, False
-        try:
-            os.posix_fadvise(fd, offset, nbytes, os.POSIX_FADV_SEQUENTIAL)  # a hint: doubles the readahead
-        except OSError:
-            pass
         return fd, True
 
     # -- reads --------------------------------------------------------------------------------------
@@ -282,7 +291,7 @@ class LocalFile:
                 on_done,
             )
         if plan.stretches:
-            pieces = _split(avail, max(plan.piece, -(-avail // plan.threads)))
+            pieces = stretches(avail, plan.threads, s.task_size)
             return run_pieces(
                 [partial(_stretch_read, self._open_stream, b, off, n, offset, plan.piece) for off, n in pieces],
                 [n for _, n in pieces],

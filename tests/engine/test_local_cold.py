@@ -3,6 +3,7 @@ reads through ``gdsstore.open`` (right bytes, the reason in the trace)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -45,12 +46,12 @@ def test_warm_reads_keep_todays_cut_on_every_device(facts: StorageFacts | None) 
         assert plan.reason == "in page cache: task_size pieces over num_threads threads"
 
 
-def test_cold_rotational_gets_few_sequential_streams() -> None:
+def test_cold_rotational_gets_one_stream_read_whole() -> None:
     s = _settings()
     plan = policy.decide_local_read(nbytes=1 << 30, resident=0.0, storage=ROTATIONAL, s=s)
-    assert (plan.threads, plan.piece, plan.stretches) == (policy.ROTATIONAL_STREAMS, 8 << 20, True)
+    assert (plan.threads, plan.piece, plan.stretches) == (policy.ROTATIONAL_STREAMS, 1 << 30, True)
     assert plan.threads == 1
-    assert plan.reason == "cold (under half in page cache), rotational virtio vda: one sequential stream on its own fd"
+    assert plan.reason == "cold (under half in page cache), rotational virtio vda: one stretch, read whole on its own fd"
     one = policy.decide_local_read(nbytes=1 << 30, resident=0.0, storage=ROTATIONAL, s=_settings(num_threads=1))
     assert one == plan
 
@@ -60,8 +61,8 @@ def test_cold_rotational_gets_few_sequential_streams() -> None:
 def test_cold_non_rotational_gets_one_stretch_per_thread(facts: StorageFacts | None, words: str) -> None:
     s = _settings()
     plan = policy.decide_local_read(nbytes=1 << 30, resident=0.1, storage=facts, s=s)
-    assert (plan.threads, plan.piece, plan.stretches) == (16, 8 << 20, True)
-    assert plan.reason == f"cold (under half in page cache), {words}: one sequential stretch per thread, one fd each"
+    assert (plan.threads, plan.piece, plan.stretches) == (16, 1 << 30, True)
+    assert plan.reason == f"cold (under half in page cache), {words}: one stretch per thread, each read whole on its own fd"
 
 
 def test_reasons_carry_no_per_call_number() -> None:
@@ -173,7 +174,7 @@ def test_cold_read_returns_right_bytes_and_says_why(data_file: tuple[Path, np.nd
     (ev,) = t.events
     facts = storage_facts(os.stat(p).st_dev)
     assert ev.route == "posix" and ev.reason.startswith(f"host buffer; cold (under half in page cache), {facts.describe()}: ")
-    assert "sequential" in ev.reason and ("one fd each" in ev.reason or "on its own fd" in ev.reason)
+    assert "read whole on its own fd" in ev.reason
     # now cached: today's cut, and the trace says so
     out, n, t = _read(p, SIZE)
     assert np.array_equal(out, data)
@@ -245,3 +246,15 @@ def test_small_device_reads_keep_one_trace_row(cp, data_file: tuple[Path, np.nda
     assert len(t.by_reason()) == 1, str(t)
     ((_, route, reason),) = t.by_reason()
     assert route == "posix" and ("below gds_threshold 1 MiB" in reason or "cuFile" in reason or "CUDA" in reason)
+
+
+@pytest.mark.parametrize(("total", "threads", "task_size"), [(10, 3, 1), (1 << 30, 16, 8 << 20), (SIZE, 3, 64 << 10),
+                                                             (5, 16, 8), ((1 << 20) + 1, 1, 4096)])
+def test_stretches_cover_the_read_once(total: int, threads: int, task_size: int) -> None:
+    from gdsstore.engine.local import stretches
+
+    parts = stretches(total, threads, task_size)
+    assert len(parts) <= threads and parts[0][0] == 0
+    assert all(a + n == b for (a, n), (b, _) in itertools.pairwise(parts))  # contiguous, in order
+    assert sum(n for _, n in parts) == total
+    assert all(n >= min(task_size, total) for _, n in parts[:-1])
