@@ -44,6 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path")
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--modes", default="cold,warm", help="which of cold,warm to measure")
     ap.add_argument("--before", help="another gdsstore checkout to compare ('before')")
     ap.add_argument("--variant", action="append", default=[], help="'NAME=JSON': this checkout with these settings")
     args = ap.parse_args()
@@ -67,7 +68,8 @@ def main() -> None:
         )
         for name, (kind, root, cfg) in readers.items()
     }
-    rates: dict[tuple[str, str], list[float]] = {(n, m): [] for n in readers for m in ("cold", "warm")}
+    modes = args.modes.split(",")
+    rates: dict[tuple[str, str], list[float]] = {(n, m): [] for n in readers for m in modes}
     for _ in range(args.rounds):
         order = list(rates)
         random.shuffle(order)
@@ -90,7 +92,7 @@ def main() -> None:
         assert p.stdin is not None
         p.stdin.close()
         p.wait()
-    for mode in ("cold", "warm"):
+    for mode in modes:
         base = statistics.median(rates[("numpy.fromfile", mode)])
         for name in readers:
             v = rates[(name, mode)]
