@@ -11,8 +11,8 @@ from functools import partial
 from typing import Any
 
 import gdsstore.trace as _trace
-from gdsstore import pagecache, policy
-from gdsstore.engine import cuda, posix, storage
+from gdsstore import policy
+from gdsstore.engine import cuda, posix
 from gdsstore.engine import cufile as _cufile
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
 from gdsstore.engine.pool import completed, run_pieces
@@ -231,6 +231,10 @@ class LocalFile:
 
     def _read_plan(self, nbytes: int, offset: int, s: policy.Settings) -> policy.ReadPlan:
         """The policy's cut of a POSIX read: residency is probed only for large reads."""
+        # Loaded on the first large read: `import gdsstore` stays as light as it was.
+        from gdsstore import pagecache
+        from gdsstore.engine import storage
+
         resident = None
         if policy.needs_residency_probe(nbytes, s):
             try:
