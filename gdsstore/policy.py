@@ -365,7 +365,7 @@ def decide_local_read(
     if resident is None:
         return today
     if resident >= COLD_RESIDENT_FRACTION:
-        return ReadPlan(s.num_threads, s.task_size, False, "in page cache: task_size pieces over num_threads threads")
+        return ReadPlan(s.num_threads, s.task_size, False, "in page cache: num_threads threads on one fd")
     where = storage.describe() if storage is not None else "unknown device"
     cold = f"cold (under half in page cache), {where}"
     whole = max(nbytes, s.task_size)  # one pread per stretch (the kernel splits it into I/Os)

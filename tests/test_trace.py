@@ -61,6 +61,6 @@ def test_local_host_reads_and_writes_of_many_sizes_keep_one_row_per_reason(tmp_p
     # small reads, large warm reads (probed, in page cache), writes: three decisions at most
     assert {(op, r) for op, _, r in t.by_reason()} <= {
         ("read", "host buffer"),
-        ("read", "host buffer; in page cache: task_size pieces over num_threads threads"),
+        ("read", "host buffer; in page cache: num_threads threads on one fd"),
         ("write", "host buffer"),
     }

@@ -43,7 +43,7 @@ def test_warm_reads_keep_todays_cut_on_every_device(facts: StorageFacts | None) 
     for resident in (1.0, 0.75, policy.COLD_RESIDENT_FRACTION):
         plan = policy.decide_local_read(nbytes=1 << 30, resident=resident, storage=facts, s=s)
         assert (plan.threads, plan.piece, plan.stretches) == (16, 8 << 20, False)
-        assert plan.reason == "in page cache: task_size pieces over num_threads threads"
+        assert plan.reason == "in page cache: num_threads threads on one fd"
 
 
 def test_cold_rotational_gets_one_stream_read_whole() -> None:
@@ -178,7 +178,7 @@ def test_cold_read_returns_right_bytes_and_says_why(data_file: tuple[Path, np.nd
     # now cached: today's cut, and the trace says so
     out, n, t = _read(p, SIZE)
     assert np.array_equal(out, data)
-    assert [e.reason for e in t.events] == ["host buffer; in page cache: task_size pieces over num_threads threads"]
+    assert [e.reason for e in t.events] == ["host buffer; in page cache: num_threads threads on one fd"]
 
 
 def test_small_read_is_not_probed(data_file: tuple[Path, np.ndarray]) -> None:
