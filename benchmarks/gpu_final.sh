@@ -11,7 +11,7 @@ data=${DATA:-/root/zb}
 export PYTHONPATH="$PWD/tests:$PYTHONPATH"
 [ -x .gpu/bin/nginx ] && export PATH="$PWD/.gpu/bin:$PATH"
 timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" -rs \
-  tests/engine tests/adapters/test_zarr_store_gpu.py tests/adapters/test_fsspec_fs.py \
+  tests/engine tests/adapters/test_zarr_store_gpu.py tests/adapters/test_fsspec_filesystem.py \
   tests/remote/test_gpu_remote.py tests/gpu_pipeline 2>&1 | tee "$out/gpu-tests.txt" | tail -8
 python3 -m gdsstore.cli doctor > "$out/doctor.txt" 2>&1; tail -5 "$out/doctor.txt"
 timeout 330 python3 benchmarks/zarr_bench.py --out "$out/zarr" --data "$data" --repeat 5 > "$out/zarr/bench.log" 2>&1

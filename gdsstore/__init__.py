@@ -14,12 +14,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gdsstore._config import config
+from gdsstore._version import __version__
 
 # doctor is imported eagerly (it needs only the stdlib): a later `import gdsstore.doctor` must not
 # replace the function with the module.
 from gdsstore.doctor import doctor
 from gdsstore.engine import open
-from gdsstore.policy import CuFileRequiredError
+from gdsstore.errors import (
+    CuFileRequiredError,
+    GDSStoreError,
+    RangeMismatchError,
+    RemoteIOError,
+    SettingError,
+)
 from gdsstore.trace import Trace
 
 if TYPE_CHECKING:
@@ -31,11 +38,14 @@ else:
     # `gdsstore.trace()` and `gdsstore.trace.record(...)` work whatever the import order.
     from gdsstore import trace
 
-__version__ = "0.1.0"
 
 __all__ = [
     "CuFileRequiredError",
     "GDSStore",
+    "GDSStoreError",
+    "RangeMismatchError",
+    "RemoteIOError",
+    "SettingError",
     "Trace",
     "__version__",
     "config",

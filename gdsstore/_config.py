@@ -1,75 +1,468 @@
-"""The ``gdsstore`` settings: one donfig ``Config``, one table of keys.
+"""The ``gdsstore`` settings: one table, from which the defaults, the validation and the docs come.
 
-Every key has one name, one environment variable (``GDSSTORE_<KEY>``; nested keys use a double
-underscore, ``GDSSTORE_REMOTE__MAX_ATTEMPTS``), one default and one row in ``docs/settings.md``.
-Values are validated where they are used, by :mod:`gdsstore.policy`, so a bad value set through
-any channel (code, env, YAML) fails with a message naming the key.
+Every setting is one field of :class:`Settings`, declared once with :func:`_setting`: its key, its
+default, its validator and the row of ``docs/settings.md`` that describes it. From that one table come
+
+- :data:`DEFAULTS`, the nested defaults of :data:`config` (a donfig ``Config`` named ``"gdsstore"``);
+- :func:`build_settings`, which reads and validates every key into a frozen :class:`Settings`;
+- :func:`settings_table`, the Markdown table that ``docs/settings.md`` carries (a test compares them).
+
+Environment variables (``GDSSTORE_<KEY>``, nested keys with a double underscore:
+``GDSSTORE_REMOTE__MAX_ATTEMPTS``) are read when ``gdsstore`` is imported and on
+``config.refresh()``. A value that cannot be right (``inf``, ``nan``, a dict where a list belongs) never
+makes the import fail: it is kept as written and rejected by :func:`build_settings` with a message naming
+the key and its variable. A misspelled ``GDSSTORE_*`` variable or config key is warned about once,
+naming the closest valid key.
 """
 
+# ruff: noqa: RUF009, RUF001
+# (each Settings field is declared by a _setting() call, its row of the table; the rows keep the docs' dashes)
 from __future__ import annotations
 
+import ast
+import difflib
+import math
 import os
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
 
 from donfig import Config
+from donfig.config_obj import merge
 
-__all__ = ["DEFAULTS", "config"]
+from gdsstore.errors import SettingError
+
+__all__ = [
+    "DEFAULTS",
+    "Setting",
+    "Settings",
+    "build_settings",
+    "config",
+    "default_threads",
+    "fmt_bytes",
+    "settings_table",
+]
+
+CompatMode = Literal["auto", "on", "off"]
+WithoutNvfs = Literal["cufile", "posix"]
 
 
-def _default_threads() -> int:
-    # Measured: one thread leaves most of the page cache / NVMe bandwidth unused (kvikio's default of 1
-    # gives 6.3 GB/s where 16 give 45); more than 16 adds contention without throughput.
-    return max(1, min(16, os.cpu_count() or 1))
+def fmt_bytes(n: float) -> str:
+    """Format a byte count with binary units: ``fmt_bytes(8192) == '8 KiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if float(n).is_integer() else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
 
 
-DEFAULTS: dict[str, object] = {
-    # "auto": cuFile when its whole probe passes for the file, POSIX otherwise (with the reason);
-    # "on": never cuFile; "off": cuFile required for device buffers (error if unusable).
-    "compat_mode": "auto",
-    # Under "auto", when a cuFile handle registers but nvidia-fs is not loaded (cuFile would run its
-    # compat mode: its own pread and copy loop), "cufile" keeps the cuFile route and "posix" takes
-    # gdsstore's POSIX route instead (measured on the H200, 1 GiB warm: 45.7-49.8 GB/s against
-    # 42.3-45.3 for cuFile's compat path in the same three runs).
-    "cufile_without_nvfs": "cufile",
-    # Device reads/writes smaller than this go the POSIX route: cuFile's per-call overhead dominates.
-    "gds_threshold": 1 << 20,
-    # Requests are split into pieces of this size, run in parallel on the engine's thread pool.
-    # Measured on the GPU machine (1 GiB warm, 16 threads): 8 MiB beats 4 MiB by ~10% on both routes.
-    "task_size": 8 << 20,
-    "num_threads": _default_threads(),
-    # Size of one pinned, page-aligned bounce buffer (one per in-flight piece on the POSIX device route).
-    "bounce_buffer_size": 8 << 20,
-    "direct_io_read": False,
-    "direct_io_write": False,
-    # Local atomic writes (GDSStore.set) fsync the temp file before the rename.
-    "fsync": False,
-    # Seconds allowed for the out-of-process cuFile driver probe (driver_open can hang; see DESIGN.md).
-    "cufile_probe_timeout": 30.0,
-    # Bound on cached registered cuFile handles (each holds an open file descriptor).
-    "cufile_handle_cache_size": 128,
-    # cuFile's own counters (the nvfs/posix split in the trace) need stats level >= 3. When cufile.json
-    # leaves them off, gdsstore opens the driver with a copy of it that sets only profile.cufile_stats.
-    # 0 leaves cufile.json untouched.
-    "cufile_stats_level": 3,
-    "remote": {
-        "max_attempts": 5,
-        "retry_status": [408, 429, 500, 502, 503, 504],
-        "timeout": 60.0,
-        "connect_timeout": 10.0,
-        "concurrency": _default_threads(),
-        # Largest range one request asks for. A read is split into remote.concurrency ranges of
-        # size/concurrency, kept between task_size and this: every request costs Python (GIL) work, so
-        # fewer, larger ranges scale better across threads (measured, 1 GiB over loopback into cupy,
-        # 16 threads: 8 MiB ranges 9.6 GB/s, 32 MiB ranges 20.3 GB/s).
-        "max_range_size": 32 << 20,
-        # Ranged GETs over plain http:// use gdsstore's minimal keep-alive client (less Python per
-        # request under the GIL than urllib3 + http.client); False: urllib3 for every request.
-        "fast_http": True,
-        "backoff_base": 0.1,
-        "backoff_max": 5.0,
-        # S3 writes switch from one PUT to a multipart upload above this size.
-        "multipart_threshold": 64 << 20,
-        "multipart_chunksize": 16 << 20,
-    },
-}
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity mask (dask-cuda pins each worker), else the core count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
 
-config = Config("gdsstore", defaults=[DEFAULTS])
+
+def default_threads() -> int:
+    """``min(16, usable CPUs)``, at least 1.
+
+    Measured: one thread leaves most of the page cache / NVMe bandwidth unused (kvikio's default of 1
+    gives 6.3 GB/s where 16 give 45); more than 16 adds contention without throughput.
+    """
+    return max(1, min(16, usable_cpus()))
+
+
+_default_threads = default_threads  # the name tests/docs/settings_table.py imports
+
+
+# -- validators: (setting, value as found) -> value of the Settings field ---------------------------
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the settings table."""
+
+    key: str  # "remote.timeout"
+    default: object
+    check: Callable[[Setting, object], object]
+    doc: str  # the "what it changes" cell of docs/settings.md
+    default_doc: str | None = None  # for defaults computed from the machine
+
+    @property
+    def env(self) -> str:
+        """donfig's spelling: ``GDSSTORE_`` + key upper-cased, nesting as a double underscore."""
+        return "GDSSTORE_" + self.key.upper().replace(".", "__")
+
+    def fail(self, must: str, value: object) -> SettingError:
+        return SettingError(
+            f"gdsstore setting {self.key!r} (environment variable {self.env}) must be {must}, got {value!r}"
+        )
+
+
+def _int(minimum: int, maximum: int | None = None) -> Callable[[Setting, object], int]:
+    def check(row: Setting, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise row.fail("an integer", value)
+        try:
+            n = int(value)
+        except ValueError:
+            raise row.fail("an integer", value) from None
+        if n < minimum or (maximum is not None and n > maximum):
+            raise row.fail(f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]", n)
+        return n
+
+    return check
+
+
+def _float(minimum: float, maximum: float, *, strict: bool = True) -> Callable[[Setting, object], float]:
+    """A finite number in ``(minimum, maximum]`` (``[minimum, maximum]`` when not ``strict``)."""
+
+    def check(row: Setting, value: object) -> float:
+        must = f"a finite number {'>' if strict else '>='} {minimum:g} and <= {maximum:g}"
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise row.fail(must, value)
+        try:
+            x = float(value)
+        except ValueError:
+            raise row.fail(must, value) from None
+        # inf would overflow every timeout deadline (OverflowError in each remote call); nan compares false.
+        if not math.isfinite(x) or x > maximum or x < minimum or (strict and x == minimum):
+            raise row.fail(must, value)
+        return x
+
+    return check
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _bool(row: Setting, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
+        return value.lower() in _TRUE
+    raise row.fail("a boolean (true/false, 1/0, yes/no, on/off)", value)
+
+
+def _one_of(*choices: str) -> Callable[[Setting, object], str]:
+    def check(row: Setting, value: object) -> str:
+        if not isinstance(value, str) or value.lower() not in choices:
+            raise row.fail(f"one of {', '.join(choices)}", value)
+        return value.lower()
+
+    return check
+
+
+def _status_list(row: Setting, value: object) -> tuple[int, ...]:
+    must = "a list of HTTP status codes (100-599), such as [500, 503] or 500,503"
+    items: object = value
+    if isinstance(value, str):
+        text = value.strip()
+        if text[:1] in "[(":
+            try:
+                items = ast.literal_eval(text)
+            except (SyntaxError, ValueError):
+                raise row.fail(must, value) from None
+        else:
+            items = [v for v in text.replace(",", " ").split() if v]
+    if not isinstance(items, list | tuple):
+        raise row.fail(must, value)
+    codes = []
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, int | str) or not str(v).strip().isdigit():
+            raise row.fail(must, value)
+        code = int(v)
+        if not 100 <= code <= 599:
+            raise row.fail(must, value)
+        codes.append(code)
+    return tuple(codes)
+
+
+_ROWS: dict[str, Setting] = {}
+
+
+def _setting(
+    key: str, default: object, check: Callable[[Setting, object], object], doc: str, default_doc: str | None = None
+) -> Any:
+    """Declare one field of :class:`Settings` and its row of the table."""
+    row = Setting(key, default, check, " ".join(doc.split()), default_doc)
+    _ROWS[key] = row
+    return field(metadata={"setting": row})
+
+
+_THREADS_DOC = "min(16, CPU cores)"
+_DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A validated snapshot of ``gdsstore.config`` (the settings table; read once per operation)."""
+
+    compat_mode: CompatMode = _setting(
+        "compat_mode", "auto", _one_of("auto", "on", "off"),
+        """Route for device buffers. `"auto"`: cuFile when its whole probe passes for the file (library, driver,
+        handle registration), the POSIX route otherwise, with the reason in the trace. `"on"`: never cuFile.
+        `"off"`: cuFile required: an error (`CuFileRequiredError`) naming the failed probe step instead of a
+        fallback.""",
+    )  # fmt: skip
+    cufile_without_nvfs: WithoutNvfs = _setting(
+        "cufile_without_nvfs", "cufile", _one_of("cufile", "posix"),
+        """Under `compat_mode="auto"`, what a device read or write takes when its file's cuFile handle registers
+        but the nvidia-fs module is not loaded, so that cuFile would only run its compat mode (its own `pread`
+        and copy loop). `"cufile"`: the cuFile route, as AUTO's rule says. `"posix"`: gdsstore's POSIX route,
+        with the reason in the trace. Measured on the H200 (no nvidia-fs), 1 GiB warm, `gdsstore bench`: POSIX
+        route 45.7–49.8 GB/s, cuFile's compat path 42.3–45.3, in three runs
+        ([Performance](performance.md#raw-files-into-gpu-memory-gdsstore-bench)). With nvidia-fs loaded this
+        setting changes nothing.""",
+    )  # fmt: skip
+    gds_threshold: int = _setting(
+        "gds_threshold", 1 << 20, _int(0),
+        """Device reads and writes smaller than this take the POSIX route even when cuFile is usable: cuFile's
+        per-call overhead dominates small I/O.""",
+    )  # fmt: skip
+    task_size: int = _setting(
+        "task_size", 8 << 20, _int(1, 1 << 40),
+        """Each local request is split into pieces of this size, run in parallel on the engine's thread pool (a
+        POSIX read into device memory: into one stretch per thread, never smaller than this); remote reads use
+        ranges of at least this size (see `remote.max_range_size`). Chosen by a sweep on the GPU machine
+        (`benchmarks/sweep_raw.py`): 8 MiB beat 2, 4, 16 and 32 MiB on both local routes.""",
+    )  # fmt: skip
+    num_threads: int = _setting(
+        "num_threads", default_threads(), _int(1, 4096),
+        """Threads of the engine's pool for local reads and writes. One thread leaves most of the page cache's and
+        NVMe's bandwidth unused. The CPU cores counted are those the process may run on (its affinity, as
+        `os.sched_getaffinity` reports it: dask-cuda pins each worker to its GPU's cores).""",
+        _THREADS_DOC,
+    )  # fmt: skip
+    bounce_buffer_size: int = _setting(
+        "bounce_buffer_size", 8 << 20, _int(4096, 1 << 32),
+        """Size of one pinned, page-aligned bounce buffer on the POSIX route to and from device memory (at most 2 ×
+        `num_threads` of them). A file read into device memory holds one for its stretch and reads pieces of
+        half of it into its two halves in turn, so one half's copy overlaps the read into the other; a write
+        goes through whole buffers; a batched chunk read staged on the GPU reads pieces of up to this size
+        (many small chunk files share one buffer and one copy). 8 MiB measured best for both: 4 MiB halves for
+        file reads, 8 MiB pieces for chunk batches (`benchmarks/probe_raw.py`). At least 4096.""",
+    )  # fmt: skip
+    pinned_memory_limit: int = _setting(
+        "pinned_memory_limit", 1 << 30, _int(1 << 20),
+        """Most pinned (page-locked) host memory the engine's bounce buffers hold at once, local and remote
+        together. When a new buffer would pass it, idle buffers of other sizes are freed first, then I/O waits
+        for a buffer to come back. The default holds what 16 threads use (about 768 MiB); lower it where many
+        processes share a machine (dask-cuda workers). At least 1 MiB, and at least one bounce buffer.""",
+    )  # fmt: skip
+    direct_io_read: bool = _setting(
+        "direct_io_read", False, _bool,
+        """Open files with `O_DIRECT` for POSIX-route reads into device memory, bypassing the page cache.
+        Filesystems that refuse `O_DIRECT` (tmpfs) are read buffered.""",
+    )  # fmt: skip
+    direct_io_write: bool = _setting(
+        "direct_io_write", False, _bool, "`O_DIRECT` for POSIX-route writes from device memory."
+    )
+    fsync: bool = _setting(
+        "fsync", False, _bool,
+        """Local atomic writes (`GDSStore` `set`) `fsync` the temporary file before renaming it into place:
+        durable across power loss, slower.""",
+    )  # fmt: skip
+    cufile_probe_timeout: float = _setting(
+        "cufile_probe_timeout", 30.0, _float(0.0, _DAY),
+        """Seconds allowed for the one-time, out-of-process cuFile driver probe (`driver_open` can hang; see
+        [Install](install.md#5-libcufile-116-and-procmodules)).""",
+    )  # fmt: skip
+    cufile_handle_cache_size: int = _setting(
+        "cufile_handle_cache_size", 128, _int(1, 1 << 20),
+        """Most registered cuFile file handles kept open (LRU). zarr opens one file per chunk; re-registering on
+        every read would cost more than the read.""",
+    )  # fmt: skip
+    cufile_stats_level: int = _setting(
+        "cufile_stats_level", 3, _int(0, 3),
+        """Level (0–3) of cuFile's own counters, which the trace reports as `cufile stats` (the nvfs/posix split
+        needs 3). When the active `cufile.json` asks for less, gdsstore points libcufile at a copy of it with
+        only `profile.cufile_stats` raised, before opening the driver. `0` leaves `cufile.json` untouched.""",
+    )  # fmt: skip
+    remote_max_attempts: int = _setting(
+        "remote.max_attempts", 5, _int(1, 1000),
+        "Attempts per remote request, the first included, before the error is raised.",
+    )
+    remote_retry_status: tuple[int, ...] = _setting(
+        "remote.retry_status", [408, 429, 500, 502, 503, 504], _status_list,
+        "HTTP status codes that are retried (timeouts and connection resets always are).",
+    )  # fmt: skip
+    remote_timeout: float = _setting(
+        "remote.timeout", 60.0, _float(0.0, _DAY),
+        "Seconds to wait for a response (read timeout) before the attempt counts as failed.",
+    )
+    remote_connect_timeout: float = _setting(
+        "remote.connect_timeout", 10.0, _float(0.0, _DAY), "Seconds to wait for a connection."
+    )
+    remote_concurrency: int = _setting(
+        "remote.concurrency", default_threads(), _int(1, 4096),
+        "Range requests in flight at once for one remote read.", _THREADS_DOC,
+    )  # fmt: skip
+    remote_max_range_size: int = _setting(
+        "remote.max_range_size", 32 << 20, _int(1, 1 << 40),
+        """Largest range one remote request asks for. A read is split into `remote.concurrency` ranges of
+        size/concurrency, kept between `task_size` and this; remote device reads land in pinned slots of half
+        this size (or `bounce_buffer_size` if larger), two per worker, so the first half of a range is copied to
+        the GPU while the second arrives. Fewer, larger requests scale better: each costs Python work under the
+        GIL.""",
+    )  # fmt: skip
+    remote_fast_http: bool = _setting(
+        "remote.fast_http", True, _bool,
+        """Ranged GETs over plain `http://` go through gdsstore's minimal keep-alive HTTP/1.1 client (one
+        `sendall`, headers parsed with `bytes.split`, body by `recv(MSG_WAITALL)`, one connection per thread):
+        less Python per request under the GIL than urllib3. TLS, redirects, size lookups, chunked bodies and
+        writes always use urllib3. `False`: urllib3 for everything.""",
+    )  # fmt: skip
+    remote_backoff_base: float = _setting(
+        "remote.backoff_base", 0.1, _float(0.0, 3600.0, strict=False),
+        """Seconds: the first retry waits up to this long; each further retry doubles the cap (exponential
+        backoff with full jitter).""",
+    )  # fmt: skip
+    remote_backoff_max: float = _setting(
+        "remote.backoff_max", 5.0, _float(0.0, 3600.0, strict=False),
+        "Seconds: the largest wait between two attempts.",
+    )
+    remote_multipart_threshold: int = _setting(
+        "remote.multipart_threshold", 64 << 20, _int(5 << 20),
+        "S3 writes larger than this use a multipart upload instead of one PUT. At least 5 MiB.",
+    )
+    remote_multipart_chunksize: int = _setting(
+        "remote.multipart_chunksize", 16 << 20, _int(5 << 20, 5 << 30),
+        "Part size of S3 multipart uploads. At least 5 MiB (S3's minimum part size).",
+    )
+
+
+#: Every row, in table order (the fields of :class:`Settings`).
+ROWS: tuple[Setting, ...] = tuple(f.metadata["setting"] for f in fields(Settings))
+assert [r.key for r in ROWS] == list(_ROWS), "every Settings field is declared with _setting()"
+
+
+def _nest(flat: Mapping[str, object]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def _flat(d: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, object]]:
+    for k, v in d.items():
+        if isinstance(v, Mapping) and f"{prefix}{k}" not in _ROWS:
+            yield from _flat(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
+
+
+DEFAULTS: dict[str, Any] = _nest({r.key: r.default for r in ROWS})
+
+# -- reading the environment -----------------------------------------------------------------------
+
+# Variables donfig itself reads (YAML locations, its serialised config for subprocesses): not settings.
+_NOT_SETTINGS = frozenset({"GDSSTORE_CONFIG", "GDSSTORE_ROOT_CONFIG", "GDSSTORE_INTERNAL_INHERIT_CONFIG"})
+_warned: set[str] = set()
+_warn_lock = threading.Lock()
+
+
+def _warn_unknown(name: str, what: str, known: list[str]) -> None:
+    """Warn once per process that ``name`` is no setting, naming the closest one."""
+    with _warn_lock:
+        if name in _warned:
+            return
+        _warned.add(name)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else f"; known: see docs/settings.md ({len(known)} settings)"
+    warnings.warn(f"gdsstore: unknown {what} {name!r} ignored{hint}", UserWarning, stacklevel=3)
+
+
+def _parse_env(value: str) -> object:
+    """As donfig parses: a Python literal where the text is one, else the text. A container is kept as
+    the text (no setting takes a dict, and donfig's merge raises TypeError on one where a list was)."""
+    try:
+        parsed = ast.literal_eval(value)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return value
+    return value if isinstance(parsed, dict | set) else parsed
+
+
+def collect_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """The settings named by ``GDSSTORE_*`` variables in ``env`` (nested dict); unknown names warned about."""
+    found: dict[str, object] = {}
+    by_env = {r.env: r for r in ROWS}
+    for name, value in env.items():
+        if not name.startswith("GDSSTORE_") or name in _NOT_SETTINGS:
+            continue
+        row = by_env.get(name)
+        if row is None:
+            _warn_unknown(name, "environment variable", list(by_env))
+            continue
+        found[row.key] = _parse_env(value)
+    return _nest(found)
+
+
+def check_keys(cfg: Mapping[str, Any]) -> None:
+    """Warn once for each key of ``cfg`` that is no setting (``config.set({"num_thread": 4})``)."""
+    for key, _ in _flat(cfg):
+        if key not in _ROWS:
+            _warn_unknown(key, "config key", list(_ROWS))
+
+
+class _Config(Config):  # type: ignore[misc]
+    """donfig's ``Config`` with the environment read through the settings table (see the module doc)."""
+
+    def collect(self, paths: list[str] | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+        from_files = super().collect(paths=paths, env={})  # YAML files only
+        from_env = collect_env(self.env if env is None else env)
+        # A YAML mapping where a value belongs would break donfig's merge: keep it for validation to reject.
+        for key, value in list(_flat(from_files)):
+            if key in _ROWS and isinstance(value, Mapping):
+                from_files = merge(from_files, _nest({key: repr(dict(value))}))
+        return merge(from_files, from_env)  # type: ignore[no-any-return]
+
+
+config = _Config("gdsstore", defaults=[DEFAULTS])
+
+
+def build_settings(cfg: Config = config) -> Settings:
+    """Read and validate every setting of ``cfg``.
+
+    Raises:
+        SettingError: a ``ValueError`` naming the first bad key, its environment variable and the value.
+    """
+    values: dict[str, Any] = {}
+    for f in fields(Settings):
+        row: Setting = f.metadata["setting"]
+        try:
+            raw = cfg.get(row.key)
+        except (KeyError, TypeError):  # a parent replaced by a scalar: config.set({"remote": 5})
+            raw = row.default
+        values[f.name] = row.check(row, raw)
+    return Settings(**values)
+
+
+def _fmt_default(row: Setting) -> str:
+    value = row.default
+    if row.default_doc is not None:
+        return row.default_doc
+    if isinstance(value, bool) or value is None:
+        return f"`{value}`"
+    if isinstance(value, int) and value >= 1024 and value % 1024 == 0:
+        return f"`{value}` ({fmt_bytes(value)})"
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    return f"`{value}`"
+
+
+def settings_table() -> str:
+    """The Markdown table of every setting, as ``docs/settings.md`` carries it."""
+    lines = ["| key | environment variable | default | what it changes |", "|---|---|---|---|"]
+    lines += [f"| `{r.key}` | `{r.env}` | {_fmt_default(r)} | {r.doc} |" for r in ROWS]
+    return "\n".join(lines)

@@ -17,6 +17,7 @@ from typing import Any
 
 from gdsstore import policy
 from gdsstore._config import config
+from gdsstore._version import __version__
 
 __all__ = ["doctor", "format_report"]
 
@@ -25,9 +26,7 @@ _PACKAGES = ("numpy", "zarr", "fsspec", "numcodecs", "cupy-cuda13x", "cupy-cuda1
 
 
 def _versions() -> dict[str, str]:
-    import gdsstore
-
-    out = {"python": platform.python_version(), "gdsstore": _pkg("gdsstore") or gdsstore.__version__}
+    out = {"python": platform.python_version(), "gdsstore": _pkg("gdsstore") or __version__}
     for name in _PACKAGES:
         v = _pkg(name)
         if v:
@@ -111,16 +110,17 @@ def _probe_read(gpu: bool) -> dict[str, Any]:
     """Write a small file, read it back through the engine into host (and device) memory, traced."""
     import numpy as np
 
-    import gdsstore
+    from gdsstore.engine import open as engine_open
+    from gdsstore.trace import trace
 
     data = np.random.default_rng(0).integers(0, 255, 4 << 20, dtype=np.uint8)
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="gdsstore-doctor-") as tmp:
         path = os.path.join(tmp, "probe.bin")
-        with gdsstore.trace() as t:
-            with gdsstore.open(path, "wb") as f:
+        with trace() as t:
+            with engine_open(path, "wb") as f:
                 f.write(data)
-            with gdsstore.open(path, "rb") as f:
+            with engine_open(path, "rb") as f:
                 host = np.empty_like(data)
                 f.read(host)
                 out["host_ok"] = bool((host == data).all())

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from gdsstore._config import config
+from gdsstore._config import CompatMode, Settings, WithoutNvfs, build_settings, check_keys, config, fmt_bytes
+from gdsstore.engine.registry import REMOTE_SCHEMES, known_implementations
+from gdsstore.errors import CuFileRequiredError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from gdsstore.engine.storage import StorageFacts
 
 __all__ = [
@@ -42,14 +42,29 @@ __all__ = [
     "settings",
 ]
 
-CompatMode = Literal["auto", "on", "off"]
-_COMPAT_MODES: tuple[str, ...] = ("auto", "on", "off")
-WithoutNvfs = Literal["cufile", "posix"]
-_WITHOUT_NVFS: tuple[str, ...] = ("cufile", "posix")
+
+def settings() -> Settings:
+    """Read and validate every setting (the table in ``gdsstore._config``).
+
+    Called on every engine operation, so the validated snapshot is reused while ``gdsstore.config``
+    compares equal to the values it was built from (a dict comparison, ~1 µs, not a re-validation).
+    Unknown keys are warned about once, naming the closest setting.
+
+    Raises:
+        SettingError: a ``ValueError`` naming the first bad key, its environment variable and the value.
+    """
+    global _cache
+    current = config.config
+    cached = _cache
+    if cached is not None and cached[0] == current:
+        return cached[1]
+    check_keys(current)
+    s = build_settings(config)
+    _cache = (copy.deepcopy(current), s)
+    return s
 
 
-class CuFileRequiredError(RuntimeError):
-    """``compat_mode="off"`` asks for cuFile but a step of its probe failed."""
+_cache: tuple[dict[str, Any], Settings] | None = None
 
 
 @dataclass(frozen=True)
@@ -71,168 +86,6 @@ class CuFileProbeResult:
     ok: bool
     reason: str
     nvfs: bool | None = None
-
-
-def fmt_bytes(n: float) -> str:
-    """Format a byte count with binary units: ``fmt_bytes(8192) == '8 KiB'``."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if float(n).is_integer() else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
-def _as_int(key: str, value: object, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"gdsstore setting {key!r} must be an integer, got {value!r}")
-    try:
-        n = int(value)
-    except ValueError:
-        raise ValueError(f"gdsstore setting {key!r} must be an integer, got {value!r}") from None
-    if n < minimum:
-        raise ValueError(f"gdsstore setting {key!r} must be >= {minimum}, got {n}")
-    return n
-
-
-def _as_float(key: str, value: object, *, positive: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"gdsstore setting {key!r} must be a number, got {value!r}")
-    try:
-        x = float(value)
-    except ValueError:
-        raise ValueError(f"gdsstore setting {key!r} must be a number, got {value!r}") from None
-    if positive and not x > 0:
-        raise ValueError(f"gdsstore setting {key!r} must be > 0, got {x}")
-    if not positive and x < 0:
-        raise ValueError(f"gdsstore setting {key!r} must be >= 0, got {x}")
-    return x
-
-
-def _as_bool(key: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-        return value.lower() in ("1", "true", "yes", "on")
-    raise ValueError(f"gdsstore setting {key!r} must be a boolean, got {value!r}")
-
-
-def _as_status_list(key: str, value: object) -> tuple[int, ...]:
-    items: Sequence[object]
-    if isinstance(value, str):
-        items = [v for v in value.replace(",", " ").split() if v]
-    elif isinstance(value, list | tuple):
-        items = value
-    else:
-        raise ValueError(f"gdsstore setting {key!r} must be a list of HTTP status codes, got {value!r}")
-    out = []
-    for v in items:
-        code = _as_int(key, v, minimum=100)
-        if code > 599:
-            raise ValueError(f"gdsstore setting {key!r}: {code} is not an HTTP status code")
-        out.append(code)
-    return tuple(out)
-
-
-def _cufile_stats_level(value: object) -> int:
-    level = _as_int("cufile_stats_level", value, minimum=0)
-    if level > 3:
-        raise ValueError(f"gdsstore setting 'cufile_stats_level' must be 0..3, got {level}")
-    return level
-
-
-@dataclass(frozen=True)
-class Settings:
-    """A validated snapshot of ``gdsstore.config``; read once per operation."""
-
-    compat_mode: CompatMode
-    cufile_without_nvfs: WithoutNvfs
-    gds_threshold: int
-    task_size: int
-    num_threads: int
-    bounce_buffer_size: int
-    direct_io_read: bool
-    direct_io_write: bool
-    fsync: bool
-    cufile_probe_timeout: float
-    cufile_handle_cache_size: int
-    cufile_stats_level: int
-    remote_max_attempts: int
-    remote_retry_status: tuple[int, ...]
-    remote_timeout: float
-    remote_connect_timeout: float
-    remote_concurrency: int
-    remote_max_range_size: int
-    remote_fast_http: bool
-    remote_backoff_base: float
-    remote_backoff_max: float
-    remote_multipart_threshold: int
-    remote_multipart_chunksize: int
-
-
-_cache: tuple[dict[str, Any], Settings] | None = None
-
-
-def settings() -> Settings:
-    """Read and validate every setting; raise ``ValueError`` naming the first bad key.
-
-    Called on every engine operation, so the validated snapshot is reused while ``gdsstore.config``
-    compares equal to the values it was built from (a dict comparison, ~1 µs, not a re-validation).
-    """
-    global _cache
-    current = config.config
-    cached = _cache
-    if cached is not None and cached[0] == current:
-        return cached[1]
-    s = _build_settings()
-    _cache = (copy.deepcopy(current), s)
-    return s
-
-
-def _build_settings() -> Settings:
-    get = config.get
-    mode = get("compat_mode")
-    if not isinstance(mode, str) or mode.lower() not in _COMPAT_MODES:
-        raise ValueError(
-            f"gdsstore setting 'compat_mode' must be one of {', '.join(_COMPAT_MODES)}, got {mode!r}"
-        )
-    without = get("cufile_without_nvfs")
-    if not isinstance(without, str) or without.lower() not in _WITHOUT_NVFS:
-        raise ValueError(
-            f"gdsstore setting 'cufile_without_nvfs' must be one of {', '.join(_WITHOUT_NVFS)}, got {without!r}"
-        )
-    return Settings(
-        compat_mode=mode.lower(),  # type: ignore[arg-type]
-        cufile_without_nvfs=without.lower(),  # type: ignore[arg-type]
-        gds_threshold=_as_int("gds_threshold", get("gds_threshold"), minimum=0),
-        task_size=_as_int("task_size", get("task_size"), minimum=1),
-        num_threads=_as_int("num_threads", get("num_threads"), minimum=1),
-        bounce_buffer_size=_as_int("bounce_buffer_size", get("bounce_buffer_size"), minimum=4096),
-        direct_io_read=_as_bool("direct_io_read", get("direct_io_read")),
-        direct_io_write=_as_bool("direct_io_write", get("direct_io_write")),
-        fsync=_as_bool("fsync", get("fsync")),
-        cufile_probe_timeout=_as_float("cufile_probe_timeout", get("cufile_probe_timeout")),
-        cufile_handle_cache_size=_as_int(
-            "cufile_handle_cache_size", get("cufile_handle_cache_size"), minimum=1
-        ),
-        cufile_stats_level=_cufile_stats_level(get("cufile_stats_level")),
-        remote_max_attempts=_as_int("remote.max_attempts", get("remote.max_attempts"), minimum=1),
-        remote_retry_status=_as_status_list("remote.retry_status", get("remote.retry_status")),
-        remote_timeout=_as_float("remote.timeout", get("remote.timeout")),
-        remote_connect_timeout=_as_float("remote.connect_timeout", get("remote.connect_timeout")),
-        remote_concurrency=_as_int("remote.concurrency", get("remote.concurrency"), minimum=1),
-        remote_max_range_size=_as_int("remote.max_range_size", get("remote.max_range_size"), minimum=1),
-        remote_fast_http=_as_bool("remote.fast_http", get("remote.fast_http")),
-        remote_backoff_base=_as_float("remote.backoff_base", get("remote.backoff_base"), positive=False),
-        remote_backoff_max=_as_float("remote.backoff_max", get("remote.backoff_max"), positive=False),
-        remote_multipart_threshold=_as_int(
-            "remote.multipart_threshold", get("remote.multipart_threshold"), minimum=5 << 20
-        ),
-        remote_multipart_chunksize=_as_int(
-            "remote.multipart_chunksize", get("remote.multipart_chunksize"), minimum=5 << 20
-        ),
-    )
 
 
 def decide_local(
@@ -399,9 +252,6 @@ def needs_cufile_probe(*, device: bool, s: Settings | None = None) -> bool:
     return device and s.compat_mode != "on"
 
 
-_REMOTE_ROUTES = {"s3": "s3", "http": "http", "https": "http", "webhdfs": "webhdfs", "swebhdfs": "webhdfs"}
-
-
 def decide_remote(
     *, scheme: str, device: bool, op: str = "read", nbytes: int = 0, s: Settings | None = None
 ) -> Decision:
@@ -425,9 +275,10 @@ def decide_remote(
         'single PUT (<= remote.multipart_threshold 64 MiB)'
     """
     s = s or settings()
-    route = _REMOTE_ROUTES.get(scheme.lower())
-    if route is None:
-        raise ValueError(f"decide_remote(): unsupported scheme {scheme!r}; use one of {', '.join(_REMOTE_ROUTES)}")
+    impl = known_implementations.get(scheme.lower())
+    if impl is None or scheme.lower() not in REMOTE_SCHEMES:
+        raise ValueError(f"decide_remote(): unsupported scheme {scheme!r}; use one of {', '.join(REMOTE_SCHEMES)}")
+    route = impl.route
     if op == "write":
         src = "device buffer copied to host, " if device else ""
         if route == "webhdfs":

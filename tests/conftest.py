@@ -7,10 +7,23 @@ import pytest
 
 from gdsstore.engine import cuda
 
-# A checkout used without `pip install` (the GPU machine runs from PYTHONPATH) has no entry points:
-# register the fsspec protocol the way the installed entry point does.
-if "gds" not in fsspec.registry and "gds" not in fsspec.available_protocols():
-    fsspec.register_implementation("gds", "gdsstore.adapters.fsspec_fs.GDSFileSystem")
+# A checkout used without `pip install` (the GPU machine runs from PYTHONPATH) has no entry points,
+# and an installed one may be stale: register the protocol as pyproject's entry point names it.
+fsspec.register_implementation("gds", "gdsstore.adapters.fsspec.GDSFileSystem", clobber=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # ... and xarray's engine "gdsstore" and zarr's codec names: this checkout's entry points, where the
+    # environment lacks them (subprocesses and notebook kernels included), as an installed gdsstore has.
+    from integrations.entry_points import expose_missing_entry_points
+
+    expose_missing_entry_points()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from integrations.entry_points import remove_exposed_entry_points
+
+    remove_exposed_entry_points()
 
 
 def _gpu_skip_reason() -> str | None:

@@ -228,3 +228,10 @@ def test_demo_leaves_nothing_in_the_temp_dir(
     assert main(["demo", "--n", "64"]) == 0
     assert "equal to the source: True" in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_doctor_fails_on_an_unusable_setting_naming_its_variable() -> None:
+    """Issue 18: doctor printed `settings: INVALID` and exited 0."""
+    out = _cli("doctor", "--no-probe", env={"GDSSTORE_REMOTE__TIMEOUT": "inf"}, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "settings: INVALID" in out.stdout and "GDSSTORE_REMOTE__TIMEOUT" in out.stdout and "'inf'" in out.stdout

@@ -30,7 +30,8 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.core.buffer.core import default_buffer_prototype
 
-from gdsstore.engine.backend import Backend, ByteRange, backend_for, check_key, coalesce_ranges
+from gdsstore.engine.backend import Backend, backend_for, check_key
+from gdsstore.engine.ranges import ByteRange, start_range_reads
 
 if TYPE_CHECKING:
     from zarr.core.common import AccessModeLiteral
@@ -60,7 +61,9 @@ def _is_device_buffer(cls: type[Buffer]) -> bool:
 def _allocator(prototype: BufferPrototype) -> Callable[[int], Any]:
     """``alloc(nbytes)`` giving an uninitialised 1-d byte array in the prototype's memory."""
     if _is_device_buffer(prototype.buffer):
-        import cupy  # only reachable when the caller asked for device buffers
+        from gdsstore._optional import require  # only reachable when the caller asked for device buffers
+
+        cupy = require("cupy", purpose="GDSStore reads into device buffers")
 
         return lambda n: cupy.empty(n, dtype=np.uint8)
     return lambda n: np.empty(n, dtype=np.uint8)
@@ -127,13 +130,14 @@ def _read_ranges(
     max_gap: int = _MAX_GAP_BYTES,
     max_coalesced: int = _MAX_COALESCED_BYTES,
 ) -> list[list[tuple[int, Buffer]]] | None:
-    """Read many ranges of one key with few engine reads: one per group of nearby ranges.
+    """Read many ranges of one key with few engine reads (the engine's range reader, shared with
+    the fsspec filesystem's ``cat_ranges``).
 
     The object is opened once (one size lookup for all offset/suffix ranges and EOF clamping);
-    every group is read into one buffer from the prototype, and each range is returned as a view
-    of it. Returns the groups as ``[(input_index, Buffer), ...]`` lists, or None if ``key`` is absent.
+    every group of nearby ranges is read into one buffer from the prototype, and each range is
+    returned as a view of it. Returns the groups as ``[(input_index, Buffer), ...]`` lists, or None
+    if ``key`` is absent.
     """
-    alloc = _allocator(prototype)
     try:
         f = backend.open(key, "rb")
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -141,27 +145,14 @@ def _read_ranges(
     with f:
         size = f.size
         spans = [r.resolve(size) if r is not None else (0, size) for r in ranges]
-        plan = coalesce_ranges([(off, off + n) for off, n in spans], max_gap, max_coalesced)
-        pending = []
-        for start, end, members in plan:
-            group = [(i, *spans[i]) for i in members]
-            nbytes = end - start
-            buf = alloc(nbytes)
-            pending.append((group, start, nbytes, buf, f.pread(buf, nbytes, start)))
-        out: list[list[tuple[int, Buffer]]] = []
-        for group, start, nbytes, buf, fut in pending:
-            got = fut.result()
-            if got != nbytes:
-                raise OSError(
-                    f"GDSStore.get_ranges(): short read of {key!r}: {got} of {nbytes} bytes at {start}"
-                )
-            out.append(
-                [
-                    (i, prototype.buffer.from_array_like(buf[off - start : off - start + n]))
-                    for i, off, n in group
-                ]
-            )
-    return out
+        reads = start_range_reads(
+            f, spans, _allocator(prototype), max_gap=max_gap, max_bytes=max_coalesced,
+            where=f"GDSStore.get_ranges({key!r})",
+        )
+        return [
+            [(i, prototype.buffer.from_array_like(buf[a:b])) for i, a, b in read.slices()]
+            for read, buf in ((read, read.result()) for read in reads)
+        ]
 
 
 def _found(groups: list[list[tuple[int, Buffer]]] | None, key: str) -> list[list[tuple[int, Buffer]]]:

@@ -11,9 +11,13 @@ All methods block; async adapters run them through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from gdsstore.engine import registry
+from gdsstore.engine.file import BaseFile
+from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 
 __all__ = ["Backend", "ByteRange", "ObjectInfo", "backend_for", "check_key", "coalesce_ranges"]
 
@@ -26,52 +30,6 @@ class ObjectInfo:
     size: int
     type: Literal["file", "directory"] = "file"
     mtime: float | None = None
-
-
-@dataclass(frozen=True)
-class ByteRange:
-    """A byte selection: ``kind`` "range" → [start, end); "offset" → [start, EOF); "suffix" → last ``start`` bytes."""
-
-    kind: Literal["range", "offset", "suffix"]
-    start: int
-    end: int | None = None
-
-    def resolve(self, size: int) -> tuple[int, int]:
-        """Clamp to an object of ``size`` bytes: returns ``(offset, nbytes)`` (zarr's clamping contract)."""
-        if self.kind == "range":
-            assert self.end is not None
-            a = min(self.start, size)
-            return a, max(0, min(self.end, size) - a)
-        if self.kind == "offset":
-            a = min(self.start, size)
-            return a, size - a
-        n = min(self.start, size)
-        return size - n, n
-
-
-def coalesce_ranges(
-    ranges: Sequence[tuple[int, int]], max_gap: int, max_bytes: int
-) -> list[tuple[int, int, list[int]]]:
-    """Group ``(start, end)`` byte ranges of one object into reads: ``[(start, end, member indices)]``.
-
-    Ranges closer than ``max_gap`` bytes join one read while it stays within ``max_bytes``; the one
-    rule behind GDSStore.get_ranges, the fsspec filesystem's cat_ranges and the pipeline's shard reads.
-
-    Examples:
-        >>> coalesce_ranges([(100, 110), (0, 10), (12, 20)], max_gap=4, max_bytes=1 << 20)
-        [(0, 20, [1, 2]), (100, 110, [0])]
-    """
-    groups: list[tuple[int, int, list[int]]] = []
-    for k in sorted(range(len(ranges)), key=lambda k: ranges[k][0]):
-        a, b = ranges[k]
-        if groups:
-            ga, gb, members = groups[-1]
-            if a - gb <= max_gap and max(b, gb) - ga <= max_bytes:
-                members.append(k)
-                groups[-1] = (ga, max(gb, b), members)
-                continue
-        groups.append((a, b, [k]))
-    return groups
 
 
 def check_key(key: str, where: str) -> str:
@@ -112,7 +70,7 @@ class Backend(abc.ABC):
         """The root as a URL (``file:///...``, ``s3://bucket/prefix``); never holds secrets."""
 
     @abc.abstractmethod
-    def open(self, key: str, mode: str = "rb") -> Any:
+    def open(self, key: str, mode: str = "rb") -> BaseFile:
         """An engine file object (``size``, ``read``/``pread``, ``write``/``pwrite``) for ``key``."""
 
     @abc.abstractmethod
@@ -198,18 +156,10 @@ class Backend(abc.ABC):
 
 
 def backend_for(root: str, storage_options: dict[str, Any] | None = None, *, read_only: bool = False) -> Backend:
-    """The backend for a local path or URL root."""
-    from gdsstore.engine import split_url
+    """The backend for a local path or URL root, found by its scheme (:mod:`gdsstore.engine.registry`).
 
-    scheme, rest = split_url(root)
-    opts = dict(storage_options or {})
-    if scheme == "file":
-        if opts:
-            raise TypeError(f"local roots take no storage options, got {sorted(opts)}")
-        from gdsstore.engine.localfs import LocalBackend
-
-        return LocalBackend(rest)
-    from gdsstore.engine import remote
-
-    backend: Backend = remote.remote_backend(rest, opts)  # type: ignore[attr-defined,unused-ignore]
-    return backend
+    Raises:
+        ValueError: an unknown scheme. TypeError: options the backend does not take.
+    """
+    scheme, rest = registry.split_url(root, "backend_for()")
+    return registry.get_backend_factory(scheme)(rest, dict(storage_options or {}))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import wait
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
@@ -39,9 +39,9 @@ import numpy as np
 import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine.backend import check_key
-from gdsstore.engine.pool import get_pool
+from gdsstore.engine.pool import run_pieces
 
-__all__ = ["Sink", "groups", "local_paths", "piece_size", "read_batch", "read_batch_bounced", "stat_batch"]
+__all__ = ["HostSink", "Sink", "groups", "local_paths", "piece_size", "read_batch", "stat_batch"]
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _MISSING = (FileNotFoundError, NotADirectoryError)
@@ -66,15 +66,13 @@ def _threads(num_threads: int | None) -> int:
 def _run_groups(run: Callable[[range], None], n: int, threads: int) -> None:
     """``run`` over contiguous groups on the engine pool; the first error is raised only once every
     group has finished (no thread still writes into the caller's buffer)."""
+
+    def task(g: range) -> int:
+        run(g)
+        return 0
+
     gs = groups(n, threads)
-    if len(gs) <= 1:
-        for g in gs:
-            run(g)
-        return
-    futs = [get_pool(threads).submit(run, g) for g in gs]
-    wait(futs)
-    for f in futs:
-        f.result()
+    run_pieces([partial(task, g) for g in gs], [0] * len(gs), threads).result()
 
 
 def stat_batch(paths: Sequence[str], num_threads: int | None = None) -> np.ndarray:
@@ -99,70 +97,6 @@ def stat_batch(paths: Sequence[str], num_threads: int | None = None) -> np.ndarr
 
     _run_groups(run, n, _threads(num_threads))
     return out
-
-
-def read_batch(
-    paths: Sequence[str],
-    offsets: np.ndarray,
-    sizes: np.ndarray,
-    dest: np.ndarray,
-    dest_offsets: np.ndarray,
-    num_threads: int | None = None,
-    *,
-    into: str = "host buffer",
-    url: str = "",
-) -> np.ndarray:
-    """Read ``sizes[i]`` bytes at ``offsets[i]`` of ``paths[i]`` into ``dest[dest_offsets[i]:]``.
-
-    Args:
-        paths: local file paths (one per read; the same file may appear several times).
-        offsets: byte offset in each file (``int64``).
-        sizes: bytes to read from each (``int64``; entries ``<= 0`` are skipped and read as 0).
-        dest: the destination, a ``uint8`` host array (pinned or pageable).
-        dest_offsets: where each read lands in ``dest``.
-        num_threads: threads to use (default: the policy's ``num_threads``).
-        into: what ``dest`` is, for the trace reason (``"pinned staging"``, ``"host buffer"``).
-        url: the trace's path column (the backend's URL).
-
-    Returns:
-        ``int64`` array of bytes read per entry: short at end of file, ``-1`` where the file does not
-        exist (deleted since its size was looked up: missing, as zarr says).
-
-    Raises:
-        ValueError: a read would overflow ``dest``.
-        OSError: any other I/O error (the first one; every read has stopped touching ``dest``).
-    """
-    n = len(paths)
-    offsets, sizes, dest_offsets = _check_batch("read_batch()", n, offsets, sizes, dest_offsets, dest.nbytes)
-    t0 = time.perf_counter()
-    threads = _threads(num_threads)
-    # Reads larger than ``task_size`` are cut into pieces so that a few big reads (coalesced shard
-    # ranges) still keep every thread busy; each piece opens the file itself.
-    owner, p_off, p_size, p_dst = _cut(
-        offsets, sizes, dest_offsets, max(1 << 20, policy.settings().task_size)
-    )
-    m = len(owner)
-    pgot = np.zeros(m, dtype=np.int64)
-    view = memoryview(dest).cast("B")
-    # Python ints once, not numpy scalars per file.
-    offs, szs, dos = p_off.tolist(), p_size.tolist(), p_dst.tolist()
-    pp = [paths[i] for i in owner.tolist()] if m != n else paths
-
-    def run(g: range) -> None:
-        for i in g:
-            pgot[i] = _pread_path(pp[i], view, dos[i], szs[i], offs[i])
-
-    _run_groups(run, m, threads)
-    got = _fold(n, owner, pgot, p_size)
-    _trace.record(
-        "read",
-        "posix",
-        f"batch of reads into {into}",  # the count is the ops column, not the reason
-        int(got.clip(0).sum()),
-        time.perf_counter() - t0,
-        url,
-    )
-    return got
 
 
 def _check_batch(
@@ -239,12 +173,18 @@ def _pread_path(path: str, view: memoryview, d0: int, size: int, off: int) -> in
 
 
 class Sink(Protocol):
-    """Where :func:`read_batch_bounced` sends each filled slot (device memory, through the POSIX
-    route's pinned ring; host memory in tests)."""
+    """Where :func:`read_batch` lands its reads: host memory in place (:class:`HostSink`), or device
+    memory through slots of the POSIX route's pinned ring (:class:`~gdsstore.engine.bounce.DeviceSink`)."""
 
     @property
-    def piece(self) -> int:
-        """Bytes of destination per slot; parts never straddle a multiple of it."""
+    def nbytes(self) -> int:
+        """Size of the destination."""
+        ...
+
+    @property
+    def piece(self) -> int | None:
+        """Bytes of destination per slot (parts never straddle a multiple of it); ``None``: no slots,
+        every read lands in place."""
         ...
 
     @property
@@ -253,7 +193,8 @@ class Sink(Protocol):
         ...
 
     def acquire(self) -> tuple[memoryview, Any]:
-        """A free slot of at least ``piece`` bytes: its writable view and a handle for the calls below."""
+        """A free slot (its writable view, ``piece`` bytes at least) and a handle for the calls below;
+        without slots, a view of the whole destination."""
         ...
 
     def flush(self, handle: Any, lo: int, hi: int, base: int) -> None:
@@ -269,41 +210,84 @@ class Sink(Protocol):
         ...
 
 
-def read_batch_bounced(
+class HostSink:
+    """A host ``uint8`` array as a :class:`Sink`: reads land in place, nothing to send."""
+
+    piece = None
+    device = None
+
+    def __init__(self, dest: np.ndarray) -> None:
+        self._view = memoryview(dest).cast("B")
+        self.nbytes = self._view.nbytes
+
+    def acquire(self) -> tuple[memoryview, Any]:
+        return self._view, None
+
+    def flush(self, handle: Any, lo: int, hi: int, base: int) -> None:
+        """Nothing to send: the bytes are in place."""
+
+    def discard(self, handle: Any) -> None:
+        """Nothing to release."""
+
+    def finish(self) -> None:
+        """Nothing in flight."""
+
+
+def read_batch(
     paths: Sequence[str],
     offsets: np.ndarray,
     sizes: np.ndarray,
-    dest_nbytes: int,
+    dest: np.ndarray | Sink,
     dest_offsets: np.ndarray,
-    sink: Sink,
     num_threads: int | None = None,
     *,
-    into: str = "device staging",
+    into: str | None = None,
     url: str = "",
 ) -> np.ndarray:
-    """:func:`read_batch` into a destination reached through slots (device memory): the destination
-    is cut into ``sink.piece``-byte pieces; a thread reads every part of a piece into one slot, then
-    the slot goes out in one copy while the thread reads its next piece into another slot.
+    """Read ``sizes[i]`` bytes at ``offsets[i]`` of ``paths[i]`` into ``dest[dest_offsets[i]:]``.
 
-    Many small files share one copy (small copies are slow), and a slot stays in the CPU cache
-    between its read and its copy, unlike a staging buffer as large as the batch. Destination bytes
-    between two reads of a piece (alignment padding) are overwritten with undefined bytes.
+    Host destinations are read in place, reads larger than ``task_size`` cut into pieces so that a few
+    big reads (coalesced shard ranges) still keep every thread busy. A device destination (a
+    :class:`Sink` with slots) is cut into ``sink.piece``-byte pieces; a thread reads every part of a
+    piece into one pinned slot, then the slot goes out in one copy while the thread reads its next
+    piece into another slot: many small files share one copy (small copies are slow), and a slot stays
+    in the CPU cache between its read and its copy. Destination bytes between two reads of a piece
+    (alignment padding) are then overwritten with undefined bytes.
 
-    Returns and raises as :func:`read_batch`; the copies have landed when it returns.
+    Args:
+        paths: local file paths (one per read; the same file may appear several times).
+        offsets: byte offset in each file (``int64``).
+        sizes: bytes to read from each (``int64``; entries ``<= 0`` are skipped and read as 0).
+        dest: a ``uint8`` host array (pinned or pageable), or a :class:`Sink`.
+        dest_offsets: where each read lands in ``dest``.
+        num_threads: threads to use (default: the policy's ``num_threads``).
+        into: what ``dest`` is, for the trace reason (default ``"host buffer"`` / ``"device staging"``).
+        url: the trace's path column (the backend's URL).
+
+    Returns:
+        ``int64`` array of bytes read per entry: short at end of file, ``-1`` where the file does not
+        exist (deleted since its size was looked up: missing, as zarr says). Copies have landed.
+
+    Raises:
+        ValueError: a read would overflow ``dest``.
+        OSError: any other I/O error (the first one; every read has stopped touching ``dest``).
     """
-    where = "read_batch_bounced()"
+    sink: Sink = HostSink(dest) if isinstance(dest, np.ndarray) else dest
     n = len(paths)
-    offsets, sizes, dest_offsets = _check_batch(where, n, offsets, sizes, dest_offsets, dest_nbytes)
+    offsets, sizes, dest_offsets = _check_batch("read_batch()", n, offsets, sizes, dest_offsets, sink.nbytes)
     t0 = time.perf_counter()
-    threads = _threads(num_threads)
     piece = sink.piece
-    owner, p_off, p_size, p_dst = _cut(offsets, sizes, dest_offsets, piece)
+    owner, p_off, p_size, p_dst = _cut(
+        offsets, sizes, dest_offsets, piece or max(1 << 20, policy.settings().task_size)
+    )
     order = np.argsort(p_dst, kind="stable")
-    key = p_dst[order] // piece
+    # A unit of work: the parts that share one slot (every part alone when reads land in place).
+    key = p_dst[order] // piece if piece else np.arange(len(order))
     starts = np.flatnonzero(np.diff(key, prepend=-1)) if len(key) else np.zeros(0, dtype=np.int64)
     bounds = np.append(starts, len(key)).tolist()
-    bases = (key[starts] * piece).tolist()
+    bases = (key[starts] * piece).tolist() if piece else [0] * len(starts)
     pgot = np.zeros(len(owner), dtype=np.int64)
+    # Python ints once, not numpy scalars per file.
     offs, szs, dos, idx = p_off.tolist(), p_size.tolist(), p_dst.tolist(), order.tolist()
     pp = [paths[i] for i in owner.tolist()] if len(owner) != n else list(paths)
 
@@ -311,7 +295,7 @@ def read_batch_bounced(
         for j in g:
             base = bases[j]
             view, handle = sink.acquire()
-            lo, hi = piece, 0
+            lo, hi = len(view), 0
             try:
                 for i in idx[bounds[j] : bounds[j + 1]]:
                     d = dos[i] - base
@@ -327,19 +311,15 @@ def read_batch_bounced(
                 sink.discard(handle)
 
     try:
-        _run_groups(run, len(bases), threads)
+        _run_groups(run, len(bases), _threads(num_threads))
     finally:
         sink.finish()  # no copy still reads a slot or writes the destination
     got = _fold(n, owner, pgot, p_size)
-    _trace.record(
-        "read",
-        "posix",
-        f"batch of reads into {into} through pinned bounce slots, async H2D",
-        int(got.clip(0).sum()),
-        time.perf_counter() - t0,
-        url,
-        sink.device,
-    )
+    # No count in the reason (the trace's ops and bytes columns hold them): one row per route and reason.
+    reason = f"batch of reads into {into or ('host buffer' if piece is None else 'device staging')}"
+    if piece is not None:
+        reason += " through pinned bounce slots, async H2D"
+    _trace.record("read", "posix", reason, int(got.clip(0).sum()), time.perf_counter() - t0, url, sink.device)
     return got
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import gdsstore.trace as _trace
 from gdsstore.engine import cuda
+from gdsstore.errors import CuFileError
 from gdsstore.policy import CuFileProbeResult, settings
 
 __all__ = [
@@ -38,14 +39,12 @@ __all__ = [
 ]
 
 
-class CuFileError(OSError):
-    """A cuFile call failed; the message names the call, the file and cuFile's status."""
 
 
 def _bindings() -> Any:
-    import cuda.bindings.cufile as cufile
+    from gdsstore._optional import require
 
-    return cufile
+    return require("cuda.bindings.cufile", purpose="the cuFile route")
 
 
 def library_version() -> int | None:
@@ -132,6 +131,8 @@ def registered_reason() -> str:
 
 def _shutdown() -> None:
     # Deregister handles and close the driver before CUDA and the bindings are torn down at exit.
+    if not (_driver.probed and _driver.result.ok):
+        return  # not opened by this process (a forked child inherits the parent's atexit hook)
     handle_cache.clear()
     try:
         _bindings().driver_close()
@@ -192,7 +193,8 @@ def _start_stats(c: Any) -> None:
 
 # cuFile 1.19 appended the readv/writev counters (112 bytes) to CUfileStatsLevel1_t; older libraries
 # (1.15 on the GPU machine) use the shorter struct. We read level 3 into an oversized buffer and decode
-# it by the library's version, never by the bindings' struct size (DESIGN.md: the ABI trap).
+# it by the library's version, never by the bindings' struct size (the two can disagree: cuda-bindings 13.3.1
+# with libcufile 1.20 aborts in get_stats_l1).
 _L1_NEW = 624
 _L1_OLD = 512
 
@@ -388,3 +390,18 @@ class HandleCache:
 
 
 handle_cache = HandleCache()
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: a fresh driver state and handle cache (cuFile's state is the parent's). The
+    inherited descriptors are closed; nothing is deregistered, which would act on the parent's driver."""
+    global _driver, _driver_lock, handle_cache
+    stale = handle_cache
+    _driver, _driver_lock, handle_cache = _DriverState(), threading.Lock(), HandleCache()
+    for h in list(stale._entries.values()):
+        h.handle = 0
+        h.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)

@@ -8,13 +8,15 @@ import threading
 import time
 from concurrent.futures import Future
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine import cuda, posix
+from gdsstore.engine import bounce, cuda, posix
 from gdsstore.engine import cufile as _cufile
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
+from gdsstore.engine.file import BaseFile
 from gdsstore.engine.pool import completed, run_pieces
 
 __all__ = ["LocalFile", "check_mode"]
@@ -94,7 +96,7 @@ def stretches(total: int, threads: int, task_size: int) -> list[tuple[int, int]]
     return _split(total, max(task_size, -(-total // threads)))
 
 
-class LocalFile:
+class LocalFile(BaseFile):
     """A local file opened for parallel reads/writes into host or device buffers.
 
     Use :func:`gdsstore.open` rather than constructing this directly::
@@ -118,7 +120,6 @@ class LocalFile:
             raise IsADirectoryError(f"{where}: {self.path!r} is a directory, not a file")
         self._fd = os.open(self.path, flags, 0o666)
         self._direct_fd = -1
-        self._closed = False
         self._lock = threading.Lock()
         self._cufile_handle: _cufile.CuFileHandle | None = None
         self._cufile_reason: str | None = None
@@ -127,12 +128,12 @@ class LocalFile:
     # -- basics -------------------------------------------------------------------------------------
 
     @property
-    def closed(self) -> bool:
-        return self._closed
+    def name(self) -> str:
+        return self.path
 
     @property
-    def writable(self) -> bool:
-        return self.mode != "rb"
+    def url(self) -> str:
+        return Path(os.path.abspath(self.path)).as_uri()
 
     @property
     def size(self) -> int:
@@ -143,19 +144,7 @@ class LocalFile:
     def fileno(self) -> int:
         return self._fd
 
-    def __enter__(self) -> LocalFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"LocalFile({self.path!r}, mode={self.mode!r})"
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _close(self) -> None:
         h = self._cufile_handle
         if h is not None:
             if self._cached_handle:
@@ -165,10 +154,6 @@ class LocalFile:
         if self._direct_fd >= 0:
             os.close(self._direct_fd)
         os.close(self._fd)
-
-    def _check_open(self, method: str) -> None:
-        if self._closed:
-            raise ValueError(f"LocalFile.{method}(): I/O operation on closed file {self.path!r}")
 
     # -- routing ------------------------------------------------------------------------------------
 
@@ -311,10 +296,6 @@ class LocalFile:
             on_done,
         )
 
-    def read(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
-        """Blocking :meth:`pread`; returns the number of bytes read."""
-        return self.pread(buf, size, offset).result()
-
     def _posix_device_read(
         self,
         b: IOBuffer,
@@ -327,7 +308,7 @@ class LocalFile:
         assert b.device is not None
         device = b.device
         direct = self._direct() if s.direct_io_read else -1  # O_DIRECT reads: bypass the page cache
-        slot, limit = posix.bounce_slots(s)
+        slot, limit = bounce.bounce_slots(s)
         # One contiguous stretch per thread (never under task_size), each through one slot: fewer
         # tasks to hand out, and a thread's slot stays in the CPU cache for the whole stretch.
         # Measured on the H200, 1 GiB warm, the bare loop: 45.8-47.3 GB/s in 64 MiB stretches
@@ -342,7 +323,7 @@ class LocalFile:
             def piece() -> int:
                 fd, own = self._open_stream(offset + off, n) if plan.stretches else (self._fd, False)
                 try:
-                    got, evs = posix.read_to_device(fd, device, b.ptr + off, n, offset + off, slot, limit, direct)
+                    got, evs = bounce.read_to_device(fd, device, b.ptr + off, n, offset + off, slot, limit, direct)
                 finally:
                     if own:
                         os.close(fd)
@@ -389,12 +370,12 @@ class LocalFile:
         if b.is_device:
             assert b.device is not None
             dev = b.device
-            slot, limit = posix.bounce_slots(s)
+            slot, limit = bounce.bounce_slots(s)
             direct = self._direct() if s.direct_io_write else -1
             return run_pieces(
                 [
                     partial(
-                        posix.write_from_device, fd, dev, b.ptr + off, n, offset + off, slot, limit, direct
+                        bounce.write_from_device, fd, dev, b.ptr + off, n, offset + off, slot, limit, direct
                     )
                     for off, n in pieces
                 ],
@@ -408,10 +389,6 @@ class LocalFile:
             s.num_threads,
             on_done,
         )
-
-    def write(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
-        """Blocking :meth:`pwrite`; returns the number of bytes written."""
-        return self.pwrite(buf, size, offset).result()
 
     def truncate(self, size: int) -> None:
         self._check_open("truncate")

@@ -1,14 +1,20 @@
 """Local directories as a :class:`~gdsstore.engine.backend.Backend`: :class:`LocalBackend`.
 
 Keys are ``/``-separated paths under one root directory. Every key is checked by
-:func:`~gdsstore.engine.backend.check_key` before any I/O, so nothing outside the root is read,
-created or deleted. Bytes move through :class:`~gdsstore.engine.local.LocalFile` (the cuFile or
-POSIX route, chosen by the policy and recorded in the trace), straight into host or device buffers.
+:func:`~gdsstore.engine.backend.check_key` before any I/O (no ``..``, no absolute keys). Bytes move
+through :class:`~gdsstore.engine.local.LocalFile` (the cuFile or POSIX route, chosen by the policy
+and recorded in the trace), straight into host or device buffers.
 
-Writes are atomic: the value goes to a temporary file in the key's directory, then ``os.replace``
-puts it in place, so a reader (or a writer killed with SIGKILL) leaves the old or the new value,
-never a mix. ``put(..., exclusive=True)`` publishes with ``os.link``, which fails when the key
-exists: two exclusive writers can never both win.
+Symbolic links inside the root: reads follow them, wherever they point (as zarr's ``LocalStore``
+does); writes and deletes never go through a link that resolves outside the root (PermissionError);
+``follow_symlinks=False`` refuses every key whose path passes through a link. Listings show links
+to files as keys and never descend into links to directories.
+
+Writes are atomic (:class:`AtomicWriter`, used by every local writer: this backend and the fsspec
+file): the value goes to a temporary file in the key's directory, then ``os.replace`` puts it in
+place, so a reader (or a writer killed with SIGKILL) sees the old or the new value, never a mix.
+Exclusive creates publish with ``os.link``, which fails when the key exists: two exclusive writers
+can never both win.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from gdsstore import policy
 from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.local import LocalFile, check_mode
 
-__all__ = ["TMP_SUFFIX", "LocalBackend"]
+__all__ = ["TMP_SUFFIX", "AtomicWriter", "LocalBackend", "atomic_copy", "fsync_dir"]
 
 #: Suffix of in-flight temporary files. They are hidden from listings (a writer killed mid-``put``
 #: leaves one behind; it must not show up as a key) and keys may not end with it.
@@ -49,13 +55,138 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _write_file(path: str, buf: Any, *, mode: str, fsync: bool) -> int:
-    """Write all of ``buf`` (host or device memory) to ``path`` through the engine."""
-    with LocalFile(path, mode) as f:
-        n = f.write(buf)
-        if fsync:
-            f.fsync()
-    return n
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class AtomicWriter:
+    """A file written beside ``path`` and published there whole: readers see the old or the new
+    value, never a mix (zarr's ``_atomic_write`` and ``_safe_move`` in one place).
+
+    The bytes go to ``.<name>.<uuid>.gdsstore-partial`` in ``path``'s directory (same filesystem),
+    through :attr:`file` (a :class:`~gdsstore.engine.local.LocalFile`, host or device buffers).
+    :meth:`commit` fsyncs it when the ``fsync`` setting is on, then publishes it with ``os.replace``
+    — or, with ``exclusive=True``, with ``os.link``, which fails if ``path`` exists (FileExistsError,
+    the existing value untouched) — and fsyncs the directory. :meth:`discard` removes the temporary
+    file. As a context manager it commits on success and discards on an exception.
+
+    Args:
+        path: the file to publish (its directory is created).
+        exclusive: publish only if ``path`` does not exist.
+        where: the caller, for error messages (``"LocalBackend.put()"``).
+        name: what to call ``path`` in messages (a key; default: the path).
+
+    Raises:
+        FileExistsError: ``exclusive`` and ``path`` exists (now or at commit).
+        NotADirectoryError: a parent of ``path`` is a file.
+
+    Examples:
+        >>> import os, tempfile, numpy as np
+        >>> p = os.path.join(tempfile.mkdtemp(), "a", "x.bin")
+        >>> with AtomicWriter(p) as f:
+        ...     f.write(np.arange(3, dtype="u1"))
+        3
+        >>> open(p, "rb").read()
+        b'\\x00\\x01\\x02'
+    """
+
+    def __init__(self, path: str, *, exclusive: bool = False, where: str = "write", name: str | None = None):
+        self.path = path
+        self.exclusive = exclusive
+        self._where = where
+        self._name = path if name is None else name
+        self._fsync = policy.settings().fsync
+        self._parent = os.path.dirname(path) or "."
+        try:
+            os.makedirs(self._parent, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise NotADirectoryError(f"{where}: cannot create {self._name!r}: a parent of it is a file") from None
+        if exclusive and os.path.lexists(path):
+            self._exists()  # cheap early out; the link at commit decides
+        self._tmp: str | None = os.path.join(
+            self._parent, f".{os.path.basename(path)}.{uuid.uuid4().hex}{TMP_SUFFIX}"
+        )
+        self.file: LocalFile | None = LocalFile(self._tmp, "xb")
+
+    def _exists(self) -> None:
+        raise FileExistsError(f"{self._where}: {self._name!r} already exists")
+
+    def commit(self) -> None:
+        """Publish the written bytes at :attr:`path` (once); the temporary file is gone afterwards."""
+        file, self.file = self.file, None
+        tmp, self._tmp = self._tmp, None
+        if file is None or tmp is None:
+            raise ValueError(f"{self._where}: {self._name!r} was already committed or discarded")
+        try:
+            try:
+                if self._fsync:
+                    file.fsync()
+            finally:
+                file.close()
+            self._publish(tmp)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if self._fsync:
+            fsync_dir(self._parent)
+
+    def _publish(self, tmp: str) -> None:
+        if not self.exclusive:
+            os.replace(tmp, self.path)
+            return
+        try:
+            os.link(tmp, self.path)  # atomic, and fails with EEXIST: the one exclusive primitive we need
+        except FileExistsError:
+            self._exists()
+        except OSError as exc:
+            if exc.errno not in _NO_HARDLINKS:
+                raise
+            # No hard links here (FAT, some FUSE/SMB mounts): claim the name with O_EXCL, which still
+            # lets exactly one writer win, then rename over the claim (readers may briefly see it empty).
+            try:
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))
+            except FileExistsError:
+                self._exists()
+            os.replace(tmp, self.path)
+
+    def discard(self) -> None:
+        """Drop the written bytes: nothing is published. Idempotent."""
+        file, self.file = self.file, None
+        tmp, self._tmp = self._tmp, None
+        if file is not None:
+            file.close()
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def copy_from(self, src: str) -> None:
+        """Fill the temporary file with a copy of the file ``src`` (the kernel copies: no bytes
+        through Python)."""
+        if self._tmp is None:
+            raise ValueError(f"{self._where}: {self._name!r} was already committed or discarded")
+        shutil.copyfile(src, self._tmp)  # the same inode our file holds open: commit fsyncs it
+
+    def __enter__(self) -> LocalFile:
+        assert self.file is not None
+        return self.file
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+def atomic_copy(src: str, dst: str, *, exclusive: bool = False, where: str = "copy") -> None:
+    """Copy the file ``src`` to ``dst`` through an :class:`AtomicWriter`: ``dst`` holds its old
+    value or the whole copy, never part of it (``exclusive``: only if ``dst`` does not exist)."""
+    writer = AtomicWriter(dst, exclusive=exclusive, where=where)
+    try:
+        writer.copy_from(src)
+    except BaseException:
+        writer.discard()
+        raise
+    writer.commit()
 
 
 class LocalBackend(Backend):
@@ -63,6 +194,9 @@ class LocalBackend(Backend):
 
     Args:
         root: the directory (need not exist yet; :meth:`mkdir` ``("")`` creates it).
+        follow_symlinks: True (default): reads follow symbolic links, as zarr's ``LocalStore``
+            does; writes and deletes refuse a link that resolves outside the root. False: every
+            key whose path passes through a link below the root is refused (PermissionError).
 
     Examples:
         >>> import numpy as np, tempfile
@@ -74,7 +208,12 @@ class LocalBackend(Backend):
         ['a/b.bin']
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, follow_symlinks: bool = True) -> None:
+        if not isinstance(follow_symlinks, bool):
+            raise TypeError(
+                f"LocalBackend(): follow_symlinks must be True or False, got {follow_symlinks!r}"
+            )
+        self.follow_symlinks = follow_symlinks
         root = os.fspath(root)
         if not isinstance(root, str):
             raise TypeError(f"LocalBackend(): root must be a str or os.PathLike, got {type(root).__name__}")
@@ -83,24 +222,69 @@ class LocalBackend(Backend):
         # Absolute and normalised: equal roots compare equal, and a later chdir changes nothing.
         self.root = os.path.abspath(root) if root else os.getcwd()
 
+    #: The storage options a local root takes (``GDSStore(path, storage_options={...})``).
+    OPTIONS = ("follow_symlinks",)
+
+    @classmethod
+    def from_storage_options(cls, root: str | os.PathLike[str], options: dict[str, Any]) -> LocalBackend:
+        """A backend for ``root`` from ``storage_options`` (only :attr:`OPTIONS`)."""
+        unknown = sorted(set(options) - set(cls.OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"local roots take only the storage options {list(cls.OPTIONS)}, got {unknown}; "
+                "the others are for URLs (s3://, http(s)://, webhdfs://)"
+            )
+        return cls(root, **options)
+
     @property
     def url(self) -> str:
         return "file://" + self.root.replace(os.sep, "/")
 
     # -- paths ---------------------------------------------------------------------------------------
 
-    def _path(self, key: str, where: str) -> str:
+    def _path(self, key: str, where: str, *, write: bool = False) -> str:
+        """The path of ``key``, checked: a valid key, and the symlink rules (``write``: a write or delete)."""
         check_key(key, where)
         key = key.rstrip("/")
         if not key:
             return self.root
-        return os.path.join(self.root, *key.split("/"))
+        parts = key.split("/")
+        path = os.path.join(self.root, *parts)
+        if not self.follow_symlinks:
+            self._refuse_links(parts, key, where)
+        elif write and len(parts) > 1:
+            # A write or delete acts on the key's own name (a link there is replaced or removed, never
+            # its target), so only the directories above it can lead out of the root.
+            parent = os.path.realpath(os.path.dirname(path))
+            if not _inside(parent, os.path.realpath(self.root)):
+                raise PermissionError(
+                    f"{where}: {key!r} goes through a symbolic link to {parent!r}, outside the root "
+                    f"{self.root!r}; writes and deletes stay inside the root (reads follow links)"
+                )
+        return path
+
+    def _refuse_links(self, parts: list[str], key: str, where: str) -> None:
+        path = self.root
+        for part in parts:
+            path = os.path.join(path, part)
+            try:
+                if stat_mod.S_ISLNK(os.lstat(path).st_mode):
+                    raise PermissionError(
+                        f"{where}: {key!r} goes through the symbolic link {path!r}, and this store was "
+                        "opened with follow_symlinks=False; pass follow_symlinks=True to follow links"
+                    )
+            except (FileNotFoundError, NotADirectoryError):
+                return  # nothing below a missing name exists either
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, LocalBackend) and self.root == other.root
+        return (
+            isinstance(other, LocalBackend)
+            and self.root == other.root
+            and self.follow_symlinks == other.follow_symlinks
+        )
 
     def __hash__(self) -> int:
-        return hash(("LocalBackend", self.root))
+        return hash(("LocalBackend", self.root, self.follow_symlinks))
 
     # -- reads ---------------------------------------------------------------------------------------
 
@@ -108,7 +292,7 @@ class LocalBackend(Backend):
         """The engine file for ``key`` (:class:`~gdsstore.engine.local.LocalFile`)."""
         where = "LocalBackend.open()"
         check_mode(mode, where)
-        path = self._path(key, where)
+        path = self._path(key, where, write=mode != "rb")
         if not key.rstrip("/"):
             raise IsADirectoryError(f"{where}: the empty key is the root directory {self.url!r}, not a file")
         try:
@@ -144,58 +328,37 @@ class LocalBackend(Backend):
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
         """Write ``buf`` (host or device memory) as the whole value of ``key``, atomically.
 
-        The bytes go to ``.<name>.<uuid>.gdsstore-partial`` in the key's directory (same
-        filesystem), are fsynced when the ``fsync`` setting is on, then ``os.replace`` publishes
-        them. ``exclusive=True`` publishes with ``os.link`` instead, which fails if the key
-        exists: FileExistsError, and the existing value is untouched.
+        Through :class:`AtomicWriter`: a temporary file in the key's directory, fsynced when the
+        ``fsync`` setting is on, published by ``os.replace``; ``exclusive=True`` publishes with
+        ``os.link`` instead, which fails if the key exists: FileExistsError, the value untouched.
         """
         where = "LocalBackend.put()"
-        path = self._path(key, where)
-        name = os.path.basename(path)
+        path = self._path(key, where, write=True)
         if not key.rstrip("/") or key.endswith("/"):
             raise ValueError(f"{where}: invalid key {key!r}: a value needs a file name")
-        if _is_tmp(name):
+        if _is_tmp(os.path.basename(path)):
             raise ValueError(f"{where}: invalid key {key!r}: names ending in {TMP_SUFFIX!r} are reserved")
-        fsync = policy.settings().fsync
-        parent = os.path.dirname(path)
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            raise NotADirectoryError(f"{where}: cannot create {key!r}: a parent of it is a file") from None
-        if exclusive and os.path.lexists(path):
-            raise FileExistsError(f"{where}: key {key!r} already exists")  # cheap early out; link decides
-        tmp = os.path.join(parent, f".{name}.{uuid.uuid4().hex}{TMP_SUFFIX}")
-        try:
-            _write_file(tmp, buf, mode="xb", fsync=fsync)
-            if exclusive:
-                self._publish_exclusive(tmp, path, key, buf, fsync)
-            else:
-                os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        if fsync:
-            fsync_dir(parent)
+        if os.path.isdir(path) and not os.path.islink(path):
+            self._drop_empty_dirs(path, key, where)
+        with AtomicWriter(path, exclusive=exclusive, where=where, name=key) as f:
+            f.write(buf)
 
-    def _publish_exclusive(self, tmp: str, path: str, key: str, buf: Any, fsync: bool) -> None:
+    @staticmethod
+    def _drop_empty_dirs(path: str, key: str, where: str) -> None:
+        """Make way for a value at ``path``, where deleted keys left empty directories (no keys there:
+        to the store the name is free). Only empty directories go; a file anywhere below stops it."""
         try:
-            os.link(tmp, path)  # atomic, and fails with EEXIST: the one exclusive primitive we need
-        except FileExistsError:
-            raise FileExistsError(f"LocalBackend.put(): key {key!r} already exists") from None
-        except OSError as exc:
-            if exc.errno not in _NO_HARDLINKS:
-                raise
-            # No hard links here: O_EXCL still makes the create exclusive, but readers may see the
-            # value while it is being written.
-            try:
-                _write_file(path, buf, mode="xb", fsync=fsync)
-            except FileExistsError:
-                raise FileExistsError(f"LocalBackend.put(): key {key!r} already exists") from None
+            for dirpath, _, _ in os.walk(path, topdown=False):
+                os.rmdir(dirpath)
+        except OSError:
+            raise IsADirectoryError(
+                f"{where}: {key!r} is a directory with files under it; a key cannot also be a directory"
+            ) from None
 
     def delete(self, key: str) -> None:
         """Delete ``key`` (a file, or a whole directory like zarr's LocalStore); missing is fine."""
         where = "LocalBackend.delete()"
-        path = self._path(key, where)
+        path = self._path(key, where, write=True)
         if not key.rstrip("/"):
             raise ValueError(f"{where}: refusing to delete the root {self.url!r}; use delete_prefix('')")
         try:
@@ -211,7 +374,7 @@ class LocalBackend(Backend):
     def delete_prefix(self, prefix: str) -> None:
         """Delete everything under the directory ``prefix`` (``""``: the root's contents, not the root)."""
         where = "LocalBackend.delete_prefix()"
-        path = self._path(prefix, where)
+        path = self._path(prefix, where, write=True)
         if path == self.root:
             try:
                 entries = list(os.scandir(path))
@@ -224,12 +387,13 @@ class LocalBackend(Backend):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(e.path)
             return
-        # A file named like the prefix is not "under" it; a missing directory is nothing to do.
-        if os.path.isdir(path) and not os.path.islink(path):
+        if os.path.islink(path):
+            os.unlink(path)  # the link goes, never what it points to
+        elif os.path.isdir(path):  # a file named like the prefix is not "under" it
             shutil.rmtree(path)
 
     def mkdir(self, key: str) -> None:
-        os.makedirs(self._path(key, "LocalBackend.mkdir()"), exist_ok=True)
+        os.makedirs(self._path(key, "LocalBackend.mkdir()", write=True), exist_ok=True)
 
     # -- listing -------------------------------------------------------------------------------------
 
@@ -244,8 +408,8 @@ class LocalBackend(Backend):
             key = f"{rel}{e.name}"
             if e.is_dir(follow_symlinks=False):
                 yield from self._walk(e.path, key + "/")
-            else:
-                yield key
+            elif not e.is_symlink() or (self.follow_symlinks and e.is_file()):
+                yield key  # links to files are keys; links to directories are not walked (loops)
 
     def list(self, prefix: str = "") -> Iterator[str]:
         """Every key that starts with ``prefix`` (a plain string prefix, as in object stores)."""
@@ -267,7 +431,7 @@ class LocalBackend(Backend):
         """Names of the files and directories directly under the directory ``prefix``."""
         path = self._path(prefix, "LocalBackend.list_dir()")
         try:
-            names = [e.name for e in os.scandir(path)]
+            names = [e.name for e in os.scandir(path) if self.follow_symlinks or not e.is_symlink()]
         except (FileNotFoundError, NotADirectoryError):
             return
         for name in names:

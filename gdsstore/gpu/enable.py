@@ -4,12 +4,42 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PIPELINE_PATH", "config_for", "enable_gpu", "register"]
+__all__ = ["PIPELINE_PATH", "GPUUnavailableError", "check_gpu", "config_for", "enable_gpu", "register"]
 
 #: ``codec_pipeline.path`` of :class:`gdsstore.gpu.pipeline.GDSCodecPipeline`.
 PIPELINE_PATH = "gdsstore.gpu.pipeline.GDSCodecPipeline"
 
 _registered = False
+
+
+class GPUUnavailableError(RuntimeError):
+    """CuPy imports but no CUDA device can be used: GPU buffers cannot be allocated here."""
+
+
+def check_gpu(call: str = "gdsstore.enable_gpu()") -> None:
+    """Fail now, with the fix in the message, where zarr's GPU buffers could not be allocated later.
+
+    Args:
+        call: the call to name in the message.
+
+    Raises:
+        gdsstore._optional.MissingOptionalDependencyError: CuPy is not installed (the message names
+            ``pip install 'gdsstore[cuda13]'`` / ``[cuda12]``).
+        GPUUnavailableError: CuPy imports but sees no CUDA device (no GPU, no driver).
+    """
+    from gdsstore._optional import require
+
+    cupy = require("cupy", purpose=f"{call} (GPU buffers)")
+    try:
+        count = int(cupy.cuda.runtime.getDeviceCount())
+        reason = f"{count} devices"
+    except Exception as exc:  # no driver: cudaErrorInsufficientDriver / NoDevice
+        count, reason = 0, f"{type(exc).__name__}: {exc}"
+    if count < 1:
+        raise GPUUnavailableError(
+            f"{call}: CuPy sees no CUDA device ({reason}). Run it on a machine with a GPU and its driver, "
+            "or keep host buffers with enable_gpu(buffers=False)."
+        )
 
 
 def register() -> None:
@@ -56,8 +86,14 @@ def enable_gpu(*, buffers: bool = True) -> Any:
 
     Without nvCOMP or a GPU the codecs decode on the CPU and the trace says why; ``buffers=False``
     keeps host buffers (batched reads through the engine, CPU decode) on machines without a GPU.
+
+    Raises:
+        gdsstore._optional.MissingOptionalDependencyError: ``buffers=True`` and CuPy is not installed.
+        GPUUnavailableError: ``buffers=True`` and no CUDA device is visible.
     """
     import zarr
 
+    if buffers:
+        check_gpu()
     register()
     return zarr.config.set(config_for(gpu=buffers))

@@ -24,8 +24,8 @@ from zarr.abc.codec import GetResult
 from zarr.core.chunk_utils import fill_value_or_default, scatter_chunk
 
 import gdsstore.trace as _trace
-from gdsstore.engine.backend import ByteRange
-from gdsstore.engine.pool import get_pool
+from gdsstore.engine.pool import engine_pool
+from gdsstore.engine.ranges import ByteRange
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import decode as _decode
 from gdsstore.gpu import plan as _plan
@@ -86,10 +86,10 @@ def run_windows(
     windows: list[range], read: Callable[[range], Any], process: Callable[[range, Any], None]
 ) -> None:
     """Run ``process`` on each window while the next window's ``read`` runs in the background (the
-    engine's ``"gpu-prefetch"`` pool: one read ahead)."""
+    engine pool: one read ahead)."""
     if not windows:
         return
-    pool = get_pool(2, "gpu-prefetch")
+    pool = engine_pool(2)
     nxt: Future[Any] = pool.submit(read, windows[0])
     for k, w in enumerate(windows):
         cur = nxt.result()

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from gdsstore.engine.backend import Backend, ByteRange
+from gdsstore.engine.backend import Backend
+from gdsstore.engine.ranges import ByteRange
 from gdsstore.gpu import staging
 
 __all__ = ["EngineFetcher", "Fetcher", "StoreFetcher", "backend_of", "fetcher_for"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from gdsstore.engine.backend import coalesce_ranges
+from gdsstore.engine.ranges import coalesce_ranges
 
 __all__ = [
     "DECODE_WINDOW_BYTES",

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gdsstore import policy
-from gdsstore.engine import batch, cuda, posix
-from gdsstore.engine.backend import ByteRange
-from gdsstore.engine.pool import get_pool
+from gdsstore.engine import batch, bounce, cuda
+from gdsstore.engine.pool import engine_pool
+from gdsstore.engine.ranges import ByteRange
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -146,9 +146,10 @@ _pinned_pool = _PinnedPool()
 
 
 def executor() -> ThreadPoolExecutor:
-    """The engine's ``"stage"`` pool (``num_threads`` threads). Not its ``"local"`` pool: staging tasks
-    block on engine reads, which may themselves run pieces on the ``"local"`` pool."""
-    return get_pool(policy.settings().num_threads, "stage")
+    """The engine pool, at least ``num_threads`` wide. Staging tasks block on engine reads that run on
+    the same pool; that cannot deadlock because a waiting thread runs queued pieces itself
+    (:func:`gdsstore.engine.pool.run_pieces`)."""
+    return engine_pool(policy.settings().num_threads)
 
 
 def _layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
@@ -186,11 +187,11 @@ def _read_to_device(
 ) -> tuple[Any, np.ndarray]:
     cp = cuda.cupy_or_none()
     assert cp is not None
-    slot, limit = posix.bounce_slots(policy.settings())
+    slot, limit = bounce.bounce_slots(policy.settings())
     with cp.cuda.Device(device):
         dev = cp.empty(max(total, 1), dtype=cp.uint8)
-    sink = posix.DeviceSink(device, int(dev.data.ptr), batch.piece_size(total, threads, slot), slot, limit)
-    got = batch.read_batch_bounced(paths, offsets, sizes, total, slot_offsets, sink, threads, url=url)
+    sink = bounce.DeviceSink(device, int(dev.data.ptr), total, batch.piece_size(total, threads, slot), slot, limit)
+    got = batch.read_batch(paths, offsets, sizes, sink, slot_offsets, threads, url=url)
     return dev, got
 
 
@@ -214,7 +215,7 @@ def stage_local(
     asked for so that a file of another size is an error, not silently wrong data.
 
     ``device``: stage on that GPU instead, through the POSIX route's pinned bounce ring
-    (:func:`gdsstore.engine.batch.read_batch_bounced`): each slot is copied while the next is read,
+    (:func:`gdsstore.engine.batch.read_batch` into a :class:`~gdsstore.engine.bounce.DeviceSink`): each slot is copied while the next is read,
     with no host staging buffer as large as the batch (``pinned`` is then ignored).
 
     Raises:

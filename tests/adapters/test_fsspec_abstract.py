@@ -8,7 +8,7 @@ import fsspec
 import fsspec.tests.abstract as abstract
 import pytest
 
-from gdsstore.adapters.fsspec_fs import GDSLocalFileSystem
+from gdsstore.adapters.fsspec import GDSLocalFileSystem
 
 
 class GDSLocalFixtures(abstract.AbstractFixtures):  # type: ignore[misc]

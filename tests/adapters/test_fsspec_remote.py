@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gdsstore
-from gdsstore.adapters.fsspec_fs import GDSFileSystem
+from gdsstore.adapters.fsspec import GDSFileSystem
 
 # The shared test servers live in tests/servers (imported as ``servers``, as tests/remote does).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gdsstore
-from gdsstore.adapters.fsspec_fs import GDSFileSystem
+from gdsstore.adapters.fsspec import GDSFileSystem
 
 pytest.importorskip("moto.server")
 botocore = pytest.importorskip("botocore")

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import gdsstore
-from gdsstore.engine.backend import ByteRange, backend_for
+from gdsstore.engine.backend import backend_for
 from gdsstore.engine.localfs import TMP_SUFFIX, LocalBackend
+from gdsstore.engine.ranges import ByteRange
 
 
 def _alloc(n: int) -> np.ndarray:
@@ -26,7 +27,7 @@ def test_backend_for_local_roots(tmp_path: Path) -> None:
     assert b == backend_for(f"file://{tmp_path}") == pickle.loads(pickle.dumps(b))
     assert b.url == f"file://{tmp_path}" and repr(b) == f"LocalBackend('file://{tmp_path}')"
     assert b.writable and b.listable
-    with pytest.raises(TypeError, match="no storage options"):
+    with pytest.raises(TypeError, match=r"only the storage options \[.follow_symlinks.\], got \[.anon.\]"):
         backend_for(str(tmp_path), {"anon": True})
 
 
@@ -183,3 +184,17 @@ def test_every_method_checks_keys(tmp_path: Path, key: str) -> None:
         with pytest.raises(ValueError, match="invalid key"):
             call()
     assert os.listdir(tmp_path) == []
+
+
+def test_put_over_directories_left_by_deleted_keys(tmp_path: Path) -> None:
+    """Found by zarr's stateful machine: set("a/x/y"), delete it, set("a") failed with IsADirectoryError."""
+    b = LocalBackend(tmp_path)
+    b.put("a/x/y", np.zeros(1, "u1"))
+    b.delete("a/x/y")
+    assert list(b.list()) == []
+    b.put("a", np.ones(2, "u1"))
+    assert list(b.list()) == ["a"] and (tmp_path / "a").read_bytes() == b"\x01\x01"
+    b.put("d/k", np.zeros(1, "u1"))
+    with pytest.raises(IsADirectoryError, match="'d' is a directory with files under it"):
+        b.put("d", np.zeros(1, "u1"))
+    assert sorted(b.list()) == ["a", "d/k"]

@@ -60,7 +60,7 @@ NO_RUN_LANGS = {"bash", "console", "text", "json", "yaml", ""}
 
 # Modules other work is still writing. A page or notebook that needs one that is not in the tree yet is
 # skipped (with the module named); once the file exists, any error in it fails the test.
-PENDING_MODULES = ("gdsstore.adapters.zarr_store", "gdsstore.adapters.fsspec_fs")
+PENDING_MODULES = ("gdsstore.adapters.zarr_store", "gdsstore.adapters.fsspec")
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
 

@@ -20,8 +20,9 @@ FAIL = CuFileProbeResult(False, "handle register failed: HANDLE_NOT_REGISTERED")
 def test_defaults_are_valid_and_documented_values() -> None:
     s = policy.settings()
     assert s.compat_mode == "auto"
-    assert s.num_threads == max(1, min(16, os.cpu_count() or 1))
-    assert s.num_threads > 1 or (os.cpu_count() or 1) == 1  # not kvikio's 1
+    cpus = len(os.sched_getaffinity(0))
+    assert s.num_threads == max(1, min(16, cpus))  # the CPUs this process may run on
+    assert s.num_threads > 1 or cpus == 1  # not kvikio's 1
     assert s.task_size == 8 << 20
     assert s.remote_max_attempts == 5
     assert 503 in s.remote_retry_status
@@ -39,6 +40,7 @@ def test_defaults_are_valid_and_documented_values() -> None:
         ("task_size", "big", "task_size"),
         ("num_threads", 0, "num_threads"),
         ("bounce_buffer_size", 100, "bounce_buffer_size"),
+        ("pinned_memory_limit", 1000, "pinned_memory_limit"),
         ("direct_io_read", "perhaps", "direct_io_read"),
         ("direct_io_write", 3, "direct_io_write"),
         ("fsync", [], "fsync"),

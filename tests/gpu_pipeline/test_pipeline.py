@@ -185,7 +185,7 @@ def test_delegates_when_store_path_is_not_a_byte_getter() -> None:
 
 
 def test_coalesce_groups_adjacent_ranges() -> None:
-    from gdsstore.engine.backend import coalesce_ranges
+    from gdsstore.engine.ranges import coalesce_ranges
 
     groups = coalesce_ranges([(100, 200), (0, 50), (60, 100), (10_000, 10_010)], max_gap=20, max_bytes=1000)
     assert [(a, b, sorted(m)) for a, b, m in groups] == [(0, 200, [0, 1, 2]), (10_000, 10_010, [3])]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from zarr.core.chunk_grids import ChunkGrid
 from zarr.core.indexing import get_indexer
 
-from gdsstore.engine.backend import coalesce_ranges
+from gdsstore.engine.ranges import coalesce_ranges
 from gdsstore.gpu import plan
 
 FILL = -7

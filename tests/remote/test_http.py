@@ -11,7 +11,8 @@ from servers.faults import FaultServer
 from servers.nginx import NginxServer
 
 import gdsstore
-from gdsstore.engine.backend import Backend, ByteRange, backend_for
+from gdsstore.engine.backend import Backend, backend_for
+from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote import RemoteIOError
 
 from .conftest import payload

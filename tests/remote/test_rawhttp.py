@@ -121,7 +121,7 @@ def test_chunked_response_is_left_to_the_full_client() -> None:
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_engine_reads_equal_with_and_without_fast_http(keepalive: OneShotServer, fast: bool) -> None:
-    from gdsstore.engine.remote.http import HTTPClient, HTTPSource
+    from gdsstore.engine.remote.http_transport import HTTPClient, HTTPSource
     from gdsstore.engine.remote.reader import RemoteFile
 
     src = HTTPSource(f"http://127.0.0.1:{keepalive.port}/obj", HTTPClient())

@@ -16,8 +16,8 @@ from gdsstore.engine.remote.reader import (
     parse_content_range,
     split_ranges,
 )
+from gdsstore.engine.remote.redact import Scrubber, redact_url
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
-from gdsstore.engine.remote.secrets import Scrubber, redact_url
 
 
 def test_split_ranges_cover_exactly() -> None:

@@ -10,7 +10,8 @@ import pytest
 from servers.moto_s3 import ACCESS_KEY, SECRET_KEY
 
 import gdsstore
-from gdsstore.engine.backend import ByteRange, backend_for
+from gdsstore.engine.backend import backend_for
+from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote import RemoteIOError
 from gdsstore.engine.remote.s3 import S3Client, parse_s3_url
 
@@ -63,6 +64,7 @@ def test_write_single_put_and_multipart(s3: dict[str, Any]) -> None:
     assert head["ETag"].strip('"').endswith("-3")  # a 3-part multipart upload
     (w,) = [e for e in t.events if e.op == "write"]
     assert w.route == "s3" and w.reason == "multipart upload (> remote.multipart_threshold 5 MiB, parts of 5 MiB)"
+    assert w.nbytes == len(big)  # the size is a column, never part of the reason (one row per route+reason)
     with gdsstore.open("s3://test-bucket/big.bin", **opts(s3)) as f:
         buf = bytearray(f.size)
         with gdsstore.config.set({"task_size": 1 << 20}):

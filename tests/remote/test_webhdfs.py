@@ -11,7 +11,8 @@ import pytest
 from servers.webhdfs import WebHDFSServer
 
 import gdsstore
-from gdsstore.engine.backend import ByteRange, backend_for
+from gdsstore.engine.backend import backend_for
+from gdsstore.engine.ranges import ByteRange
 
 from .conftest import WEBHDFS_TOKEN, WEBHDFS_USER, payload
 

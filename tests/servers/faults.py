@@ -14,6 +14,16 @@ makes the first ``count`` GETs of that path misbehave (``count`` ``always`` → 
 - ``chunked``: a correct ``206`` sent with ``Transfer-Encoding: chunked`` (no Content-Length).
 - ``chunked-extra``: the same with one byte more than the range.
 
+- ``replaced``: the object is replaced after ``count`` GETs: later GETs serve ``{name}.v2`` (its own
+  ETag) and ignore ``If-Match``, as some servers do; ``replaced-412`` is the same with ``If-Match``
+  honoured (``412``).
+- ``queue-extra``: after each correct body, queues a well-formed ``206`` nobody asked for (the next
+  range of the same size, wrong bytes, same ETag), as a broken proxy or a hostile server may.
+- ``get-redirect``: HEAD answers ``200``; GETs answer ``302`` to ``{redirect_base}/ok/0/{name}``
+  (default: this server).
+- ``stall``: sends the headers and half the body, then stays silent for ``slow_seconds`` and closes.
+- ``429``: answers ``429`` with ``Retry-After: {retry_after}``.
+
 ``If-Match`` is honoured (``412`` when the object changed). HEAD requests are never faulty (they answer the object's size), except in mode ``nohead``
 (``405``; size discovery must fall back to ``GET bytes=0-0``) ``forbidden`` (``403`` always) and ``redirect`` (``302`` to ``/ok/0/{name}``). :attr:`FaultServer.log` records
 ``(method, path, Range header, headers)`` of every request.
@@ -52,6 +62,12 @@ def parse_range(value: str, size: int) -> tuple[int, int] | None:
     return first, min(last, size - 1)
 
 
+def _response(status: int, headers: dict[str, str]) -> bytes:
+    """A status line and headers, as bytes."""
+    head = f"HTTP/1.1 {status} Partial Content\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return head.encode() + b"\r\n"
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
@@ -74,11 +90,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.hits[self.path] = n + 1
         return count < 0 or n < count
 
-    def _redirected(self, mode: str) -> bool:
-        if mode != "redirect":
+    def _redirected(self, mode: str, method: str = "HEAD") -> bool:
+        if mode != "redirect" and not (mode == "get-redirect" and method == "GET"):
             return False
         name = self.path.split("?")[0].split("/", 3)[3]
-        self._send(302, {"Location": f"/ok/0/{name}", "Content-Length": "0"})
+        base = self.server.redirect_base if mode == "get-redirect" else ""
+        self._send(302, {"Location": f"{base}/ok/0/{name}", "Content-Length": "0"})
         return True
 
     def _send(self, status: int, headers: dict[str, str], body: bytes = b"") -> None:
@@ -117,14 +134,24 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "forbidden":
             self._send(403, {"Content-Length": "9"}, b"forbidden")
             return
-        if self._redirected(mode):
+        if self._redirected(mode, "GET"):
             return
+        ignore_if_match = False
+        if mode in ("replaced", "replaced-412"):
+            if not self._faulty(mode, count):  # the first `count` GETs see the old object
+                data = self.server.objects.get(f"{self._name()}.v2", data)
+                ignore_if_match = mode == "replaced"
+            mode = "ok"
         size = len(data)
+        etag = self.server.etag(data)
         im = self.headers.get("If-Match")
-        if im is not None and im != self.server.etag(data):
+        if im is not None and im != etag and not ignore_if_match:
             self._send(412, {"Content-Length": "0"})
             return
         faulty = self._faulty(mode, count)
+        if faulty and mode == "429":
+            self._send(429, {"Content-Length": "4", "Retry-After": self.server.retry_after}, b"slow")
+            return
         if faulty and mode == "slow":
             time.sleep(self.server.slow_seconds)
             faulty = False
@@ -132,7 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(503, {"Content-Length": "4", "Retry-After": "0"}, b"busy")
             return
         if (faulty and mode == "ignore-range") or not rng:
-            self._body(200, {}, data)
+            self._send(200, {"Content-Length": str(size), "ETag": etag}, data)
             return
         r = parse_range(rng, size)
         if r is None:
@@ -141,23 +168,33 @@ class _Handler(BaseHTTPRequestHandler):
         first, last = r
         if faulty and mode == "wrong-range":
             first, last = min(first + 1, size - 1), min(last + 1, size - 1)
-        headers = {"Content-Range": f"bytes {first}-{last}/{size}"}
+        headers = {"Content-Range": f"bytes {first}-{last}/{size}", "ETag": etag}
         part = data[first : last + 1]
         if faulty and mode == "short-range":
             headers["Content-Length"] = str(len(part) - 1)
             self._send(206, headers, part[:-1])
             return
-        if faulty and mode in ("reset", "truncate"):
+        if faulty and mode in ("reset", "truncate", "stall"):
             self._broken(mode, headers, part)
+            return
+        if faulty and mode == "queue-extra":
+            # The answer and the unasked one leave in one write: both are queued before the next request.
+            n = len(part)
+            extra = {"Content-Range": f"bytes {last + 1}-{last + n}/{size}", "ETag": etag, "Content-Length": str(n)}
+            self.wfile.write(_response(206, {**headers, "Content-Length": str(n)}) + part
+                             + _response(206, extra) + b"\xee" * n)
+            self.wfile.flush()
             return
         if faulty and mode in ("chunked", "chunked-extra"):
             self._chunked(headers, part + (b"!" if mode == "chunked-extra" else b""))
             return
         self._body(206, headers, part)
 
+    def _name(self) -> str:
+        return self.path.split("?")[0].split("/", 3)[3]
+
     def _body(self, status: int, headers: dict[str, str], body: bytes) -> None:
-        self._send(status, {**headers, "Content-Length": str(len(body)), "ETag": self.server.etag_of_request(self)},
-                   body)
+        self._send(status, {**headers, "Content-Length": str(len(body))}, body)
 
     def _chunked(self, headers: dict[str, str], body: bytes) -> None:
         self.send_response(206)
@@ -178,6 +215,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(part[: len(part) // 2])
         self.wfile.flush()
+        if mode == "stall":
+            time.sleep(self.server.slow_seconds)
         if mode == "reset":
             # SO_LINGER 0: close sends RST, the client sees "connection reset by peer" mid-body.
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -195,14 +234,13 @@ class _Server(ThreadingHTTPServer):
     log: list[tuple[str, str, str | None, dict[str, str]]]
     slow_seconds: float
     peers: set[tuple[str, int]]
+    redirect_base: str
+    retry_after: str
 
     @staticmethod
     def etag(data: bytes) -> str:
         return f'"{len(data)}-{hash(data) & 0xFFFFFFFF:x}"'
 
-    def etag_of_request(self, h: _Handler) -> str:
-        _, _, data = h._parse()
-        return self.etag(data or b"")
 
 
 class FaultServer:
@@ -225,6 +263,8 @@ class FaultServer:
         self._srv.slow_seconds = 1.0
         self._srv.peers = set()  # client (host, port) pairs: one per TCP connection
         self.port = int(self._srv.server_address[1])
+        self._srv.redirect_base = ""  # get-redirect: where GETs go (scheme://host:port), "" = here
+        self._srv.retry_after = "0"
         self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
 
@@ -248,6 +288,22 @@ class FaultServer:
     def slow_seconds(self, value: float) -> None:
         self._srv.slow_seconds = value
 
+    @property
+    def redirect_base(self) -> str:
+        return self._srv.redirect_base
+
+    @redirect_base.setter
+    def redirect_base(self, value: str) -> None:
+        self._srv.redirect_base = value
+
+    @property
+    def retry_after(self) -> str:
+        return self._srv.retry_after
+
+    @retry_after.setter
+    def retry_after(self, value: str) -> None:
+        self._srv.retry_after = value
+
     def url(self, name: str, mode: str = "ok", count: int | str = 0) -> str:
         return f"{self.scheme}://127.0.0.1:{self.port}/{mode}/{count}/{name}"
 
@@ -257,6 +313,8 @@ class FaultServer:
             self._srv.hits.clear()
         self._srv.log.clear()
         self._srv.peers.clear()
+        self._srv.redirect_base = ""
+        self._srv.retry_after = "0"
 
     def close(self) -> None:
         self._srv.shutdown()

@@ -232,7 +232,7 @@ class _DataNode(_Base):
             f.write(self.data)
         os.replace(tmp, local)  # readers see the old or the new file, never a half-written one
         self.send_response(201)
-        self.send_header("Location", f"hdfs://localhost:8020{hpath}")
+        self.send_header("Location", f"hdfs://localhost:8020{quote(hpath)}")
         self.send_header("Content-Length", "0")
         self.end_headers()
 

@@ -7,19 +7,31 @@ does one ``sendall``, parses the status line and headers with ``bytes.split``, a
 ``recv(MSG_WAITALL)``; connections are kept per thread (no pool lock). It handles only what the range
 reader needs — ``GET`` with ``Content-Length`` bodies over ``http://`` — and the caller uses the urllib3
 client for everything else (TLS, redirects, HEAD, chunked bodies, writes).
+
+Safety rules: a kept-alive connection is reused only when nothing is waiting on it (a response the
+server queued after the last body would otherwise be taken for the next request's answer); header
+values with CR or LF are refused (no header injection); every thread's idle connections are closed
+by :func:`close_all` (on :meth:`HTTPClient.clear`, at exit) and dropped in a forked child, which
+must never share a socket with its parent. ``timeout`` is the longest silence between bytes, as in
+urllib3, also inside one ``recv(MSG_WAITALL)`` (measured with ``TCP_INFO``).
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import select
 import socket
 import struct
 import threading
+import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["RawResponse", "Unsupported", "get", "recv_waitall"]
+__all__ = ["RawResponse", "Unsupported", "close_all", "get", "recv_waitall"]
 
 _MAX_HEADER = 64 << 10
 
@@ -48,14 +60,67 @@ class _Conn:
     used: bool = False
 
 
+class _Pool(dict[tuple[str, int], _Conn]):
+    """One thread's idle connections (a dict subclass, so the registry can hold it weakly)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return id(self)  # identity: the registry tells pools apart, not their contents
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
 _tls = threading.local()
+_pools: weakref.WeakSet[_Pool] = weakref.WeakSet()  # every thread's pool, for close_all()
+_pools_lock = threading.Lock()
 
 
-def _pool() -> dict[tuple[str, int], _Conn]:
-    pool: dict[tuple[str, int], _Conn] | None = getattr(_tls, "pool", None)
+def _pool() -> _Pool:
+    pool: _Pool | None = getattr(_tls, "pool", None)
     if pool is None:
-        pool = _tls.pool = {}
+        pool = _tls.pool = _Pool()
+        with _pools_lock:
+            _pools.add(pool)
     return pool
+
+
+def close_all() -> None:
+    """Close every thread's idle kept-alive connections (a connection in use is not in a pool)."""
+    with _pools_lock:
+        pools = list(_pools)
+    for pool in pools:
+        for conn in list(pool.copy().values()):
+            conn.sock.close()
+        pool.clear()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts with no connections: the parent's sockets are the parent's. Closing the
+    inherited descriptors here only drops the child's copies (no FIN while the parent holds them)."""
+    global _tls, _pools, _pools_lock
+    old = list(_pools)
+    _tls = threading.local()
+    _pools = weakref.WeakSet()
+    _pools_lock = threading.Lock()
+    for pool in old:
+        for conn in list(pool.values()):
+            conn.sock.close()
+        pool.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(close_all)
+
+
+def _idle_and_alive(sock: socket.socket) -> bool:
+    """Whether a kept-alive connection can carry the next request: nothing readable on it. Bytes
+    waiting there (a response the server queued unasked) or a close would be taken for the next answer."""
+    try:
+        poller = select.poll()  # poll, not select: no FD_SETSIZE limit in processes with many files
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)
+    except (OSError, ValueError):
+        return False
 
 
 def _connect(key: tuple[str, int], connect_timeout: float, timeout: float) -> _Conn:
@@ -122,13 +187,12 @@ def recv_waitall(sock: socket.socket, dst: memoryview) -> int:
     (fewer only when the peer closed); a timeout with nothing received raises TimeoutError.
     """
     timeout = sock.gettimeout()
-    sec = int(timeout or 0)
-    usec = int(((timeout or 0) - sec) * 1e6)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", sec, usec))
+    _set_rcvtimeo(sock, timeout or 0.0)
     sock.settimeout(None)
     got = 0
     try:
         while got < len(dst):
+            t0 = time.monotonic()
             try:
                 k = sock.recv_into(dst[got:], len(dst) - got, socket.MSG_WAITALL)
             except BlockingIOError:
@@ -136,10 +200,47 @@ def recv_waitall(sock: socket.socket, dst: memoryview) -> int:
             if k == 0:
                 break
             got += k
+            if got < len(dst) and timeout:
+                # A short return: the call's timer ran out (or a signal). The silence is what counts,
+                # not the call's length: wait only what is left of `timeout` since the last byte.
+                idle = _idle_seconds(sock, time.monotonic() - t0)
+                if idle >= timeout:
+                    raise TimeoutError(f"no data within {timeout} s (after {got} bytes)")
+                _set_rcvtimeo(sock, timeout - idle)
     finally:
         sock.settimeout(timeout)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
     return got
+
+
+def _timeval(seconds: float) -> tuple[int, int]:
+    sec = int(seconds)
+    return sec, max(0, int((seconds - sec) * 1e6))
+
+
+def _set_rcvtimeo(sock: socket.socket, seconds: float) -> None:
+    sec, usec = _timeval(seconds)
+    if seconds > 0 and sec == 0 and usec == 0:
+        usec = 1  # zero would mean "wait forever"
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", sec, usec))
+
+
+# struct tcp_info: 8 one-byte fields, then u32s; tcpi_last_data_recv (ms since data last arrived) is
+# the twelfth u32 (Linux, stable since 2.6).
+_TCP_INFO_LAST_RECV = 8 + 4 * 11
+
+
+def _idle_seconds(sock: socket.socket, fallback: float) -> float:
+    """Seconds since data last arrived on ``sock`` (``TCP_INFO``), or ``fallback`` where unavailable."""
+    opt = getattr(socket, "TCP_INFO", None)
+    if opt is None:
+        return fallback
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, opt, 104)
+        (ms,) = struct.unpack_from("I", info, _TCP_INFO_LAST_RECV)
+    except (OSError, struct.error):
+        return fallback
+    return float(ms) / 1000.0
 
 
 def _parse_head(head: bytes) -> tuple[int, _Headers]:
@@ -199,9 +300,14 @@ def get(url: str, headers: Mapping[str, str], connect_timeout: float, timeout: f
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     lines = [f"GET {target} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
+    if any(c in line for line in lines for c in "\r\n\x00"):
+        raise ValueError("rawhttp.get(): CR, LF or NUL in the request line or a header; refusing to send it")
     request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     pool = _pool()
     conn = pool.pop(key, None)
+    if conn is not None and not _idle_and_alive(conn.sock):
+        conn.sock.close()  # closed by the server, or bytes nobody asked for: never reuse it
+        conn = None
     if conn is not None:
         conn.sock.settimeout(timeout)
         try:

@@ -27,8 +27,11 @@ from typing import Any, Protocol
 import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
+from gdsstore.engine.file import BaseFile
 from gdsstore.engine.pool import completed, run_pieces
-from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
+from gdsstore.engine.ranges import RangeRequest
+from gdsstore.engine.remote.retry import RetryPolicy, is_transient
+from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
 
 __all__ = [
     "Body",
@@ -46,27 +49,6 @@ __all__ = [
     "read_exact",
     "split_ranges",
 ]
-
-
-class RangeMismatchError(RemoteIOError):
-    """A response is not the byte range that was asked for (wrong start, end, length or total)."""
-
-
-class RangeNotSupportedError(RangeMismatchError):
-    """The server answered a partial ``Range`` request with the whole object (``200``)."""
-
-
-@dataclass(frozen=True)
-class RangeRequest:
-    """Bytes ``[offset, offset + nbytes)`` of one object."""
-
-    offset: int
-    nbytes: int
-
-    @property
-    def header(self) -> str:
-        """The HTTP ``Range`` header value: ``bytes=first-last`` (inclusive)."""
-        return f"bytes={self.offset}-{self.offset + self.nbytes - 1}"
 
 
 def split_ranges(offset: int, nbytes: int, task_size: int) -> list[RangeRequest]:
@@ -288,7 +270,7 @@ class _Cancelled(RemoteIOError):
     """A range not fetched because another range of the same read already failed for good."""
 
 
-class RemoteFile:
+class RemoteFile(BaseFile):
     """A remote object opened for concurrent range reads into host or device buffers.
 
     Use :func:`gdsstore.open` rather than constructing this directly::
@@ -306,7 +288,6 @@ class RemoteFile:
         if size is None:
             size = RetryPolicy.from_settings().call(source.stat, f"stat {source.url}")
         self._size = size
-        self._closed = False
         self._on_close = on_close
 
     @property
@@ -319,32 +300,9 @@ class RemoteFile:
         """Size of the object in bytes (read once, at open)."""
         return self._size
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def writable(self) -> bool:
-        return False
-
-    def __enter__(self) -> RemoteFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"RemoteFile({self.url!r}, mode='rb')"
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._on_close is not None:
-                self._on_close()
-
-    def _check_open(self, method: str) -> None:
-        if self._closed:
-            raise ValueError(f"RemoteFile.{method}(): I/O operation on closed file {self.url!r}")
+    def _close(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -373,8 +331,12 @@ class RemoteFile:
         s: policy.Settings,
         on_done: Callable[[int, BaseException | None], None] | None,
         landing: _Landing | None = None,
+        first_attempts_used: int = 0,
     ) -> Future[int]:
-        """Fetch ``ranges`` concurrently into ``b`` (byte ``base`` of the object at ``b[0]``)."""
+        """Fetch ``ranges`` concurrently into ``b`` (byte ``base`` of the object at ``b[0]``).
+
+        ``first_attempts_used``: attempts the first range already spent (it continues a broken body).
+        """
         retry = RetryPolicy.from_settings(s)
         landing = landing or _Landing(b, base, s)
         failed = threading.Event()
@@ -394,18 +356,11 @@ class RemoteFile:
             if on_done:
                 on_done(n, exc)
 
-        pieces = [partial(self._fetch, r, retry, landing, failed) for r in ranges]
-        return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed, pool="remote")
-
-    def read(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
-        """Blocking :meth:`pread`; returns the number of bytes read."""
-        return self.pread(buf, size, offset).result()
-
-    def write(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
-        raise PermissionError(f"RemoteFile.write(): {self.url!r} is open read-only (mode 'rb')")
-
-    def pwrite(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
-        raise PermissionError(f"RemoteFile.pwrite(): {self.url!r} is open read-only (mode 'rb')")
+        pieces = [
+            partial(self._fetch, r, retry, landing, failed, first_attempts_used if i == 0 else 0)
+            for i, r in enumerate(ranges)
+        ]
+        return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed)
 
     def _traced(self, d: policy.Decision, b: IOBuffer) -> Callable[[int, BaseException | None], None] | None:
         if not _trace.active():
@@ -422,7 +377,9 @@ class RemoteFile:
     def _what(self, req: RangeRequest) -> str:
         return f"GET {self.url} {req.header}"
 
-    def _fetch(self, req: RangeRequest, retry: RetryPolicy, landing: _Landing, failed: threading.Event) -> int:
+    def _fetch(
+        self, req: RangeRequest, retry: RetryPolicy, landing: _Landing, failed: threading.Event, used: int = 0
+    ) -> int:
         """Fetch ``req`` with retries. The landing consumes a verified body and reports bytes landed for
         good, so that a retry asks only for the rest. Once any range of the read has failed for good
         (``failed``), the others stop at their next attempt."""
@@ -447,7 +404,7 @@ class RemoteFile:
             return req.nbytes
 
         try:
-            return retry.call(attempt, self._what(req))
+            return retry.call(attempt, self._what(req), attempts_used=used)
         except BaseException:
             failed.set()
             raise
@@ -464,7 +421,13 @@ def get_object(source: RangeSource, alloc: Callable[[int], Any]) -> Any:
     retry = RetryPolicy.from_settings(s)
     what = f"GET {source.url}"
     t0 = time.perf_counter()
-    first = retry.call(partial(source.open_first, s.task_size), what)
+    attempts = [0]
+
+    def open_first() -> FirstRange:
+        attempts[0] += 1
+        return source.open_first(s.task_size)
+
+    first = retry.call(open_first, what)
     got = [0]
     try:
         total = first.total
@@ -480,11 +443,18 @@ def get_object(source: RangeSource, alloc: Callable[[int], Any]) -> Any:
             if not is_transient(exc):
                 raise
             first.body.abort()  # the rest of the first range is fetched below, with retries
+            if attempts[0] >= retry.max_attempts:
+                raise RemoteIOError(
+                    f"{what}: failed after {attempts[0]} attempt(s) (remote.max_attempts={retry.max_attempts}): "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+        else:
+            attempts[0] = 0  # the first range is done: the other ranges have their own attempts
     except BaseException:
         first.body.abort()
         raise
     rest = split_ranges(got[0], total - got[0], policy.remote_range_size(total - got[0], s))
-    RemoteFile(source, size=total)._run(b, rest, 0, s, None, landing).result()
+    RemoteFile(source, size=total)._run(b, rest, 0, s, None, landing, first_attempts_used=attempts[0]).result()
     landing.wait()
     if _trace.active():
         d = policy.decide_remote(scheme=source.scheme, device=b.is_device, nbytes=total, s=s)
@@ -494,7 +464,7 @@ def get_object(source: RangeSource, alloc: Callable[[int], Any]) -> Any:
 
 class _Landing:
     """Where verified body bytes go: the caller's host buffer in place, or device memory through the
-    engine's pinned bounce ring (:data:`gdsstore.engine.posix.ring`) and async H2D copies."""
+    engine's pinned bounce ring (:data:`gdsstore.engine.bounce.ring`) and async H2D copies."""
 
     def __init__(self, b: IOBuffer, base: int, s: policy.Settings) -> None:
         self._b = b
@@ -516,7 +486,7 @@ class _Landing:
             # are right where they land, so a retry resumes after them.
             read_exact(body, self._b.host_slice(lo, lo + rest.nbytes), what, progress)
             return
-        from gdsstore.engine.posix import ring  # the engine's one pinned ring (needs CuPy)
+        from gdsstore.engine.bounce import ring  # the engine's one pinned ring (needs CuPy)
 
         assert self._b.device is not None
         done = 0

@@ -30,20 +30,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from gdsstore import policy
+from gdsstore.errors import RemoteIOError, TransientError
 
 __all__ = ["RemoteIOError", "RetryPolicy", "TransientError", "is_transient"]
 
 log = logging.getLogger("gdsstore.remote")
 
 T = TypeVar("T")
-
-
-class RemoteIOError(OSError):
-    """A remote operation failed for good (after retries, or for a reason retries cannot fix)."""
-
-
-class TransientError(OSError):
-    """A failure worth retrying: retryable status, truncated body, reset connection."""
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -80,26 +73,37 @@ class RetryPolicy:
         s = s or policy.settings()
         return cls(s.remote_max_attempts, s.remote_retry_status, s.remote_backoff_base, s.remote_backoff_max)
 
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait before attempt ``attempt + 1`` (``attempt`` counts from 1): full jitter."""
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before attempt ``attempt + 1`` (``attempt`` counts from 1): full jitter, or
+        the server's ``Retry-After`` when it asked for longer, never more than ``backoff_max``.
+
+        Examples:
+            >>> RetryPolicy(3, (503,), 0.0, 2.0).delay(1, retry_after=30.0)
+            2.0
+        """
         cap = min(self.backoff_max, self.backoff_base * (2 ** (attempt - 1)))
-        return random.uniform(0.0, cap) if cap > 0 else 0.0
+        wait = random.uniform(0.0, cap) if cap > 0 else 0.0
+        if retry_after is not None and retry_after > wait:
+            wait = min(retry_after, self.backoff_max)
+        return wait
 
     def retryable_status(self, status: int) -> bool:
         return status in self.retry_status
 
-    def call(self, fn: Callable[[], T], what: str) -> T:
+    def call(self, fn: Callable[[], T], what: str, *, attempts_used: int = 0) -> T:
         """Run ``fn`` until it succeeds, fails permanently, or ``max_attempts`` are used up.
 
         Args:
             fn: one attempt; raises a transient exception (see :func:`is_transient`) to ask for another.
             what: the operation for messages, e.g. ``"GET https://host/x bytes=0-99"`` (no secrets).
+            attempts_used: attempts this operation already spent elsewhere (a whole-object read whose
+                first response broke): the total never exceeds ``max_attempts``.
 
         Raises:
             RemoteIOError: the last transient failure, once the attempts are used up.
             Exception: any non-transient exception of ``fn``, at once.
         """
-        attempt = 1
+        attempt = attempts_used + 1
         while True:
             try:
                 return fn()
@@ -111,7 +115,7 @@ class RetryPolicy:
                         f"{what}: failed after {attempt} attempt(s) (remote.max_attempts={self.max_attempts}): "
                         f"{type(exc).__name__}: {exc}"
                     ) from exc
-                wait = self.delay(attempt)
+                wait = self.delay(attempt, getattr(exc, "retry_after", None))
                 log.debug("%s: attempt %d failed (%s: %s); retrying in %.3f s", what, attempt,
                           type(exc).__name__, exc, wait)
                 time.sleep(wait)

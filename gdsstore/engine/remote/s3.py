@@ -3,24 +3,40 @@ HTTP transport.
 
 botocore resolves credentials the standard way (explicit keys, env, shared profile, web identity,
 instance role), signs with SigV4, and runs HEAD/LIST/PUT/multipart/DELETE. For the data path a GET
-URL is presigned once per opened object (about 0.1 ms) and its ranges are read with
-:class:`~gdsstore.engine.remote.http.HTTPClient`, whose bodies land in place through
+URL is presigned once per opened object (one signature, about 0.1 ms) and its ranges are read with
+:class:`~gdsstore.engine.remote.http_transport.HTTPClient`, whose bodies land in place through
 ``http.client.readinto``; botocore's ``get_object`` would add its own response layer per range.
+Nothing of a presigned URL is kept for masking (the query pattern masks it wherever it is quoted),
+so the cost of a request does not grow with the number of objects a process has read.
 Retries of botocore calls go through :mod:`gdsstore.engine.remote.retry` too (botocore's own retries
 are switched off), so there is one retry policy.
+
+Without ``region_name``, each bucket's region is asked once (``HeadBucket``'s ``x-amz-bucket-region``)
+before anything is signed for it, and requests to that bucket are signed for that region.
 
 Storage options (s3fs-compatible names where they exist):
 
 - ``key``/``secret``/``token`` (or ``aws_access_key_id``/``aws_secret_access_key``/``aws_session_token``),
   ``profile``, ``anon`` (unsigned requests to public buckets),
 - ``endpoint_url``, ``region_name``, ``addressing_style`` (``"path"``/``"virtual"``/``"auto"``),
-- ``verify`` (``True``/``False``/CA bundle path), ``client_kwargs``, ``config_kwargs`` (passed to
-  botocore's ``create_client`` and ``Config``).
+- ``verify`` (``True``/``False``/CA bundle path), ``use_ssl`` (``False``: plain HTTP to AWS's
+  endpoints), ``client_kwargs``, ``config_kwargs`` (passed to botocore's ``create_client`` and ``Config``),
+- ``requester_pays`` (``RequestPayer="requester"`` on every request), ``s3_additional_kwargs`` (added
+  to every upload: ``{"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": ...}``, ``ACL``...),
+- ``version_aware``: a read pins the object's ``VersionId`` (a replaced object is still read whole,
+  from the version that was opened) instead of failing on a changed ETag,
+- ``session``: a ``botocore.session.Session`` to take credentials and configuration from (an
+  aiobotocore session is refused: use its botocore equivalent or pass keys),
+- fsspec's generic options, accepted and ignored (gdsstore keeps no listings or instance caches):
+  ``skip_instance_cache``, ``use_listings_cache``, ``listings_expiry_time``, ``max_paths``,
+  ``default_block_size``, ``default_fill_cache``, ``default_cache_type``, ``cache_regions``, ``loop``,
+  ``asynchronous`` (only ``False``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -29,12 +45,20 @@ from urllib.parse import urlsplit
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.backend import Backend, ByteRange, ObjectInfo, check_key
+from gdsstore._optional import require
+from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
-from gdsstore.engine.remote.http import HTTPClient, HTTPSource, get_client
+from gdsstore.engine.ranges import ByteRange
+from gdsstore.engine.remote.http_transport import (
+    HTTPClient,
+    HTTPSource,
+    check_remote_key,
+    get_client,
+    retry_after,
+)
 from gdsstore.engine.remote.reader import Body, FirstRange, RangeRequest, get_object
+from gdsstore.engine.remote.redact import Scrubber
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError
-from gdsstore.engine.remote.secrets import Scrubber
 
 __all__ = ["S3Backend", "S3Client", "S3Source", "get_s3_client", "parse_s3_url", "s3_upload"]
 
@@ -42,13 +66,20 @@ __all__ = ["S3Backend", "S3Client", "S3Source", "get_s3_client", "parse_s3_url",
 _PRESIGN_SECONDS = 3600
 _PRESIGN_REFRESH = 2700
 
+# fsspec/s3fs options with no meaning here (no listings cache, no instance cache, sync only).
+_IGNORED_OPTIONS = frozenset(
+    {
+        "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "default_block_size",
+        "default_fill_cache", "default_cache_type", "cache_regions", "loop", "asynchronous",
+    }
+)
 _OPTION_NAMES = frozenset(
     {
         "key", "secret", "token", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
         "profile", "anon", "endpoint_url", "region_name", "addressing_style", "verify", "client_kwargs",
-        "config_kwargs",
+        "config_kwargs", "use_ssl", "requester_pays", "s3_additional_kwargs", "version_aware", "session",
     }
-)
+) | _IGNORED_OPTIONS
 _NOT_FOUND = frozenset({"404", "NoSuchKey", "NoSuchBucket", "NotFound"})
 _DENIED = frozenset(
     {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "AllAccessDisabled"}
@@ -104,32 +135,65 @@ def get_s3_client(options: dict[str, Any]) -> S3Client:
     return c
 
 
+def _check_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Refuse unknown names and meaningless values; drop the generic fsspec options we ignore."""
+    unknown = sorted(set(options) - _OPTION_NAMES)
+    if unknown:
+        raise TypeError(f"S3: unknown storage options {unknown}; known: {sorted(_OPTION_NAMES)}")
+    if options.get("asynchronous"):
+        raise ValueError("S3: asynchronous=True is not supported (gdsstore's S3 calls are synchronous); drop it")
+    extra = options.get("s3_additional_kwargs")
+    if extra is not None and not isinstance(extra, dict):
+        raise TypeError(f"S3: s3_additional_kwargs must be a dict, got {type(extra).__name__}")
+    return {k: v for k, v in options.items() if k not in _IGNORED_OPTIONS}
+
+
+def _session_from(o: dict[str, Any]) -> Any:
+    """The botocore session: the ``session`` option, else one per ``profile``."""
+    given = o.pop("session", None)
+    profile = o.pop("profile", None)
+    if given is None:
+        return _session(profile)
+    import botocore.session
+
+    if not isinstance(given, botocore.session.Session) or type(given).__module__.startswith("aiobotocore"):
+        raise TypeError(
+            f"S3: session must be a botocore.session.Session, got {type(given).__module__}.{type(given).__name__}; "
+            "pass botocore.session.Session(profile=...) or key=/secret= instead"
+        )
+    return given
+
+
 class S3Client:
     """A botocore S3 client built from storage options, plus the fast HTTP client for GETs."""
 
     def __init__(self, options: dict[str, Any]) -> None:
-        unknown = sorted(set(options) - _OPTION_NAMES)
-        if unknown:
-            raise TypeError(f"S3: unknown storage options {unknown}; known: {sorted(_OPTION_NAMES)}")
+        require("botocore", purpose="S3 (s3:// URLs)")  # a missing botocore names the extra to install
         from botocore import UNSIGNED
         from botocore.config import Config
 
         s = policy.settings()
-        o = dict(options)
+        o = _check_options(dict(options))
         client_kwargs = dict(o.pop("client_kwargs", None) or {})
         config_kwargs = dict(o.pop("config_kwargs", None) or {})
         self.scrub = Scrubber()
-        session = _session(o.pop("profile", None))
+        self.requester_pays = bool(o.pop("requester_pays", False))
+        self.version_aware = bool(o.pop("version_aware", False))
+        self.upload_kwargs: dict[str, Any] = dict(o.pop("s3_additional_kwargs", None) or {})
+        if "use_ssl" in o:
+            client_kwargs.setdefault("use_ssl", bool(o.pop("use_ssl")))
+        session = _session_from(o)
         key = o.pop("key", None) or o.pop("aws_access_key_id", None)
         secret = o.pop("secret", None) or o.pop("aws_secret_access_key", None)
         token = o.pop("token", None) or o.pop("aws_session_token", None)
         for v in (key, secret, token):
             self.scrub.add(v)
+        self._anon = bool(o.pop("anon", False))
         s3_cfg = dict(config_kwargs.pop("s3", None) or {})
         if o.get("addressing_style"):
             s3_cfg["addressing_style"] = o.pop("addressing_style")
         cfg: dict[str, Any] = {
-            "signature_version": UNSIGNED if o.pop("anon", False) else "s3v4",
+            "signature_version": UNSIGNED if self._anon else "s3v4",
             "s3": s3_cfg,
             # One retry policy: ours (remote.retry), so botocore makes exactly one attempt per call.
             "retries": {"total_max_attempts": 1},
@@ -141,26 +205,66 @@ class S3Client:
         verify = o.pop("verify", True)
         region = o.pop("region_name", None) or client_kwargs.pop("region_name", None)
         endpoint = o.pop("endpoint_url", None) or client_kwargs.pop("endpoint_url", None)
-        if region is None and endpoint is not None:
-            region = "us-east-1"  # MinIO/moto: any region signs; botocore insists on one
-        with _session_lock:  # botocore sessions are not thread-safe; the clients they make are
-            self.client = session.create_client(
-                "s3",
-                region_name=region,
-                endpoint_url=endpoint,
-                aws_access_key_id=key,
-                aws_secret_access_key=secret,
-                aws_session_token=token,
-                verify=verify,
-                config=Config(**cfg),
-                **client_kwargs,
-            )
+        self.region_given = region is not None
+        self._session = session
+        self._create: dict[str, Any] = {
+            "endpoint_url": endpoint, "aws_access_key_id": key, "aws_secret_access_key": secret,
+            "aws_session_token": token, "verify": verify, "config": Config(**cfg), **client_kwargs,
+        }
+        # Until a bucket's region is known: the given one, or us-east-1 (botocore insists on one;
+        # HeadBucket answers from there with the bucket's region).
+        self.client = self._make(region or "us-east-1")
+        self._bucket_clients: dict[str, Any] = {}
+        self._signers: dict[str, _QuerySigner | None] = {}
+        self._fork_pid = os.getpid()
         self.http: HTTPClient = get_client(verify)
         self.retry_policy = RetryPolicy.from_settings(s)
 
+    def _make(self, region: str) -> Any:
+        with _session_lock:  # botocore sessions are not thread-safe; the clients they make are
+            return self._session.create_client("s3", region_name=region, **self._create)
+
+    def _check_fork(self) -> None:
+        """botocore clients hold urllib3 pools: a forked child builds its own before its first call."""
+        if self._fork_pid != os.getpid():
+            self._fork_pid = os.getpid()
+            self.client = self._make(self.client.meta.region_name)
+            self._bucket_clients = {}
+
+    def region_of(self, bucket: str) -> str:
+        """The region requests to ``bucket`` are signed for: ``region_name``, else the bucket's own
+        (``HeadBucket``'s ``x-amz-bucket-region``, asked once per bucket)."""
+        return str(self.for_bucket(bucket).meta.region_name)
+
+    def for_bucket(self, bucket: str) -> Any:
+        """The botocore client that signs for ``bucket``'s region."""
+        self._check_fork()
+        if self.region_given or not bucket:
+            return self.client
+        c = self._bucket_clients.get(bucket)
+        if c is None:
+            region = self._discover_region(bucket)
+            c = self.client if region == self.client.meta.region_name else self._make(region)
+            c = self._bucket_clients.setdefault(bucket, c)
+        return c
+
+    def _discover_region(self, bucket: str) -> str:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            meta = self.client.head_bucket(Bucket=bucket).get("ResponseMetadata", {})
+        except ClientError as exc:  # AWS answers 301/403 from another region, with the header
+            meta = exc.response.get("ResponseMetadata", {})
+        except BotoCoreError:
+            return str(self.client.meta.region_name)  # unreachable now: the call itself will say why
+        region = (meta.get("HTTPHeaders") or {}).get("x-amz-bucket-region")
+        return str(region or self.client.meta.region_name)
+
     def call(self, op: str, what: str, **params: Any) -> Any:
         """Run one botocore operation with our retries; errors mapped to builtin exceptions."""
-        fn = getattr(self.client, op)
+        if self.requester_pays:
+            params.setdefault("RequestPayer", "requester")
+        fn = getattr(self.for_bucket(str(params.get("Bucket", ""))), op)
 
         def attempt() -> Any:
             try:
@@ -193,7 +297,8 @@ class S3Client:
             if code in _EXISTS or status == 412:
                 return FileExistsError(f"{label}: the key exists")
             if self.retry_policy.retryable_status(status) or code in ("SlowDown", "RequestTimeout", "InternalError"):
-                return TransientError(label)
+                headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders") or {}
+                return TransientError(label, retry_after=retry_after(_Caseless(headers)))
             return RemoteIOError(label)
         if isinstance(exc, NoCredentialsError):
             return PermissionError(f"{what}: no AWS credentials found (pass key=/secret=, a profile, or anon=True)")
@@ -204,14 +309,163 @@ class S3Client:
             return type(exc)(f"{what}: {text}")
         return RemoteIOError(f"{what}: {text}")
 
-    def presign_get(self, bucket: str, key: str) -> str:
-        url = str(
-            self.client.generate_presigned_url(
-                "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=_PRESIGN_SECONDS
-            )
+    def presign_get(self, bucket: str, key: str, version_id: str | None = None) -> str:
+        """A GET URL for ``key`` (of ``version_id``), valid for an hour; nothing of it is registered
+        for masking (its query values are masked by pattern), so memory does not grow per object.
+
+        Signed by this bucket's :class:`_QuerySigner` (SigV4 query signing, about 20 µs); botocore's
+        ``generate_presigned_url`` (about 1 ms here: endpoint rules, parameter validation, events on
+        every call) signs only the bucket's template and whatever the signer cannot shape.
+        """
+        signer = self._signer(bucket)
+        url = signer.sign(key, version_id) if signer is not None else None
+        return url or self._botocore_presign(bucket, key, version_id)
+
+    def _botocore_presign(self, bucket: str, key: str, version_id: str | None) -> str:
+        params: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if version_id:
+            params["VersionId"] = version_id
+        if self.requester_pays:
+            params["RequestPayer"] = "requester"
+        return str(
+            self.for_bucket(bucket).generate_presigned_url("get_object", Params=params, ExpiresIn=_PRESIGN_SECONDS)
         )
-        self.scrub.add_url(url)
-        return url
+
+    def _signer(self, bucket: str) -> _QuerySigner | None:
+        """The bucket's signer, built from one botocore presign of a probe key (None: use botocore)."""
+        self._check_fork()
+        signer = self._signers.get(bucket)
+        if signer is None and bucket not in self._signers:
+            probe = "gdsstore-probe/x"
+            signer = _QuerySigner.from_template(
+                self._botocore_presign(bucket, probe, None), probe, self._credentials, self.requester_pays
+            )
+            self._signers[bucket] = signer
+        return signer
+
+    @property
+    def _credentials(self) -> Any:
+        """botocore credentials (refreshed by botocore where they expire), or None (anonymous/none)."""
+        if self._anon:
+            return None
+        c = self._create
+        if c.get("aws_access_key_id") and c.get("aws_secret_access_key"):
+            from botocore.credentials import Credentials
+
+            return Credentials(c["aws_access_key_id"], c["aws_secret_access_key"], c.get("aws_session_token"))
+        return self._session.get_credentials()
+
+    @property
+    def get_headers(self) -> dict[str, str]:
+        """Headers every ranged GET sends (those the presigned URL signed)."""
+        return {"x-amz-request-payer": "requester"} if self.requester_pays else {}
+
+
+_UNRESERVED = "-_.~"
+
+
+class _QuerySigner:
+    """AWS SigV4 query signing ("presigned URLs") for one bucket, without botocore's per-call machinery.
+
+    The URL's shape (scheme, host, the path before the key, the region of the credential scope,
+    addressing style) comes from one URL botocore presigned for a probe key: whatever botocore
+    decided for the bucket (endpoint rules, virtual or path style, FIPS, dual-stack) is kept, and
+    only the key, the time and the signature change. The signing key is derived once per day and
+    region. :func:`tests.remote.test_s3_options` checks the signatures equal botocore's.
+    """
+
+    def __init__(self, base: str, prefix: str, region: str, credentials: Any, signed_headers: dict[str, str]) -> None:
+        self._base = base  # scheme://netloc
+        self._prefix = prefix  # the path before the key ("/bucket/" or "/")
+        self._region = region
+        self._credentials = credentials
+        self._headers = signed_headers  # lower-case name -> value, sent with every GET
+        self._keys: dict[tuple[str, str, str], bytes] = {}
+
+    @classmethod
+    def from_template(cls, url: str, probe: str, credentials: Any, requester_pays: bool) -> _QuerySigner | None:
+        """A signer shaped like ``url`` (botocore's presign of ``probe``), or None when the template
+        holds anything this signer does not reproduce (then botocore signs every URL)."""
+        from urllib.parse import parse_qsl, quote
+
+        parts = urlsplit(url)
+        quoted = quote(probe, safe="/" + _UNRESERVED)
+        if not parts.path.endswith(quoted):
+            return None
+        q = dict(parse_qsl(parts.query, keep_blank_values=True))
+        if not q or credentials is None:
+            return None  # anonymous: the plain URL needs no signer
+        expected = {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders",
+                    "X-Amz-Signature", "X-Amz-Security-Token"}
+        headers = {"x-amz-request-payer": "requester"} if requester_pays else {}
+        if set(q) - expected or q.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256":
+            return None
+        if q.get("X-Amz-SignedHeaders") != ";".join(["host", *sorted(headers)]):
+            return None
+        scope = q["X-Amz-Credential"].split("/")
+        if len(scope) != 5 or scope[3] != "s3":
+            return None
+        base = f"{parts.scheme}://{parts.netloc}"
+        return cls(base, parts.path[: len(parts.path) - len(quoted)], scope[2], credentials, headers)
+
+    def _signing_key(self, secret: str, day: str) -> bytes:
+        import hashlib
+        import hmac
+
+        k = self._keys.get((secret, day, self._region))
+        if k is None:
+            k = ("AWS4" + secret).encode()
+            for part in (day, self._region, "s3", "aws4_request"):
+                k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+            self._keys = {(secret, day, self._region): k}  # one day's key: nothing accumulates
+        return k
+
+    def sign(self, key: str, version_id: str | None, now: float | None = None) -> str | None:
+        """The presigned GET URL of ``key``; None when no credentials are at hand now."""
+        import hashlib
+        import hmac
+        from urllib.parse import quote
+
+        creds = self._credentials.get_frozen_credentials() if self._credentials is not None else None
+        if creds is None or not creds.access_key or not creds.secret_key:
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+        scope = f"{stamp[:8]}/{self._region}/s3/aws4_request"
+        signed = ";".join(["host", *sorted(self._headers)])
+        params = {
+            "X-Amz-Algorithm": "AWS4-HMAC-SHA256", "X-Amz-Credential": f"{creds.access_key}/{scope}",
+            "X-Amz-Date": stamp, "X-Amz-Expires": str(_PRESIGN_SECONDS), "X-Amz-SignedHeaders": signed,
+        }
+        if creds.token:
+            params["X-Amz-Security-Token"] = creds.token
+        if version_id:
+            params["versionId"] = version_id
+        query = "&".join(
+            f"{quote(k, safe=_UNRESERVED)}={quote(v, safe=_UNRESERVED)}" for k, v in sorted(params.items())
+        )
+        path = self._prefix + quote(key, safe="/" + _UNRESERVED)
+        host = urlsplit(self._base).netloc
+        headers = "".join(f"{k}:{v}\n" for k, v in sorted({"host": host, **self._headers}.items()))
+        canonical = "\n".join(["GET", path, query, headers, signed, "UNSIGNED-PAYLOAD"])
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+        sig = hmac.new(self._signing_key(creds.secret_key, stamp[:8]), to_sign.encode(), hashlib.sha256).hexdigest()
+        return f"{self._base}{path}?{query}&X-Amz-Signature={sig}"
+
+
+class _Caseless(dict[str, str]):
+    """botocore's lower-cased response headers, read with any case."""
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return super().get(key.lower(), default)
+
+
+def _after_fork_in_child() -> None:
+    global _session_lock
+    _session_lock = threading.Lock()  # another thread may have held it at the fork
+    _clients.clear()  # each S3Client also rebuilds its botocore clients on first use in the child
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class S3Source:
@@ -229,6 +483,7 @@ class S3Source:
         self.url = f"s3://{bucket}/{key}"
         self._http: HTTPSource | None = None
         self._etag: str | None = None
+        self._version_id: str | None = None
         self._signed_at = 0.0
         self._lock = threading.Lock()
 
@@ -238,17 +493,30 @@ class S3Source:
     def stat(self) -> int:
         head = self._c.call("head_object", f"HEAD {self.url}", Bucket=self.bucket, Key=self.key)
         self._etag = head.get("ETag")
+        if self._c.version_aware:
+            self._version_id = head.get("VersionId")
         return int(head["ContentLength"])
 
     def _source(self) -> HTTPSource:
         with self._lock:
             now = time.monotonic()
             if self._http is None or now - self._signed_at > _PRESIGN_REFRESH:
-                url = self._c.presign_get(self.bucket, self.key)
-                self._http = HTTPSource(url, self._c.http, scrub=self._c.scrub, scheme="s3", route="s3")
-                self._http.pin_etag(self._etag)  # ranges of an object replaced mid-read fail (412)
+                if self._http is not None:
+                    self._etag = self._etag or self._http.etag  # the version the first answer pinned
+                url = self._c.presign_get(self.bucket, self.key, self._version_id)
+                self._http = HTTPSource(url, self._c.http, self._c.get_headers, scrub=self._c.scrub, scheme="s3",
+                                        route="s3", register_url=False)
+                self._http.pin_etag(self._etag)  # ranges of an object replaced mid-read fail, never mix
                 self._signed_at = now
             return self._http
+
+    def _pin_version(self, headers: Any) -> None:
+        """version_aware: after the first answer, every range is asked of that version (re-presigned)."""
+        vid = headers.get("x-amz-version-id")
+        if self._c.version_aware and vid and self._version_id is None:
+            with self._lock:
+                self._version_id = vid
+                self._signed_at = -1e9  # sign again, for this version
 
     def open_range(self, req: RangeRequest, size: int) -> Body:
         src = self._source()
@@ -260,9 +528,11 @@ class S3Source:
     def open_first(self, nbytes: int) -> FirstRange:
         src = self._source()
         try:
-            return src.open_first(nbytes)
+            first = src.open_first(nbytes)
         except OSError as exc:
             raise type(exc)(str(exc).replace(src.url, self.url)) from None
+        self._pin_version(src.last_headers)
+        return first
 
 
 class S3Backend(Backend):
@@ -282,7 +552,7 @@ class S3Backend(Backend):
         return self._client
 
     def _full(self, key: str, where: str) -> str:
-        check_key(key, where)
+        check_remote_key(key, where)
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def open(self, key: str, mode: str = "rb") -> Any:
@@ -415,15 +685,27 @@ def s3_upload(
     b = as_io_buffer(buf, writable=False, where="S3.put()")
     data = host_bytes(b)
     device = b.device if device is None else device
-    d = policy.decide_remote(scheme="s3", device=device is not None, op="write", nbytes=len(data), s=s)
+    multipart = len(data) > s.remote_multipart_threshold
     what = f"PUT s3://{bucket}/{key}"
     cond: dict[str, Any] = {"IfNoneMatch": "*"} if exclusive else {}
     t0 = time.perf_counter()
-    if len(data) <= s.remote_multipart_threshold:
-        client.call("put_object", what, Bucket=bucket, Key=key, Body=bytes(data), **cond)
+    if not multipart:
+        client.call("put_object", what, Bucket=bucket, Key=key, Body=bytes(data), **client.upload_kwargs, **cond)
     else:
         _multipart(client, bucket, key, data, s, what, cond)
-    _trace.record("write", d.route, d.reason, len(data), time.perf_counter() - t0, f"s3://{bucket}/{key}", device)
+    _trace.record("write", "s3", _write_reason(multipart, device is not None, s), len(data),
+                  time.perf_counter() - t0, f"s3://{bucket}/{key}", device)
+
+
+def _write_reason(multipart: bool, device: bool, s: policy.Settings) -> str:
+    """The trace reason of an upload: the route and why, never the object's size (that is the
+    trace's byte column; a size here would make one trace row per distinct size)."""
+    src = "device buffer copied to host, " if device else ""
+    limit = policy.fmt_bytes(s.remote_multipart_threshold)
+    if multipart:
+        return f"{src}multipart upload (> remote.multipart_threshold {limit}, " \
+               f"parts of {policy.fmt_bytes(s.remote_multipart_chunksize)})"
+    return f"{src}single PUT (<= remote.multipart_threshold {limit})"
 
 
 def _multipart(
@@ -431,7 +713,7 @@ def _multipart(
 ) -> None:
     from gdsstore.engine.pool import run_pieces
 
-    mpu = client.call("create_multipart_upload", what, Bucket=bucket, Key=key)
+    mpu = client.call("create_multipart_upload", what, Bucket=bucket, Key=key, **client.upload_kwargs)
     upload_id = mpu["UploadId"]
     size = len(data)
     chunk = s.remote_multipart_chunksize
@@ -450,7 +732,7 @@ def _multipart(
 
     try:
         run_pieces([part(i, a) for i, a in enumerate(starts)], [min(chunk, size - a) for a in starts],
-                   s.remote_concurrency, pool="remote").result()
+                   s.remote_concurrency).result()
         parts = [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(etags)]
         client.call("complete_multipart_upload", what, Bucket=bucket, Key=key, UploadId=upload_id,
                     MultipartUpload={"Parts": parts}, **cond)

@@ -23,12 +23,20 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.backend import Backend, ByteRange, ObjectInfo, check_key
+from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
-from gdsstore.engine.remote.http import HTTPBody, HTTPClient, drop, get_client, raise_for_status
+from gdsstore.engine.ranges import ByteRange
+from gdsstore.engine.remote.http_transport import (
+    HTTPBody,
+    HTTPClient,
+    check_remote_key,
+    drop,
+    get_client,
+    raise_for_status,
+)
 from gdsstore.engine.remote.reader import Body, FirstRange, RangeRequest, check_length_response, get_object
+from gdsstore.engine.remote.redact import Scrubber
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
-from gdsstore.engine.remote.secrets import Scrubber
 
 __all__ = ["WebHDFSBackend", "WebHDFSClient", "WebHDFSSource"]
 
@@ -75,7 +83,7 @@ class WebHDFSClient:
             q["delegation"] = self.delegation  # the token implies the user
         elif self.user:
             q["user.name"] = self.user
-        return f"{self.base}{quote(path)}?{urlencode(q)}"
+        return f"{self.base}{quote(path, safe='/')}?{urlencode(q)}"
 
     def request(self, method: str, path: str, op: str, *, body: Any = None, ok: tuple[int, ...] = (200,),
                 **params: Any) -> Any:
@@ -211,7 +219,7 @@ class WebHDFSBackend(Backend):
         return self._client.display(self._root or "/")
 
     def _path(self, key: str, where: str) -> str:
-        check_key(key, where)
+        check_remote_key(key, where)  # the path is percent-encoded whole by op_url
         key = key.rstrip("/")
         return f"{self._root}/{key}" if key else (self._root or "/")
 

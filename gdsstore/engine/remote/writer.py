@@ -13,6 +13,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer
+from gdsstore.engine.file import BaseFile
 from gdsstore.engine.pool import completed
 
 __all__ = ["RemoteWriteFile", "check_remote_mode", "host_bytes"]
@@ -46,7 +47,7 @@ def host_bytes(b: IOBuffer) -> memoryview:
     return memoryview(out)
 
 
-class RemoteWriteFile:
+class RemoteWriteFile(BaseFile):
     """A remote object opened ``"wb"``: writes land in a host buffer, ``close()`` uploads it.
 
     Use :func:`gdsstore.open` rather than constructing this directly::
@@ -63,7 +64,6 @@ class RemoteWriteFile:
         self._device: int | None = None  # device of the buffers written, for the trace
         self._data = bytearray()
         self._lock = threading.Lock()
-        self._closed = False
 
     @property
     def url(self) -> str:
@@ -74,29 +74,11 @@ class RemoteWriteFile:
         """Bytes written so far (the object's size once closed)."""
         return len(self._data)
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def writable(self) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return f"RemoteWriteFile({self._url!r}, mode='wb')"
-
-    def __enter__(self) -> RemoteWriteFile:
-        return self
-
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is not None:
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is not None:  # a with block that raised uploads nothing
             self.abort()
         else:
             self.close()
-
-    def _check_open(self, method: str) -> None:
-        if self._closed:
-            raise ValueError(f"RemoteWriteFile.{method}(): I/O operation on closed file {self._url!r}")
 
     def pwrite(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
         """Buffer ``size`` bytes (default: all) of ``buf`` at ``offset``; a future of bytes written."""
@@ -118,25 +100,12 @@ class RemoteWriteFile:
             self._data[offset:end] = data
         return completed(n)
 
-    def write(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
-        """Blocking :meth:`pwrite`."""
-        return self.pwrite(buf, size, offset).result()
-
-    def read(self, buf: Any, size: int | None = None, offset: int = 0) -> int:
-        raise PermissionError(f"RemoteWriteFile.read(): {self._url!r} is open write-only (mode 'wb')")
-
-    def pread(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
-        raise PermissionError(f"RemoteWriteFile.pread(): {self._url!r} is open write-only (mode 'wb')")
-
     def abort(self) -> None:
         """Close without uploading."""
         self._closed = True
         self._data = bytearray()
 
-    def close(self) -> None:
-        """Upload everything written, then close (once; a failed upload raises and uploads nothing)."""
-        if self._closed:
-            return
-        self._closed = True
+    def _close(self) -> None:
+        """Upload everything written (a failed upload raises and uploads nothing)."""
         data, self._data = self._data, bytearray()
         self._upload(memoryview(data), self._device)

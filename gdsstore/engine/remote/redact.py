@@ -3,7 +3,12 @@
 URLs shown to people go through :func:`redact_url` (userinfo dropped, query values masked except a
 short allow-list of harmless WebHDFS parameters). Text that may quote a request (an exception from a
 client library) goes through :class:`Scrubber`, which masks every secret string a transport knows it
-sent: header values, tokens, query strings of presigned URLs.
+sent: header values, tokens, userinfo, plus every query value and credential header it finds by pattern.
+
+Memory and time are bounded: a transport registers its long-lived secrets (keys, tokens, header values)
+once; per-request material (a presigned URL's signature) is never registered, because the query and
+header patterns mask it wherever it is quoted. Registration is O(1) (an insertion-ordered dict), and
+each registry keeps at most a fixed number of secrets (the oldest go first).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import re
 import threading
 from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
-__all__ = ["MASK", "Scrubber", "install_log_filter", "redact_url"]
+__all__ = ["MASK", "MAX_SECRETS", "Scrubber", "install_log_filter", "known_secret_count", "redact_url", "scrub_text"]
 
 MASK = "***"
 
@@ -37,9 +42,13 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
-# Every secret any transport of this process knows; the log filter masks them in library logs.
-_KNOWN: set[str] = set()
+# Every secret any transport of this process knows (insertion-ordered, bounded); the log filter masks
+# them in library logs.
+_KNOWN: dict[str, None] = {}
 _KNOWN_LOCK = threading.Lock()
+#: At most this many secrets per registry: the oldest are forgotten first (they also stay masked by
+#: the query/header patterns wherever they appear as a query value or credential header).
+MAX_SECRETS = 1024
 
 # Loggers of the client libraries that print request lines, headers or signing material at DEBUG.
 _LIBRARY_LOGGERS = (
@@ -61,15 +70,37 @@ def _mask_query(m: re.Match[str]) -> str:
     return m.group(0) if unquote_plus(key) in _SAFE_PARAMS else f"{m.group(1)}{key}={MASK}"
 
 
-def scrub_text(text: str) -> str:
-    """Mask every known secret, query values (but harmless ones) and credential headers in ``text``."""
-    with _KNOWN_LOCK:
-        known = sorted(_KNOWN, key=len, reverse=True)
-    for secret in known:
+def _remember(registry: dict[str, None], secret: str) -> bool:
+    """Add ``secret`` to a bounded, insertion-ordered registry in O(1); whether it was new."""
+    if secret in registry:
+        return False
+    registry[secret] = None
+    if len(registry) > MAX_SECRETS:
+        del registry[next(iter(registry))]
+    return True
+
+
+def _mask(text: str, secrets: list[str]) -> str:
+    # Longest first, so a secret that contains another is masked whole (sorted only on this rare path:
+    # text is scrubbed when an error or a DEBUG record is produced, not per request).
+    for secret in sorted(secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, MASK)
     text = _QUERY_VALUE.sub(_mask_query, text)
     return _HEADER_VALUE.sub(lambda m: m.group(1) + MASK, text)
+
+
+def scrub_text(text: str) -> str:
+    """Mask every known secret, query values (but harmless ones) and credential headers in ``text``."""
+    with _KNOWN_LOCK:
+        known = list(_KNOWN)
+    return _mask(text, known)
+
+
+def known_secret_count() -> int:
+    """How many secrets the process-wide registry holds (bounded by :data:`MAX_SECRETS`)."""
+    with _KNOWN_LOCK:
+        return len(_KNOWN)
 
 
 class _RedactingFilter(logging.Filter):
@@ -99,20 +130,25 @@ def install_log_filter() -> None:
 
 
 class Scrubber:
-    """Masks known secret strings in text (exception messages from client libraries)."""
+    """Masks secrets in text (exception messages from client libraries): the strings registered with
+    :meth:`add` (bounded, O(1) each), every query value but harmless ones, and credential headers."""
 
     def __init__(self, secrets: list[str] | None = None) -> None:
-        self._secrets: list[str] = []
+        self._secrets: dict[str, None] = {}
+        self._lock = threading.Lock()
         for s in secrets or []:
             self.add(s)
 
     def add(self, secret: str | None) -> None:
+        """Register one secret string (O(1); at most :data:`MAX_SECRETS` are kept, oldest dropped)."""
         # Very short strings would mask innocent text; real secrets are long.
-        if secret and len(secret) >= 4 and secret not in self._secrets:
-            self._secrets.append(secret)
-            self._secrets.sort(key=len, reverse=True)
+        if not secret or len(secret) < 4:
+            return
+        with self._lock:
+            new = _remember(self._secrets, secret)
+        if new:
             with _KNOWN_LOCK:
-                _KNOWN.add(secret)
+                _remember(_KNOWN, secret)
             install_log_filter()
 
     def add_url(self, url: str) -> None:
@@ -129,10 +165,12 @@ class Scrubber:
                     self.add(unquote_plus(v))
 
     def __call__(self, text: str) -> str:
-        for s in self._secrets:
-            if s in text:
-                text = text.replace(s, MASK)
-        return text
+        with self._lock:
+            secrets = list(self._secrets)
+        return _mask(text, secrets)
+
+    def __len__(self) -> int:
+        return len(self._secrets)
 
     def __repr__(self) -> str:
         return f"Scrubber({len(self._secrets)} secrets)"

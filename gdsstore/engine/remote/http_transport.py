@@ -10,37 +10,62 @@ Storage options for ``http(s)://`` URLs:
 - ``headers``: extra request headers (``Authorization``, cookies...); never shown anywhere.
 - ``verify``: ``True`` (default), ``False``, or a CA bundle path.
 - ``cert``: a client certificate path, or ``(cert, key)``.
+
+Keys under an HTTP(S) root become URL paths by one rule (:func:`key_to_url_path`): every segment is
+percent-encoded whole, so ``%``, ``#``, ``?``, spaces and non-ASCII reach the server as the key's own
+characters, and a key that a server would decode into a path outside the root (``%2e%2e/x``,
+``..%2fx``) is refused before any request.
+
+After ``os.fork()`` every client drops its pools in the child (``os.register_at_fork``): a child
+never reads from a connection its parent also reads from.
 """
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import json
+import os
 import re
 import socket
 import ssl
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from gdsstore import policy
-from gdsstore.engine.backend import Backend, ByteRange, ObjectInfo, check_key
+from gdsstore.engine.backend import Backend, ObjectInfo, check_key
+from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote import rawhttp
 from gdsstore.engine.remote.reader import (
     Body,
     FirstRange,
     NoBody,
+    RangeMismatchError,
     RangeRequest,
     check_first_response,
     check_range_response,
     get_object,
     parse_content_range,
 )
+from gdsstore.engine.remote.redact import Scrubber, redact_url
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
-from gdsstore.engine.remote.secrets import Scrubber, redact_url
 
-__all__ = ["HTTPBackend", "HTTPBody", "HTTPClient", "HTTPSource", "drop", "get_client", "raise_for_status"]
+__all__ = [
+    "HTTPBackend",
+    "HTTPBody",
+    "HTTPClient",
+    "HTTPSource",
+    "check_header_values",
+    "check_remote_key",
+    "drop",
+    "get_client",
+    "key_to_url_path",
+    "raise_for_status",
+    "retry_after",
+]
 
 _PRESIGNED_PARAMS = ("x-amz-signature", "signature", "sig", "x-goog-signature")
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -48,11 +73,75 @@ _MAX_REDIRECTS = 5
 _CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 
 
+def check_remote_key(key: str, where: str) -> str:
+    """:func:`~gdsstore.engine.backend.check_key`, then the same check on the key as a server would
+    decode it once more (``%2e%2e`` → ``..``, ``..%2f`` → ``../``): a remote key must not name a path
+    outside the root however the server decodes it.
+
+    Raises:
+        ValueError: naming ``where``, the key and what it decodes to.
+    """
+    check_key(key, where)
+    decoded = unquote(key, errors="replace") if "%" in key else key
+    if decoded != key:
+        try:
+            check_key(decoded, where)
+        except ValueError:
+            raise ValueError(
+                f"{where}: invalid key {key!r}: a server decodes it to {decoded!r}, a path with '.', '..' or "
+                "empty segments (outside the root); rename the key"
+            ) from None
+    return key
+
+
+def key_to_url_path(key: str, where: str) -> str:
+    """The URL path of ``key`` under a root: every segment percent-encoded whole (UTF-8).
+
+    Examples:
+        >>> key_to_url_path("a b/c#1?v=%/é", "example")
+        'a%20b/c%231%3Fv%3D%25/%C3%A9'
+    """
+    check_remote_key(key, where)
+    return "/".join(quote(seg, safe="") for seg in key.split("/"))
+
+
+def check_header_values(headers: Mapping[str, str], where: str) -> None:
+    """Refuse header names or values with CR, LF or NUL (they would inject headers or requests)."""
+    for k, v in headers.items():
+        if any(c in f"{k}{v}" for c in "\r\n\x00"):
+            raise ValueError(f"{where}: header {k!r} has a CR, LF or NUL character; remove it")
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date), or None."""
+    raw = (headers.get("Retry-After") or "").strip()
+    if not raw:
+        return None
+    if raw.isdigit():
+        return float(raw)
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    import datetime
+
+    return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
+
+
+_all_clients: weakref.WeakSet[HTTPClient] = weakref.WeakSet()
+
+
 class HTTPClient:
     """A pooled HTTP(S) client shared by threads; timeouts come from the settings at each request."""
 
     def __init__(self, *, verify: bool | str = True, cert: str | tuple[str, str] | None = None,
                  maxsize: int = 16) -> None:
+        self._kw = self._pool_kwargs(verify, cert, maxsize)
+        self._pool = self._new_pool()
+        _all_clients.add(self)
+
+    @staticmethod
+    def _pool_kwargs(verify: bool | str, cert: str | tuple[str, str] | None, maxsize: int) -> dict[str, Any]:
         import urllib3
 
         kw: dict[str, Any] = {"num_pools": 32, "maxsize": maxsize, "block": False, "retries": False}
@@ -67,7 +156,17 @@ class HTTPClient:
             kw["cert_file"], kw["key_file"] = cert
         elif cert:
             kw["cert_file"] = cert
-        self._pool = urllib3.PoolManager(**kw)
+        return kw
+
+    def _new_pool(self) -> Any:
+        import urllib3
+
+        return urllib3.PoolManager(**self._kw)
+
+    def _after_fork(self) -> None:
+        # The parent's pool (its sockets, and locks another thread may have held at the fork) stays
+        # behind untouched: the child only drops its references and starts empty.
+        self._pool = self._new_pool()
 
     def request(
         self,
@@ -86,6 +185,8 @@ class HTTPClient:
 
         s = policy.settings()
         timeout = urllib3.Timeout(connect=s.remote_connect_timeout, read=s.remote_timeout)
+        if headers:
+            check_header_values(headers, f"{method} {redact_url(url)}")
         try:
             return self._pool.request(
                 method, url, headers=dict(headers or {}), body=body, preload_content=False,
@@ -98,11 +199,23 @@ class HTTPClient:
             raise RemoteIOError(f"{method} {redact_url(url)}: {text}") from None
 
     def clear(self) -> None:
+        """Close every idle connection (urllib3's pools and the fast client's per-thread sockets)."""
         self._pool.clear()
+        rawhttp.close_all()
 
 
 _clients: dict[tuple[Any, ...], HTTPClient] = {}
 _clients_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _clients_lock
+    _clients_lock = threading.Lock()  # another thread may have held it at the fork
+    for client in list(_all_clients):
+        client._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def get_client(verify: bool | str = True, cert: str | tuple[str, str] | None = None) -> HTTPClient:
@@ -236,7 +349,7 @@ def raise_for_status(resp: Any, what: str, retry: RetryPolicy | None = None) -> 
     if status in (401, 403):
         raise PermissionError(f"{label}: access denied")
     if (retry or RetryPolicy.from_settings()).retryable_status(status):
-        raise TransientError(label)
+        raise TransientError(label, retry_after=retry_after(resp.headers))
     raise RemoteIOError(label)
 
 
@@ -271,12 +384,15 @@ class HTTPSource:
     route = "http"
 
     def __init__(self, url: str, client: HTTPClient, headers: Mapping[str, str] | None = None,
-                 scrub: Scrubber | None = None, *, scheme: str | None = None, route: str | None = None) -> None:
+                 scrub: Scrubber | None = None, *, scheme: str | None = None, route: str | None = None,
+                 register_url: bool = True) -> None:
         self._url = url
         self._client = client
+        check_header_values(headers or {}, f"HTTPSource({redact_url(url)!r})")
         self._headers = {**(headers or {}), "Accept-Encoding": "identity"}
         self._scrub = scrub or Scrubber()
-        self._scrub.add_url(url)
+        if register_url:  # a presigned URL's query is masked by pattern: nothing per object is kept
+            self._scrub.add_url(url)
         for v in (headers or {}).values():
             self._scrub.add(str(v))
         self.url = redact_url(url)
@@ -284,6 +400,8 @@ class HTTPSource:
         if route:
             self.route = route
         self._etag: str | None = None
+        self._modified: str | None = None  # Last-Modified, the identity when there is no strong ETag
+        self.last_headers: Mapping[str, str] = {}  # of the first-range answer (S3 reads its version id)
 
     def __repr__(self) -> str:
         return f"HTTPSource({self.url!r})"
@@ -362,11 +480,38 @@ class HTTPSource:
 
     def _remember_etag(self, headers: Mapping[str, str]) -> None:
         self.pin_etag(headers.get("ETag"))
+        if self._etag is None and self._modified is None:
+            self._modified = headers.get("Last-Modified")
+
+    @property
+    def etag(self) -> str | None:
+        """The strong ETag every response of this object must carry (None until one was seen)."""
+        return self._etag
 
     def pin_etag(self, etag: str | None) -> None:
-        """Send ``If-Match: etag`` with every range: a replaced object then fails instead of mixing."""
-        if etag and not etag.startswith("W/"):  # weak tags never match under If-Match
+        """Send ``If-Match: etag`` with every range and check the ETag of every response: a replaced
+        object then fails (:class:`RangeMismatchError`) instead of mixing, even where a server ignores
+        ``If-Match``."""
+        if etag and not etag.startswith("W/") and self._etag is None:  # weak tags never match under If-Match
             self._etag = etag
+
+    def check_version(self, headers: Mapping[str, str], what: str) -> None:
+        """Every response must belong to the version pinned by the first one (ETag, else Last-Modified).
+
+        Raises:
+            RangeMismatchError: the response is of another version, or does not say which it is.
+        """
+        if self._etag is not None:
+            got, want, name = headers.get("ETag"), self._etag, "ETag"
+        elif self._modified is not None:
+            got, want, name = headers.get("Last-Modified"), self._modified, "Last-Modified"
+        else:
+            return
+        if got != want:
+            raise RangeMismatchError(
+                f"{what}: the object changed while it was being read ({name} {want!r}, now {got!r}); "
+                "its bytes would mix two versions: read it again"
+            )
 
     def open_first(self, nbytes: int) -> FirstRange:
         """``GET bytes=0-(nbytes-1)`` before the size is known; follows redirects like :meth:`stat`."""
@@ -385,6 +530,7 @@ class HTTPSource:
             return FirstRange(NoBody(), 0, 0 if empty else None)
         n, total = _verified(resp, what, lambda: check_first_response(resp.status, resp.headers, nbytes, what))
         self._remember_etag(resp.headers)
+        self.last_headers = resp.headers
         return FirstRange(HTTPBody(resp, n, what), n, total)
 
     def _get_fast(self, req: RangeRequest, what: str) -> Any:
@@ -409,11 +555,25 @@ class HTTPSource:
 
     def open_range(self, req: RangeRequest, size: int) -> Body:
         what = f"GET {self.url} {req.header}"
-        resp = self._get_fast(req, what) or self._get(req)
+        for _ in range(_MAX_REDIRECTS + 1):
+            resp = self._get_fast(req, what) or self._get(req)
+            if resp.status not in _REDIRECTS:
+                break
+            self._follow(resp, what)  # same rules as HEAD: credentials never cross origins
+        else:
+            raise RemoteIOError(f"{what}: more than {_MAX_REDIRECTS} redirects")
         if resp.status == 412:
             drop(resp)
-            raise RemoteIOError(f"{what}: the object changed while it was being read (ETag no longer matches)")
-        _verified(resp, what, lambda: check_range_response(resp.status, resp.headers, req, size, what))
+            raise RangeMismatchError(
+                f"{what}: the object changed while it was being read (If-Match {self._etag!r} failed); "
+                "read it again"
+            )
+
+        def check() -> None:
+            check_range_response(resp.status, resp.headers, req, size, what)
+            self.check_version(resp.headers, what)
+
+        _verified(resp, what, check)
         return HTTPBody(resp, req.nbytes, what)
 
 
@@ -437,9 +597,8 @@ class HTTPBackend(Backend):
         return redact_url(self._root)
 
     def _key_url(self, key: str, where: str) -> str:
-        check_key(key, where)
         parts = urlsplit(self._root)
-        path = parts.path.rstrip("/") + "/" + key
+        path = parts.path.rstrip("/") + "/" + key_to_url_path(key, where)
         return parts._replace(path=path).geturl()
 
     def source(self, key: str, where: str) -> HTTPSource:

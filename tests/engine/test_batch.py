@@ -75,7 +75,7 @@ def test_stage_local_expect_checks_sizes(tmp_path: Path) -> None:
         staging.stage_local(backend, ["a"], pinned=False, expect=np.array([11]))
 
 
-class _HostSink:
+class _SlotSink:
     """A host stand-in for the device sink: slots of a small pool, "copied" into ``dest`` on flush.
 
     Slots are handed out dirty (filled with 0xEE) so that a read that leaves a hole would show.
@@ -83,6 +83,7 @@ class _HostSink:
 
     def __init__(self, dest: np.ndarray, piece: int) -> None:
         self.dest = dest
+        self.nbytes = dest.nbytes
         self.piece = piece
         self.device = None
         self.flushed: list[tuple[int, int, int]] = []
@@ -116,7 +117,7 @@ class _HostSink:
     piece=st.sampled_from([4096, 8192, 65536]),
     threads=st.integers(1, 4),
 )
-def test_read_batch_bounced_equals_read_batch(
+def test_read_batch_through_slots_equals_read_batch_in_place(
     files: tuple[list[str], list[bytes]], data: st.DataObject, piece: int, threads: int
 ) -> None:
     """Reads cut at piece boundaries, several per slot, land exactly where read_batch puts them."""
@@ -138,8 +139,8 @@ def test_read_batch_bounced_equals_read_batch(
     ref = np.zeros(max(total, 1), np.uint8)
     want = batch.read_batch(ps, offsets, sz, ref, dst, threads)
     out = np.zeros(max(total, 1), np.uint8)
-    sink = _HostSink(out, piece)
-    got = batch.read_batch_bounced(ps, offsets, sz, max(total, 1), dst, sink, threads)
+    sink = _SlotSink(out, piece)
+    got = batch.read_batch(ps, offsets, sz, sink, dst, threads)
     assert got.tolist() == want.tolist()
     assert sink.open == 0  # every slot went back
     for i in range(n):
@@ -150,17 +151,13 @@ def test_read_batch_bounced_equals_read_batch(
     assert len({base for base, _, _ in sink.flushed}) == len(sink.flushed)  # one copy per piece
 
 
-def test_read_batch_bounced_checks_and_piece_size(files: tuple[list[str], list[bytes]]) -> None:
+def test_read_batch_through_slots_checks_and_piece_size(files: tuple[list[str], list[bytes]]) -> None:
     paths, _ = files
     out = np.zeros(64, np.uint8)
-    with pytest.raises(ValueError, match=r"read_batch_bounced\(\): reads overflow the destination of 64"):
-        batch.read_batch_bounced(
-            paths[1:2], np.array([0]), np.array([60]), 64, np.array([10]), _HostSink(out, 4096)
-        )
+    with pytest.raises(ValueError, match=r"read_batch\(\): reads overflow the destination of 64"):
+        batch.read_batch(paths[1:2], np.array([0]), np.array([60]), _SlotSink(out, 4096), np.array([10]))
     with pytest.raises(ValueError, match="negative destination offset"):
-        batch.read_batch_bounced(
-            paths[1:2], np.array([0]), np.array([6]), 64, np.array([-1]), _HostSink(out, 4096)
-        )
+        batch.read_batch(paths[1:2], np.array([0]), np.array([6]), _SlotSink(out, 4096), np.array([-1]))
     for total, threads, cap in [(1 << 30, 16, 8 << 20), (12345, 3, 1 << 20), ((5 << 20) + 1, 2, 1 << 20)]:
         p = batch.piece_size(total, threads, cap)
         rounds = -(-total // (threads * cap))  # the fewest rounds of full slots

@@ -1,4 +1,4 @@
-"""The fsspec filesystem ``gds``: local files and chained remote URLs through the gdsstore engine.
+"""The ``gds`` fsspec filesystem: local files and chained remote URLs through the gdsstore engine.
 
 Registered as the fsspec protocol ``gds`` (entry point ``fsspec.specs``)::
 
@@ -9,9 +9,10 @@ Registered as the fsspec protocol ``gds`` (entry point ``fsspec.specs``)::
     fsspec.open("gds::https://host/data/x.bin")            # remote range reader
     fs.read_array("/data/x.bin", 0, 1 << 20, device=True)  # cupy array, straight into device memory
 
-Layout: :class:`GDSFileSystem` (an fsspec ``AsyncFileSystem``) paired with :class:`GDSFile`
-(an ``AbstractBufferedFile`` whose ``_fetch_range`` reads through the engine). For local paths
-``fsspec.filesystem("gds")`` returns :class:`GDSLocalFileSystem`, the same class that is *also* an
+:class:`GDSFileSystem` (an fsspec ``AsyncFileSystem``) is paired with
+:class:`~gdsstore.adapters.fsspec.file.GDSFile`; paths become engine backends and keys in
+:mod:`~gdsstore.adapters.fsspec.paths`. For local paths ``fsspec.filesystem("gds")`` returns
+:class:`GDSLocalFileSystem`, the same class that is *also* an
 ``fsspec.implementations.local.LocalFileSystem``: cuDF hands paths of such filesystems straight to
 libcudf, whose own GPUDirect reader (KvikIO) then moves the bytes into device memory; those reads
 are libcudf's, so gdsstore's trace does not see them.
@@ -25,39 +26,36 @@ many files on threads.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import functools
 import logging
 import os
-import shutil
-import sys
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from fsspec.asyn import AsyncFileSystem
 from fsspec.core import has_magic
 from fsspec.implementations.chained import ChainedFileSystem
-from fsspec.implementations.local import LocalFileSystem, make_path_posix
-from fsspec.spec import AbstractBufferedFile
+from fsspec.implementations.local import LocalFileSystem
 
-from gdsstore.engine.backend import Backend, ObjectInfo, backend_for, coalesce_ranges
+from gdsstore.adapters.fsspec.file import BytesBuilder, GDSFile, read_bytes, resolve_range
+from gdsstore.adapters.fsspec.paths import (
+    LOCAL_PROTOCOLS,
+    REMOTE_PROTOCOLS,
+    parent_path,
+    split_path,
+    strip_path,
+    transport_options,
+    unstrip_path,
+)
+from gdsstore.engine.backend import Backend, ObjectInfo, backend_for
+from gdsstore.engine.pool import map_all
+from gdsstore.engine.ranges import RangeRead, start_range_reads
 
-__all__ = ["REMOTE_PROTOCOLS", "GDSFile", "GDSFileSystem", "GDSLocalFileSystem"]
+__all__ = ["GDSFileSystem", "GDSLocalFileSystem"]
 
 logger = logging.getLogger("gdsstore.fsspec")
 
-#: Target protocols of chained URLs (``gds::s3://...``) and the engine scheme each maps to.
-REMOTE_PROTOCOLS: dict[str, str] = {
-    "s3": "s3",
-    "s3a": "s3",
-    "http": "http",
-    "https": "https",
-    "webhdfs": "webhdfs",
-    "swebhdfs": "swebhdfs",
-}
-_LOCAL_PROTOCOLS = (None, "", "file", "local", "gds")
 _IGNORED_OPTIONS = (
     "skip_instance_cache",
     "use_listings_cache",
@@ -86,11 +84,14 @@ def _threaded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def _resolve(start: int | None, end: int | None, size: int) -> tuple[int, int]:
-    """fsspec's ``start``/``end`` (None, negative = from the end) as ``(offset, nbytes)`` within ``size``."""
-    a = 0 if start is None else (max(0, size + start) if start < 0 else min(start, size))
-    b = size if end is None else (max(0, size + end) if end < 0 else min(end, size))
-    return a, max(0, b - a)
+def _atomic_copy(src: str, dst: str, *, exclusive: bool = False, where: str) -> None:
+    from gdsstore.engine.localfs import atomic_copy  # local copies only: the entry point stays light
+
+    atomic_copy(src, dst, exclusive=exclusive, where=where)
+
+
+def _view(b: BytesBuilder) -> memoryview:
+    return b.view
 
 
 def _info_dict(name: str, oi: ObjectInfo) -> dict[str, Any]:
@@ -98,53 +99,6 @@ def _info_dict(name: str, oi: ObjectInfo) -> dict[str, Any]:
     if oi.mtime is not None:
         out["mtime"] = oi.mtime
     return out
-
-
-@functools.cache
-def _listing_pool() -> ThreadPoolExecutor:
-    """Threads for the per-entry requests of remote listings and deletes (HEAD/DELETE per object)."""
-    return ThreadPoolExecutor(max_workers=16, thread_name_prefix="gdsstore-fsspec-ls")
-
-
-def _new_bytes(nbytes: int) -> tuple[bytes, Any]:
-    """A new, not yet shared ``bytes`` of ``nbytes`` and a writable view of its storage.
-
-    fsspec's ``cat_file`` returns ``bytes``; reading into a ``bytearray`` and copying it costs a
-    second allocation and a full copy (measured: 256 MiB cat_file 373 ms that way, LocalFileSystem
-    156 ms). CPython's ``PyBytes_FromStringAndSize(NULL, n)`` is the C-API way to build bytes in
-    place: the object is filled here, before any other code can see it. Elsewhere: bytearray + copy.
-    """
-    if _PYBYTES_NEW is None:
-        buf = bytearray(nbytes)
-        return b"", buf
-    obj = _PYBYTES_NEW(None, nbytes)
-    view = (ctypes.c_char * nbytes).from_address(id(obj) + _BYTES_DATA_OFFSET)
-    return obj, view
-
-
-def _read_bytes(f: Any, offset: int, nbytes: int, where: str) -> bytes:
-    """``nbytes`` at ``offset`` of an engine file, as bytes."""
-    if nbytes <= 0:
-        return b""
-    obj, view = _new_bytes(nbytes)
-    got = f.read(view, nbytes, offset)
-    if got != nbytes:
-        raise OSError(f"{where}: short read: {got} of {nbytes} bytes at offset {offset}")
-    return obj if _PYBYTES_NEW is not None else bytes(view)
-
-
-def _bytes_constructor() -> Any:
-    if sys.implementation.name != "cpython":
-        return None
-    fn = ctypes.pythonapi.PyBytes_FromStringAndSize
-    fn.restype = ctypes.py_object
-    fn.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
-    return fn
-
-
-_PYBYTES_NEW = _bytes_constructor()
-# Offset of the character data inside a CPython bytes object (``ob_sval``).
-_BYTES_DATA_OFFSET = bytes.__basicsize__ - 1
 
 
 class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
@@ -171,7 +125,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
     def __new__(cls, *args: Any, **kwargs: Any) -> GDSFileSystem:
         # Local instances are also LocalFileSystems (cuDF gives their paths to libcudf directly).
         target = args[0] if args else kwargs.get("target_protocol")
-        if cls is GDSFileSystem and target in _LOCAL_PROTOCOLS:
+        if cls is GDSFileSystem and target in LOCAL_PROTOCOLS:
             cls = GDSLocalFileSystem
         return super().__new__(cls)  # type: ignore[no-any-return]
 
@@ -186,7 +140,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         # Generic fsspec options with no meaning here: no listings cache, parents always created.
         for k in _IGNORED_OPTIONS:
             kwargs.pop(k, None)
-        proto = None if target_protocol in _LOCAL_PROTOCOLS else target_protocol
+        proto = None if target_protocol in LOCAL_PROTOCOLS else target_protocol
         opts = dict(target_options or {})
         if proto is None:
             if opts or kwargs:
@@ -224,96 +178,35 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """Local paths: absolute, posix, no protocol; ``"gds://"`` alone is empty (a chain's head)."""
         if isinstance(path, list | tuple):
             return [cls._strip_protocol(p) for p in path]
-        path = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
-        if path.startswith("gds::"):
-            path = path[len("gds::") :]
-        for prefix in ("gds://", "file://", "local://", "gds:", "file:", "local:"):
-            if path.startswith(prefix):
-                path = path[len(prefix) :]
-                break
-        if path == "":
-            return ""
-        path = make_path_posix(path)
-        return path.rstrip("/") or cls.root_marker
+        return strip_path("file", path)
 
     def _strip_remote(self, path: Any) -> Any:
         """Remote paths as the target protocol writes them: ``bucket/key`` (s3), the URL (http)."""
         if isinstance(path, list | tuple):
             return [self._strip_remote(p) for p in path]
-        path = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
-        for prefix in ("gds::", "gds://"):
-            if path.startswith(prefix):
-                path = path[len(prefix) :]
-        proto = self.target_protocol
-        if proto in ("http", "https"):
-            return path if "://" in path else f"{proto}://{path.lstrip('/')}"
-        for p in (proto, *(k for k, v in REMOTE_PROTOCOLS.items() if v == REMOTE_PROTOCOLS[proto])):
-            if path.startswith(p + "://"):
-                path = path[len(p) + 3 :]
-                if proto in ("webhdfs", "swebhdfs"):
-                    path = "/" + path.partition("/")[2]  # drop host:port (they are options)
-                break
-        if proto in ("webhdfs", "swebhdfs"):
-            return "/" + path.strip("/")
-        return path.strip("/")
+        return strip_path(self.target_protocol, path)
 
     def unstrip_protocol(self, name: str) -> str:
         # docstring inherited
-        name = self._strip_protocol(name)
-        if self.is_local:
-            return f"gds://{name}"
-        if self.target_protocol in ("http", "https"):
-            return f"gds::{name}"
-        return f"gds::{self.target_protocol}://{name.lstrip('/')}"
+        return unstrip_path(self.target_protocol, self._strip_protocol(name), self.target_options)
 
     def _parent_remote(self, path: str) -> str:
-        path = self._strip_remote(path)
-        parent = path.rsplit("/", 1)[0] if "/" in path.strip("/") else ""
-        return parent or ("/" if self.target_protocol in ("webhdfs", "swebhdfs") else "")
+        return parent_path(self.target_protocol, self._strip_remote(path))
 
     def _locate(self, path: str) -> tuple[Backend, str]:
         """The backend holding ``path`` and the key of ``path`` in it."""
-        path = self._strip_protocol(path)
-        if self.is_local:
-            return self._backend("/"), path.lstrip("/")
-        proto = self.target_protocol
-        if proto in ("http", "https"):
-            scheme, _, rest = path.partition("://")
-            host, _, key = rest.partition("/")
-            return self._backend(f"{scheme}://{host}"), key
-        if proto in ("webhdfs", "swebhdfs"):
-            o = self.target_options
-            hdfs_host = o.get("host")
-            if not hdfs_host:
-                raise ValueError(f"GDSFileSystem: {proto} needs a host (gds::{proto}://host:port/path)")
-            port = o.get("port")
-            netloc = f"{hdfs_host}:{port}" if port else str(hdfs_host)
-            scheme = "swebhdfs" if o.get("use_https") else proto
-            return self._backend(f"{scheme}://{netloc}"), path.lstrip("/")
-        bucket, _, key = path.partition("/")
-        if not bucket:
-            raise ValueError(f"GDSFileSystem: s3 path {path!r} names no bucket")
-        return self._backend(f"s3://{bucket}"), key
+        root, key = split_path(self.target_protocol, self._strip_protocol(path), self.target_options)
+        return self._backend(root), key
 
     def _backend(self, root: str) -> Backend:
+        """The engine backend of ``root``, made once per filesystem (it holds connection pools)."""
         with self._backends_lock:
             b = self._backends.get(root)
             if b is None:
-                opts = None if self.is_local else self._transport_options()
+                opts = None if self.is_local else transport_options(self.target_protocol, self.target_options)
                 b = self._backends[root] = backend_for(root, opts)
                 logger.debug("gds: %r for %s paths", b, self.target_protocol)
             return b
-
-    def _transport_options(self) -> dict[str, Any]:
-        """``target_options`` for the engine's transport (S3 takes s3fs's spellings as they are)."""
-        opts = dict(self.target_options)
-        if self.target_protocol in ("webhdfs", "swebhdfs"):
-            # fsspec's WebHDFS spells these differently; host/port are part of the root URL.
-            for k in ("host", "port", "use_https"):
-                opts.pop(k, None)
-            if "token" in opts:
-                opts.setdefault("delegation", opts.pop("token"))
-        return opts
 
     # -- metadata -------------------------------------------------------------------------------------
 
@@ -469,7 +362,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
             # Object stores: a "directory" is a prefix with nothing to remove, and deleting a missing
             # key is no error, so every path is one DELETE, all at once.
             located = [bk for bk in map(self._locate, paths) if bk[1]]  # never the bucket itself
-            list(_listing_pool().map(lambda bk: bk[0].delete(bk[1]), located))
+            map_all(lambda bk: bk[0].delete(bk[1]), located)
             return
         # Deepest first, so directories are empty when their turn comes.
         for p in sorted(paths, key=lambda p: (p.count("/"), p), reverse=True):
@@ -548,8 +441,8 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         path = self._strip_protocol(path)
         backend, key = self._locate(path)
         with self._open_engine(backend, key, path, "GDSFileSystem.cat_file()") as f:
-            offset, nbytes = _resolve(start, end, f.size)
-            return _read_bytes(f, offset, nbytes, f"GDSFileSystem.cat_file({path!r})")
+            offset, nbytes = resolve_range(start, end, f.size)
+            return read_bytes(f, offset, nbytes, f"GDSFileSystem.cat_file({path!r})")
 
     def _open_engine(self, backend: Backend, key: str, path: str, where: str) -> Any:
         try:
@@ -605,9 +498,9 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         gap: int,
         out: list[Any],
     ) -> None:
+        """Read the ranges of a batch of files: every file's reads start before any is awaited."""
         opened: list[Any] = []
-        # (engine future, bytes when the block is one range, buffer, block offset, [(index, offset, nbytes)])
-        pending: list[tuple[Any, bytes | None, Any, int, list[tuple[int, int, int]]]] = []
+        reads: list[tuple[list[int], RangeRead[BytesBuilder]]] = []  # (out index of each span, read)
         try:
             for path, idxs in items:
                 try:
@@ -618,42 +511,24 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
                         out[i] = exc
                     continue
                 opened.append(f)
-                size = f.size
-                spans = [_resolve(starts[i], ends[i], size) for i in idxs]
-                for b0, b_end, group in coalesce_ranges([(o, o + n) for o, n in spans], gap, _MAX_BLOCK):
-                    block = [(idxs[m], *spans[m]) for m in group]
-                    pending.append(self._submit_block(f, block, b0, b_end))
-            for fut, whole, buf, b0, members in pending:
+                spans = [resolve_range(starts[i], ends[i], f.size) for i in idxs]
+                where = f"GDSFileSystem.cat_ranges({path!r})"
+                started = start_range_reads(
+                    f, spans, BytesBuilder, max_gap=gap, max_bytes=_MAX_BLOCK, target=_view, where=where
+                )
+                reads.extend((idxs, read) for read in started)
+            for idxs, read in reads:
                 try:
-                    got = fut.result() if fut is not None else 0
-                    if got != len(buf):
-                        raise OSError(f"GDSFileSystem.cat_ranges(): short read: {got} of {len(buf)} bytes")
-                    if whole is not None:
-                        out[members[0][0]] = whole  # one range, read in place: no slice copy
-                        continue
-                    mv = memoryview(buf)
-                    for i, off, nb in members:
-                        out[i] = bytes(mv[off - b0 : off - b0 + nb])
+                    buf = read.result()
+                    # A range that fills its read becomes its bytes without a copy; others are sliced.
+                    for m, a, b in read.slices():
+                        out[idxs[m]] = buf.to_bytes(a, b)
                 except Exception as exc:
-                    for i, _, _ in members:
-                        out[i] = exc
+                    for m, _, _ in read.members:
+                        out[idxs[m]] = exc
         finally:
             for f in opened:
                 f.close()
-
-    @staticmethod
-    def _submit_block(
-        f: Any, block: list[tuple[int, int, int]], b0: int, b_end: int
-    ) -> tuple[Any, bytes | None, Any, int, list[Any]]:
-        """Start the engine read of one merged block: ``(future, bytes or None, buffer, offset, members)``."""
-        nbytes = b_end - b0
-        whole: bytes | None = None
-        if len(block) == 1 and nbytes and _PYBYTES_NEW is not None:
-            whole, buf = _new_bytes(nbytes)
-        else:
-            buf = bytearray(nbytes)
-        fut = f.pread(buf, nbytes, b0) if nbytes else None
-        return fut, whole, buf, b0, block
 
     def read_into(self, path: str, buf: Any, start: int = 0, size: int | None = None) -> int:
         """Read ``path`` from byte ``start`` into ``buf`` through the engine; returns bytes read.
@@ -683,7 +558,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         path = self._strip_protocol(path)
         backend, key = self._locate(path)
         with self._open_engine(backend, key, path, "GDSFileSystem.read_array()") as f:
-            offset, nbytes = _resolve(start, end, f.size)
+            offset, nbytes = resolve_range(start, end, f.size)
             if device:
                 from gdsstore.engine.cuda import cupy_or_none
 
@@ -708,7 +583,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """Copy one file of this filesystem to the local path ``lpath`` (a directory: created)."""
         rpath = self._strip_protocol(rpath)
         if self.is_local and outfile is None and not os.path.isdir(rpath):
-            shutil.copyfile(rpath, lpath)  # copy_file_range in the kernel: no bytes through Python
+            _atomic_copy(rpath, lpath, where="GDSFileSystem.get_file()")  # the kernel copies the bytes
             return
         data = self._file_or_dir(rpath)
         if data is None:
@@ -743,9 +618,10 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         if os.path.isdir(lpath):
             self.makedirs(rpath, exist_ok=True)
             return
-        if self.is_local and mode == "overwrite":
-            os.makedirs(os.path.dirname(rpath) or "/", exist_ok=True)
-            shutil.copyfile(lpath, rpath)
+        if self.is_local:
+            if os.path.isdir(rpath):
+                raise IsADirectoryError(f"GDSFileSystem.put_file(): {rpath!r} is a directory")
+            _atomic_copy(lpath, rpath, exclusive=mode == "create", where="GDSFileSystem.put_file()")
             return
         with open(lpath, "rb") as f:
             self.pipe_file(rpath, f.read(), mode=mode)
@@ -760,8 +636,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
                 return
             if not os.path.exists(path1):
                 raise FileNotFoundError(f"GDSFileSystem.cp_file(): no such file: {path1!r}")
-            os.makedirs(os.path.dirname(path2) or "/", exist_ok=True)
-            shutil.copyfile(path1, path2)
+            _atomic_copy(path1, path2, where="GDSFileSystem.cp_file()")
             return
         data = self._file_or_dir(path1)
         if data is None:
@@ -858,172 +733,3 @@ class GDSLocalFileSystem(GDSFileSystem, LocalFileSystem):  # type: ignore[misc]
 
     def _isfilestore(self) -> bool:
         return True
-
-
-class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
-    """A buffered file of :class:`GDSFileSystem`.
-
-    Reads: random access, each block fetched by ``_fetch_range`` through the engine (one engine
-    file held open). Writes: local files stream into a temporary file beside the target, published
-    by ``os.replace`` (``"xb"``: ``os.link``, exclusive) on close; remote files are buffered and
-    written with one ``put`` (multipart above the transport's threshold) on close.
-    """
-
-    def __init__(
-        self,
-        fs: GDSFileSystem,
-        path: str,
-        mode: str = "rb",
-        block_size: int | str = "default",
-        autocommit: bool = True,
-        cache_type: str = "readahead",
-        cache_options: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        path = fs._strip_protocol(path)
-        self._engine: Any = None
-        self._tmp: str | None = None
-        if mode not in ("rb", "wb", "xb", "ab"):
-            raise ValueError(f"GDSFile(): unsupported mode {mode!r}; use 'rb', 'wb', 'xb' or 'ab'")
-        if mode == "rb":
-            inf = fs.info(path)
-            if inf["type"] != "file":
-                raise IsADirectoryError(f"GDSFile(): {path!r} is a directory")
-            kwargs.setdefault("size", inf["size"])
-        elif mode == "xb" and fs.exists(path):
-            raise FileExistsError(f"GDSFile(): {path!r} exists (mode 'xb')")
-        elif mode == "ab" and not fs.is_local:
-            raise NotImplementedError(f"GDSFile(): mode 'ab' is local only, not {fs.target_protocol!r}")
-        if not autocommit:
-            raise NotImplementedError("GDSFile(): autocommit=False (transactions) is not supported")
-        super().__init__(fs, path, mode, block_size, autocommit, cache_type, cache_options, **kwargs)
-
-    def _engine_file(self) -> Any:
-        if self._engine is None:
-            backend, key = self.fs._locate(self.path)
-            self._engine = self.fs._open_engine(backend, key, self.path, "GDSFile.read()")
-        return self._engine
-
-    def read(self, length: int = -1) -> bytes:
-        """Read up to ``length`` bytes (all with -1). Reads of a block or more go straight from the
-        engine into the returned bytes; smaller ones are served from the read-ahead cache."""
-        if self.mode != "rb" or self.closed or length is None or 0 <= length < self.blocksize:
-            return super().read(-1 if length is None else length)  # type: ignore[no-any-return]
-        end = self.size if length < 0 else min(self.size, self.loc + length)
-        if end <= self.loc:
-            return b""
-        out = self._fetch_range(self.loc, end)
-        self.loc += len(out)
-        return out
-
-    def readinto(self, b: Any) -> int:
-        """Read into the writable buffer ``b`` (host or device memory) through the engine, no copy."""
-        if self.mode != "rb" or self.closed:
-            return super().readinto(b)  # type: ignore[no-any-return]
-        from gdsstore.engine.buffers import as_io_buffer
-
-        nbytes = min(as_io_buffer(b, writable=True, where="GDSFile.readinto()").nbytes, self.size - self.loc)
-        if nbytes <= 0:
-            return 0
-        got = int(self._engine_file().read(b, nbytes, self.loc))
-        self.loc += got
-        return got
-
-    def _fetch_range(self, start: int, end: int) -> bytes:
-        f = self._engine_file()
-        offset, nbytes = _resolve(start, end, self.size)
-        return _read_bytes(f, offset, nbytes, f"GDSFile.read({self.path!r})")
-
-    # -- writes ---------------------------------------------------------------------------------------
-
-    def _initiate_upload(self) -> None:
-        if not self.fs.is_local:
-            return
-        import uuid
-
-        from gdsstore.engine.local import LocalFile
-        from gdsstore.engine.localfs import TMP_SUFFIX
-
-        parent = os.path.dirname(self.path) or "/"
-        os.makedirs(parent, exist_ok=True)
-        if self.mode == "ab":
-            self._engine = LocalFile(self.path, "ab")
-            self.offset = self._engine.size
-            return
-        name = os.path.basename(self.path)
-        self._tmp = os.path.join(parent, f".{name}.{uuid.uuid4().hex}{TMP_SUFFIX}")
-        self._engine = LocalFile(self._tmp, "xb")
-
-    def _upload_chunk(self, final: bool = False) -> bool:
-        assert self.buffer is not None
-        data = self.buffer.getbuffer()
-        if not self.fs.is_local:
-            if not final:
-                return False  # keep buffering: one put on close
-            backend, key = self.fs._locate(self.path)
-            backend.put(key, data, exclusive=self.mode == "xb")
-            return True
-        if len(data):
-            self._engine.write(data, len(data), self.offset)
-        del data
-        if final:
-            self._publish()
-        return True
-
-    def _publish(self) -> None:
-        from gdsstore import policy
-        from gdsstore.engine.localfs import fsync_dir
-
-        fsync = policy.settings().fsync  # same durability setting as LocalBackend.put
-        eng, self._engine = self._engine, None
-        try:
-            if fsync:
-                eng.fsync()
-        finally:
-            eng.close()
-        tmp, self._tmp = self._tmp, None
-        if tmp is None:  # "ab" wrote in place
-            return
-        try:
-            if self.mode == "xb":
-                try:
-                    os.link(tmp, self.path)
-                except FileExistsError:
-                    raise FileExistsError(f"GDSFile.close(): {self.path!r} exists (mode 'xb')") from None
-            else:
-                os.replace(tmp, self.path)
-            if fsync:
-                fsync_dir(os.path.dirname(self.path) or "/")
-        finally:
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
-
-    def discard(self) -> None:
-        # docstring inherited
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
-        if self._tmp is not None and os.path.lexists(self._tmp):
-            os.unlink(self._tmp)
-        self._tmp = None
-
-    def __exit__(self, exc_type: Any, *args: Any) -> None:
-        # A writer that fails inside ``with`` publishes nothing: the old value stays (fsspec's
-        # default would commit the partial data).
-        if exc_type is not None and self.mode in ("wb", "xb") and not self.closed:  # type: ignore[has-type]
-            self.discard()
-            self.buffer = None
-            self.closed = True
-            return
-        self.close()
-
-    def close(self) -> None:
-        # docstring inherited
-        try:
-            super().close()
-        except BaseException:
-            self.discard()
-            raise
-        if self.mode == "rb" and self._engine is not None:
-            self._engine.close()
-            self._engine = None

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gdsstore
-from gdsstore.adapters.fsspec_fs import GDSFile, GDSFileSystem, GDSLocalFileSystem
+from gdsstore.adapters.fsspec import GDSFile, GDSFileSystem, GDSLocalFileSystem
 
 DATA = bytes(range(256)) * 64  # 16 KiB, every offset distinguishable
 

@@ -1,0 +1,161 @@
+"""Path dialects of the ``gds`` filesystem: one function per question, one table of protocols.
+
+A ``gds`` filesystem is either local (``gds:///data/x.bin``) or chained onto one remote protocol
+(``gds::s3://bucket/key``, ``gds::https://host/x``, ``gds::webhdfs://namenode:9870/x``). Each
+protocol writes its paths its own way; this module turns a path into the engine's terms, as obstore's
+``fsspec`` module does with ``_split_path`` and ``_construct_store``:
+
+- :func:`strip_path`: a user's path or URL as the filesystem writes it (fsspec's ``_strip_protocol``);
+- :func:`split_path`: a stripped path as ``(backend root, key)`` (the root names one engine backend);
+- :func:`unstrip_path`, :func:`parent_path`: the way back to a URL, and a path's parent;
+- :func:`transport_options`: the filesystem's options as the engine's transport spells them.
+
+Examples:
+    >>> split_path("s3", strip_path("s3", "gds::s3://bucket/a/b.bin"), {})
+    ('s3://bucket', 'a/b.bin')
+    >>> split_path("http", strip_path("http", "gds::http://host:8080/d/x.bin"), {})
+    ('http://host:8080', 'd/x.bin')
+    >>> split_path("webhdfs", strip_path("webhdfs", "webhdfs://nn:9870/d/x"), {"host": "nn", "port": 9870})
+    ('webhdfs://nn:9870', 'd/x')
+    >>> split_path("file", strip_path("file", "gds:///data/x.bin"), {})
+    ('/', 'data/x.bin')
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from fsspec.implementations.local import make_path_posix
+
+from gdsstore.engine.registry import REMOTE_SCHEMES
+
+__all__ = [
+    "LOCAL_PROTOCOLS",
+    "REMOTE_PROTOCOLS",
+    "parent_path",
+    "split_path",
+    "strip_path",
+    "transport_options",
+    "unstrip_path",
+]
+
+#: Target protocols of chained URLs (``gds::s3://...``) and the engine scheme each maps to.
+REMOTE_PROTOCOLS: dict[str, str] = {**{s: s for s in REMOTE_SCHEMES}, "s3a": "s3"}
+#: ``target_protocol`` values that mean local files.
+LOCAL_PROTOCOLS: tuple[str | None, ...] = (None, "", "file", "local", "gds")
+
+_LOCAL_PREFIXES = ("gds://", "file://", "local://", "gds:", "file:", "local:")
+_WEBHDFS = ("webhdfs", "swebhdfs")
+
+
+def _text(path: Any) -> str:
+    return os.fspath(path) if isinstance(path, os.PathLike) else str(path)
+
+
+def strip_path(protocol: str, path_like: Any) -> str:
+    """``path`` as a ``gds`` filesystem of ``protocol`` writes it (no ``gds``/target prefix).
+
+    Local (``protocol="file"``): absolute posix paths; ``"gds://"`` alone is ``""`` (a chain's head).
+    ``s3``: ``bucket/key``. ``http(s)``: the whole URL. ``webhdfs``: ``/path`` (host and port are options).
+    """
+    path = _text(path_like)
+    if protocol == "file":
+        if path.startswith("gds::"):
+            path = path[len("gds::") :]
+        for prefix in _LOCAL_PREFIXES:
+            if path.startswith(prefix):
+                path = path[len(prefix) :]
+                break
+        if path == "":
+            return ""
+        return make_path_posix(path).rstrip("/") or "/"
+    for prefix in ("gds::", "gds://"):
+        if path.startswith(prefix):
+            path = path[len(prefix) :]
+    if protocol in ("http", "https"):
+        return path if "://" in path else f"{protocol}://{path.lstrip('/')}"
+    # s3 and s3a (or webhdfs and swebhdfs) are one engine scheme: either prefix goes.
+    aliases = [p for p, scheme in REMOTE_PROTOCOLS.items() if scheme == REMOTE_PROTOCOLS[protocol]]
+    for p in (protocol, *aliases):
+        if path.startswith(p + "://"):
+            path = path[len(p) + 3 :]
+            if protocol in _WEBHDFS:
+                path = "/" + path.partition("/")[2]  # drop host:port (they are options)
+            break
+    if protocol in _WEBHDFS:
+        return "/" + path.strip("/")
+    return path.strip("/")
+
+
+def split_path(protocol: str, path: str, options: Mapping[str, Any]) -> tuple[str, str]:
+    """The engine backend root and the key in it for the stripped ``path`` of ``protocol``.
+
+    Args:
+        protocol: ``"file"`` or a key of :data:`REMOTE_PROTOCOLS`.
+        path: a path as :func:`strip_path` returns it.
+        options: the filesystem's ``target_options`` (WebHDFS: ``host``, ``port``, ``use_https``).
+
+    Returns:
+        ``(root, key)``: ``("/", "data/x")`` locally, ``("s3://bucket", "key")``,
+        ``("https://host:port", "path")``, ``("webhdfs://host:port", "path")``.
+
+    Raises:
+        ValueError: an S3 path with no bucket, or WebHDFS without a ``host`` option.
+    """
+    if protocol == "file":
+        return "/", path.lstrip("/")
+    if protocol in ("http", "https"):
+        scheme, _, rest = path.partition("://")
+        host, _, key = rest.partition("/")
+        return f"{scheme}://{host}", key
+    if protocol in _WEBHDFS:
+        hdfs_host = options.get("host")
+        if not hdfs_host:
+            raise ValueError(
+                f"GDSFileSystem: {protocol} needs a host: gds::{protocol}://host:port/path, "
+                f"or target_options={{'host': ..., 'port': ...}}"
+            )
+        port = options.get("port")
+        netloc = f"{hdfs_host}:{port}" if port else str(hdfs_host)
+        scheme = "swebhdfs" if options.get("use_https") else protocol
+        return f"{scheme}://{netloc}", path.lstrip("/")
+    bucket, _, key = path.partition("/")
+    if not bucket:
+        raise ValueError(f"GDSFileSystem: s3 path {path!r} names no bucket; use gds::s3://bucket/key")
+    return f"s3://{bucket}", key
+
+
+def unstrip_path(protocol: str, path: str, options: Mapping[str, Any] | None = None) -> str:
+    """The ``gds`` URL of the stripped ``path``: ``gds:///p``, ``gds::s3://b/k``, ``gds::https://h/p``,
+    ``gds::webhdfs://host:port/p`` (host and port from ``options``, the filesystem's target options)."""
+    if protocol == "file":
+        return f"gds://{path}"
+    if protocol in ("http", "https"):
+        return f"gds::{path}"
+    if protocol in _WEBHDFS and options and options.get("host"):
+        root, key = split_path(protocol, path, options)
+        return f"gds::{protocol}://{root.partition('://')[2]}/{key}"
+    return f"gds::{protocol}://{path.lstrip('/')}"
+
+
+def parent_path(protocol: str, path: str) -> str:
+    """The parent of a stripped remote ``path`` (``""`` above a bucket, ``"/"`` on WebHDFS)."""
+    parent = path.rsplit("/", 1)[0] if "/" in path.strip("/") else ""
+    return parent or ("/" if protocol in _WEBHDFS else "")
+
+
+def transport_options(protocol: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` as the engine's transport takes them (S3 takes s3fs's spellings as they are).
+
+    WebHDFS: ``host``/``port``/``use_https`` are part of the root URL, and fsspec's ``token`` is
+    the engine's ``delegation``.
+    """
+    opts = dict(options)
+    if protocol in _WEBHDFS:
+        for k in ("host", "port", "use_https"):
+            opts.pop(k, None)
+        if "token" in opts:
+            opts.setdefault("delegation", opts.pop("token"))
+    return opts

@@ -1,0 +1,306 @@
+"""The pinned bounce ring: how the POSIX route and remote reads reach device memory.
+
+Host buffers are read and written in place (:mod:`gdsstore.engine.posix`). Device buffers go through
+:class:`BounceRing`: a piece is read into a pinned, page-aligned slot (a file read: into one half of a slot, the two halves in
+turn), its H2D copy is queued on the thread's stream, and the thread moves on to the next piece while
+the copy runs; memory is refilled only once its copy's event has completed. (kvikio's POSIX path
+waits for each copy before the next read.)
+
+The ring holds at most ``pinned_memory_limit`` bytes of pinned memory, all slot sizes together, and is
+emptied in a forked child (its pinned memory belongs to the parent's CUDA context).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from gdsstore import policy
+from gdsstore.engine import cuda
+from gdsstore.engine.posix import pread_full, pwrite_full
+
+__all__ = ["BounceRing", "DeviceSink", "bounce_slots", "read_to_device", "ring", "write_from_device"]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+class _Slot:
+    __slots__ = ("buf", "event", "halves")
+
+    def __init__(self, nbytes: int, alloc: Callable[[int], Any]) -> None:
+        self.buf = alloc(nbytes)
+        self.event: Any = None  # CUDA event of the last copy out of / into this slot
+        self.halves: list[Any] = []  # read_to_device's two reusable events, one per half
+
+
+class BounceRing:
+    """Pinned, page-aligned bounce buffers shared by the engine's threads, pooled by size.
+
+    Local I/O uses ``bounce_buffer_size`` slots and remote reads ``remote.max_range_size`` slots: one
+    free list per size, so alternating users never free and re-pin each other's memory. ``limit``
+    bounds the slots of one size; ``pinned_memory_limit`` bounds the bytes of all sizes together: a new
+    slot that would pass it first frees idle slots of other sizes, else waits for a slot to come back.
+    Every user holds one slot at a time, so a wait always ends.
+
+    Args:
+        alloc: makes a pinned buffer of ``nbytes`` (``.nbytes``, ``.ptr``, ``.view``); tests pass a host one.
+    """
+
+    def __init__(self, alloc: Callable[[int], Any] = cuda.PinnedBuffer) -> None:
+        self._alloc = alloc
+        self._cond = threading.Condition()
+        self._free: dict[int, deque[_Slot]] = {}
+        self._count: dict[int, int] = {}
+        self._pinned = 0  # bytes of every slot alive, free or in use
+
+    @property
+    def pinned_bytes(self) -> int:
+        """Pinned bytes the ring holds now (free and in-use slots)."""
+        return self._pinned
+
+    def acquire(self, slot_size: int, limit: int) -> _Slot:
+        """A slot of ``slot_size`` bytes: a free one, a new one within both bounds, or the next released."""
+        cap = policy.settings().pinned_memory_limit
+        if slot_size > cap:
+            raise ValueError(
+                f"BounceRing.acquire(): a bounce buffer of {policy.fmt_bytes(slot_size)} exceeds "
+                f"pinned_memory_limit {policy.fmt_bytes(cap)}; raise pinned_memory_limit "
+                "or lower bounce_buffer_size / remote.max_range_size"
+            )
+        with self._cond:
+            free = self._free.setdefault(slot_size, deque())
+            while True:
+                if free:
+                    slot = free.popleft()
+                    break
+                if self._count.get(slot_size, 0) < limit:
+                    self._drop_idle(cap - slot_size)
+                    if self._pinned + slot_size <= cap:
+                        slot = self._new_slot(slot_size)
+                        break
+                self._cond.wait()
+        if slot.event is not None:
+            slot.event.synchronize()  # its previous copy must be done before the slot is overwritten
+            slot.event = None
+        return slot
+
+    def _new_slot(self, slot_size: int) -> _Slot:
+        self._count[slot_size] = self._count.get(slot_size, 0) + 1
+        self._pinned += slot_size
+        try:
+            return _Slot(slot_size, self._alloc)
+        except BaseException:
+            self._count[slot_size] -= 1
+            self._pinned -= slot_size
+            raise
+
+    def _drop_idle(self, target: int) -> None:
+        """Free idle slots (largest sizes first) until at most ``target`` bytes stay pinned."""
+        for size in sorted(self._free, reverse=True):
+            free = self._free[size]
+            while free and self._pinned > target:
+                slot = free.pop()
+                if slot.event is not None:
+                    slot.event.synchronize()  # no queued copy may still read the memory being freed
+                self._count[size] -= 1
+                self._pinned -= size
+
+    def release(self, slot: _Slot, event: Any = None) -> None:
+        slot.event = event
+        with self._cond:
+            self._free.setdefault(slot.buf.nbytes, deque()).append(slot)
+            self._cond.notify_all()
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: drop every slot without freeing it (the parent's CUDA context owns it)."""
+        for free in self._free.values():
+            for slot in free:
+                slot.buf.ptr = 0  # PinnedBuffer.__del__ frees nothing for ptr 0
+        self._cond = threading.Condition()
+        self._free, self._count, self._pinned = {}, {}, 0
+
+
+ring = BounceRing()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=ring.forget_after_fork)
+
+
+def bounce_slots(s: policy.Settings) -> tuple[int, int]:
+    """Slot size and ring bound of the device routes: two slots per thread, so a thread's next
+    slot is free while its last one's copy runs."""
+    return min(s.bounce_buffer_size, s.task_size), 2 * s.num_threads
+
+
+def _drain(stream: Any) -> None:
+    """After an error: wait out ``stream`` (if any) before its slot goes back to the ring, so nobody
+    refills memory a queued copy still reads. Best effort: the error being raised is what matters."""
+    if stream is not None:
+        with contextlib.suppress(Exception):
+            stream.synchronize()
+
+
+class DeviceSink:
+    """Slots of the shared ring, each copied asynchronously to device memory at ``dst_ptr`` + its
+    place on the calling thread's stream: the :class:`~gdsstore.engine.batch.Sink` of batched reads
+    into ``nbytes`` of device staging (:func:`gdsstore.engine.batch.read_batch`).
+
+    ``piece`` is at most ``slot_size``; ``limit`` bounds the ring's slots of that size.
+    """
+
+    def __init__(self, device: int, dst_ptr: int, nbytes: int, piece: int, slot_size: int, limit: int) -> None:
+        if piece > slot_size:
+            raise ValueError(f"DeviceSink(): piece of {piece} bytes exceeds the slot size {slot_size}")
+        self.device = device
+        self.dst_ptr = dst_ptr
+        self.nbytes = nbytes
+        self.piece = piece
+        self._slot_size = slot_size
+        self._limit = limit
+        self._events: list[Any] = []
+        self._lock = threading.Lock()
+
+    def acquire(self) -> tuple[memoryview, _Slot]:
+        slot = ring.acquire(self._slot_size, self._limit)
+        return slot.buf.view, slot
+
+    def flush(self, handle: _Slot, lo: int, hi: int, base: int) -> None:
+        cp = cuda.cupy_or_none()
+        assert cp is not None
+        event = None
+        stream: Any = None
+        try:
+            with cp.cuda.Device(self.device):
+                stream = cuda.thread_stream(self.device)
+                cp.cuda.runtime.memcpyAsync(
+                    self.dst_ptr + base + lo,
+                    handle.buf.ptr + lo,
+                    hi - lo,
+                    cp.cuda.runtime.memcpyHostToDevice,
+                    stream.ptr,
+                )
+                event = cuda.record_event(stream)
+            with self._lock:
+                self._events.append(event)
+        except BaseException:
+            if event is None:  # a queued copy no event covers
+                _drain(stream)
+            raise
+        finally:
+            ring.release(handle, event)  # reused only once this copy is done
+
+    def discard(self, handle: _Slot) -> None:
+        ring.release(handle)
+
+    def finish(self) -> None:
+        with self._lock:
+            events, self._events = self._events, []
+        for ev in events:
+            ev.synchronize()
+
+
+def read_to_device(
+    fd: int,
+    device: int,
+    dst_ptr: int,
+    nbytes: int,
+    offset: int,
+    slot_size: int,
+    ring_limit: int,
+    direct_fd: int = -1,
+) -> tuple[int, list[Any]]:
+    """Read ``nbytes`` at ``offset`` into device memory through the ring; returns (bytes, copy events).
+
+    The thread holds one slot for the whole call and reads pieces of half a slot into its two halves
+    in turn: the copy of one half runs while the next piece is read into the other, and a half is
+    refilled once its own copy is done. The per-piece CUDA calls keep the GIL where the driver loads
+    through ctypes (:func:`gdsstore.engine.cuda.copy_calls`); the read is the only hand-over. Measured on the
+    H200, 1 GiB warm, interleaved with the previous route (8 MiB pieces, one slot each), ABBA:
+    43.3 and 39.3 GB/s against 39.0 and 39.5; the same loop stripped to its calls reads 42-47 where
+    kvikio compat reads 43-44 (``benchmarks/probe_raw.py``, docs/bench/probe_raw.txt). The caller
+    synchronizes the events before reporting the data as landed.
+    """
+    cp = cuda.cupy_or_none()
+    assert cp is not None
+    calls = cuda.copy_calls()
+    half = max(_PAGE, slot_size // 2 // _PAGE * _PAGE)  # page-aligned halves (O_DIRECT)
+    slot = ring.acquire(slot_size, ring_limit)
+    if not slot.halves:
+        slot.halves = [cp.cuda.Event(block=False, disable_timing=True) for _ in range(2)]
+    last: Any = None
+    done = 0
+    k = 0
+    stream: Any = None
+    try:
+        with cp.cuda.Device(device):
+            stream = cuda.thread_stream(device)
+            while done < nbytes:
+                h = k & 1
+                k += 1
+                ev = slot.halves[h]
+                # This half's previous copy must be out before it is overwritten (an event never
+                # recorded queries as done).
+                if calls.query(ev.ptr) != 0:
+                    cuda.check_driver(calls.synchronize(ev.ptr), "cuEventSynchronize")
+                base = h * half
+                view = slot.buf.view[base : base + half]
+                want = min(half, nbytes - done)
+                pos = offset + done
+                got = -1
+                span = -(-want // _PAGE) * _PAGE
+                if direct_fd >= 0 and pos % _PAGE == 0 and span <= half:
+                    # O_DIRECT needs aligned offset, length and buffer: halves are page-aligned; round up.
+                    try:
+                        got = min(pread_full(direct_fd, view[:span], pos), want)
+                    except OSError:  # EINVAL on filesystems with stricter alignment: buffered instead
+                        got = -1
+                if got < 0:
+                    got = pread_full(fd, view[:want], pos)
+                if got:
+                    cuda.check_driver(
+                        calls.copy_htod(dst_ptr + done, slot.buf.ptr + base, got, stream.ptr), "cuMemcpyHtoDAsync"
+                    )
+                    cuda.check_driver(calls.record(ev.ptr, stream.ptr), "cuEventRecord")
+                    last = ev
+                done += got
+                if got < want:
+                    break
+    except BaseException:
+        _drain(stream)  # a copy may be queued that no recorded event covers (a failed record)
+        raise
+    finally:
+        # Copies on one stream finish in order: the last one's event covers the slot's two halves
+        # (and, for the caller, every copy of this call).
+        ring.release(slot, last)
+    return done, [] if last is None else [last]
+
+
+def write_from_device(
+    fd: int,
+    device: int,
+    src_ptr: int,
+    nbytes: int,
+    offset: int,
+    slot_size: int,
+    ring_limit: int,
+    direct_fd: int = -1,
+) -> int:
+    """Write ``nbytes`` of device memory at ``offset`` through the ring (D2H, then pwrite).
+
+    With ``direct_fd`` (O_DIRECT), page-aligned whole pages go through it; the rest is buffered.
+    """
+    done = 0
+    while done < nbytes:
+        want = min(slot_size, nbytes - done)
+        slot = ring.acquire(slot_size, ring_limit)
+        try:
+            cuda.memcpy_dtoh(device, slot.buf.ptr, src_ptr + done, want)
+            aligned = direct_fd >= 0 and (offset + done) % _PAGE == 0 and want % _PAGE == 0
+            pwrite_full(direct_fd if aligned else fd, slot.buf.view[:want], offset + done)
+        finally:
+            ring.release(slot)
+        done += want
+    return done

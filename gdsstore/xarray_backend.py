@@ -1,0 +1,407 @@
+"""xarray backend ``engine="gdsstore"``: coordinates and indexes in host memory, data variables on the GPU.
+
+Registered as the ``xarray.backends`` entry point ``gdsstore``::
+
+    ds = xr.open_dataset("s3://bucket/d.zarr", engine="gdsstore")          # lazy, read on access
+    ds = xr.open_dataset("/data/d.zarr", engine="gdsstore", chunks={})     # dask, chunk by chunk
+    ds["t"].data                  # cupy.ndarray on a GPU machine (numpy elsewhere)
+    ds["time"].values             # numpy: coordinates and indexes always live on the host
+
+Any store gdsstore opens works (a local path, ``s3://``, ``http(s)://``, ``webhdfs://``, or a
+:class:`gdsstore.GDSStore` / zarr store object). Opening and decoding are xarray's own
+(``ZarrStore.open_group`` + ``StoreBackendEntrypoint``); this module only chooses, per variable, the
+zarr buffer prototype its reads use (:func:`choose_placement`, :func:`prototype_for`) and opens the
+arrays under gdsstore's codec pipeline.
+
+This module is imported by xarray whenever it lists its engines: it imports nothing heavy at module level.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from gdsstore._optional import require
+
+require("xarray", purpose="gdsstore.xarray_backend")
+from xarray.backends.common import BackendEntrypoint  # noqa: E402
+
+if TYPE_CHECKING:
+    from xarray import Dataset
+    from zarr.core.buffer import BufferPrototype
+
+__all__ = [
+    "GDSStoreBackendEntrypoint",
+    "Placement",
+    "choose_placement",
+    "coordinate_names",
+    "device_decodable",
+    "prototype_for",
+    "to_zarr",
+]
+
+#: Where a variable's reads land.
+Placement = Literal["device", "host"]
+
+_DIMENSION_KEY = "_ARRAY_DIMENSIONS"  # zarr v2 / xarray's attribute naming an array's dimensions
+
+
+def coordinate_names(variables: Mapping[str, tuple[tuple[str, ...], Mapping[str, Any]]],
+                     group_attrs: Mapping[str, Any] | None = None) -> set[str]:
+    """Names of the variables xarray will make coordinates, from metadata alone (nothing is read).
+
+    A variable is a coordinate when it is one-dimensional along a dimension of its own name (an index),
+    or when it is named in a CF ``coordinates`` attribute of the group or of any variable.
+
+    Args:
+        variables: name → (dimension names, attributes) for every array of the group.
+        group_attrs: the group's attributes.
+
+    Returns:
+        The coordinate names.
+
+    Examples:
+        >>> sorted(coordinate_names({"time": (("time",), {}), "t": (("time",), {"coordinates": "lat"}),
+        ...                          "lat": (("time",), {})}))
+        ['lat', 'time']
+    """
+    names = {name for name, (dims, _) in variables.items() if tuple(dims) == (name,)}
+    listed = [str((group_attrs or {}).get("coordinates", ""))]
+    listed += [str(attrs.get("coordinates", "")) for _, attrs in variables.values()]
+    names |= {n for text in listed for n in text.split() if n in variables}
+    return names
+
+
+def choose_placement(variables: Mapping[str, tuple[tuple[str, ...], Mapping[str, Any]]],
+                     group_attrs: Mapping[str, Any] | None = None, *, device: bool) -> dict[str, Placement]:
+    """Where each variable's reads land: coordinates on the host always, data variables on the device
+    when ``device`` (a GPU is used), else on the host.
+
+    Args:
+        variables: name → (dimension names, attributes), as for :func:`coordinate_names`.
+        group_attrs: the group's attributes.
+        device: whether data variables go to the GPU.
+
+    Returns:
+        name → ``"device"`` or ``"host"``.
+
+    Examples:
+        >>> v = {"x": (("x",), {}), "t": (("x",), {})}
+        >>> choose_placement(v, device=True)
+        {'x': 'host', 't': 'device'}
+        >>> choose_placement(v, device=False)
+        {'x': 'host', 't': 'host'}
+    """
+    coords = coordinate_names(variables, group_attrs)
+    return {name: "device" if device and name not in coords else "host" for name in variables}
+
+
+# CF attributes whose decoding xarray does with numpy only (``np.array(data)``): on a CuPy array it raises.
+_HOST_ONLY_CF = ("_FillValue", "missing_value", "_Unsigned", "calendar")
+
+
+def _is_nan(value: Any) -> bool:
+    try:
+        return bool(value != value)  # NaN is the only value unequal to itself
+    except (TypeError, ValueError):
+        return False
+
+
+def device_decodable(attrs: Mapping[str, Any], dtype: Any) -> str | None:
+    """Why a variable cannot be decoded on the device by xarray (``None``: it can).
+
+    xarray decodes CF masks (``_FillValue``, ``missing_value``), unsigned views and times with numpy
+    calls that refuse CuPy arrays; scale and offset work on any array. A NaN fill value of a float
+    variable masks nothing (NaN stays NaN), so it does not keep the variable on the host.
+
+    Args:
+        attrs: the variable's attributes as stored.
+        dtype: its stored dtype.
+
+    Returns:
+        ``None``, or the reason the variable stays on the host.
+
+    Examples:
+        >>> import numpy as np
+        >>> device_decodable({"_FillValue": np.nan, "units": "K"}, np.dtype("f4")) is None
+        True
+        >>> device_decodable({"_FillValue": -9999}, np.dtype("i2"))
+        'CF attribute _FillValue=-9999 is decoded by xarray with numpy'
+        >>> device_decodable({"units": "days since 2000-01-01"}, np.dtype("i8"))
+        "CF time units 'days since 2000-01-01' are decoded by xarray with numpy"
+    """
+    import numpy as np
+
+    for key in _HOST_ONLY_CF:
+        if key not in attrs:
+            continue
+        value = attrs[key]
+        if key in ("_FillValue", "missing_value") and np.dtype(dtype).kind == "f" and _is_nan(value):
+            continue
+        return f"CF attribute {key}={value!r} is decoded by xarray with numpy"
+    units = attrs.get("units")
+    if isinstance(units, str) and " since " in units:
+        return f"CF time units {units!r} are decoded by xarray with numpy"
+    return None
+
+
+def prototype_for(placement: Placement) -> BufferPrototype:
+    """zarr's buffer prototype for a placement: ``zarr.core.buffer.gpu.buffer_prototype`` on the device,
+    zarr's CPU prototype on the host (whatever the global zarr config says).
+
+    Examples:
+        >>> prototype_for("host").buffer.__module__
+        'zarr.core.buffer.cpu'
+        >>> prototype_for("device").buffer.__module__
+        'zarr.core.buffer.gpu'
+    """
+    if placement == "device":
+        from zarr.core.buffer import gpu
+
+        return gpu.buffer_prototype
+    from zarr.core.buffer import cpu
+
+    return cpu.buffer_prototype
+
+
+def _use_device(device: bool | None) -> bool:
+    """``device=None``: the GPU when one is visible; ``True``: the GPU or an error naming the fix."""
+    if device is None:
+        from gdsstore.engine import cuda
+
+        return cuda.gpu_available()
+    if device:
+        from gdsstore.gpu.enable import check_gpu
+
+        check_gpu('xr.open_dataset(..., engine="gdsstore", device=True)')
+    return bool(device)
+
+
+def _as_store(target: Any, *, mode: str, storage_options: Mapping[str, Any] | None) -> Any:
+    """A path or URL becomes a :class:`gdsstore.GDSStore`; a store object is used as it is."""
+    if isinstance(target, str | os.PathLike):
+        from gdsstore.adapters.zarr_store import GDSStore
+
+        return GDSStore(os.fspath(target), read_only=mode == "r", storage_options=dict(storage_options or {}))
+    if storage_options:
+        raise TypeError(f"engine='gdsstore': storage_options={sorted(storage_options)} given with a store "
+                        f"object {target!r}; pass them to gdsstore.GDSStore(root, storage_options=...) instead")
+    return target
+
+
+def _pipeline_config(pipeline: bool) -> Any:
+    """zarr config under which arrays open: gdsstore's pipeline and codecs, buffers left as they are."""
+    import contextlib
+
+    if not pipeline:
+        return contextlib.nullcontext()
+    import zarr
+
+    from gdsstore.gpu.enable import config_for, register
+
+    register()
+    return zarr.config.set(config_for(gpu=False))
+
+
+def _placed_zarr_store_class() -> Any:
+    """xarray's ``ZarrStore`` whose variables read into the buffer their placement names (built on first
+    use: xarray.backends.zarr imports zarr)."""
+    global _PLACED_STORE
+    if _PLACED_STORE is not None:
+        return _PLACED_STORE
+    from xarray.backends.zarr import ZarrArrayWrapper, ZarrStore
+    from xarray.core import indexing
+    from xarray.core.utils import FrozenDict
+
+    class PlacedArrayWrapper(ZarrArrayWrapper):  # type: ignore[misc]
+        """xarray's zarr array wrapper, reading with an explicit zarr buffer prototype."""
+
+        __slots__ = ("prototype",)
+
+        def __init__(self, zarr_array: Any, prototype: Any) -> None:
+            super().__init__(zarr_array)  # type: ignore[no-untyped-call]
+            self.prototype = prototype
+
+        def _getitem(self, key: Any) -> Any:
+            return self._array.get_basic_selection(key, prototype=self.prototype)
+
+        def _oindex(self, key: Any) -> Any:
+            return self._array.get_orthogonal_selection(key, prototype=self.prototype)
+
+        def _vindex(self, key: Any) -> Any:
+            return self._array.get_coordinate_selection(key, prototype=self.prototype)
+
+        async def _async_getitem(self, key: Any) -> Any:
+            return await self._array._async_array.getitem(key, prototype=self.prototype)
+
+        async def _async_oindex(self, key: Any) -> Any:
+            return await self._array._async_array.get_orthogonal_selection(key, prototype=self.prototype)
+
+        async def _async_vindex(self, key: Any) -> Any:
+            return await self._array._async_array.get_coordinate_selection(key, prototype=self.prototype)
+
+    class PlacedZarrStore(ZarrStore):  # type: ignore[misc]
+        """xarray's ZarrStore with a placement (host or device) per variable."""
+
+        device = False
+        mask_and_scale = True
+
+        def get_variables(self) -> Any:
+            names = list(self.array_keys())
+            variables = {name: self.open_store_variable(name) for name in names}  # type: ignore[no-untyped-call]
+            placements = choose_placement(
+                {name: (tuple(v.dims), v.attrs) for name, v in variables.items()},
+                self.get_attrs(), device=self.device)  # type: ignore[no-untyped-call]
+            for name, var in variables.items():
+                placement = placements[name]
+                reason = device_decodable(var.attrs, var.dtype) if placement == "device" else None
+                if reason is not None:
+                    placement = "host"
+                    var.encoding["gdsstore_placement_reason"] = reason
+                elif placement == "device" and self.mask_and_scale:
+                    _drop_nan_fill(var)
+                wrapper = PlacedArrayWrapper(self.members[name], prototype_for(placement))
+                var.data = indexing.LazilyIndexedArray(wrapper)
+                var.encoding["gdsstore_placement"] = placement
+            return FrozenDict(variables)
+
+    _PLACED_STORE = PlacedZarrStore
+    return PlacedZarrStore
+
+
+_PLACED_STORE: Any = None
+
+
+def _drop_nan_fill(var: Any) -> None:
+    """A NaN fill of a float variable masks nothing: keep it in the encoding (written back as it was),
+    not in the attributes, so that xarray's numpy-only mask decoding never runs on device data."""
+    for key in ("_FillValue", "missing_value"):
+        if key in var.attrs:
+            var.encoding[key] = var.attrs.pop(key)
+
+
+class GDSStoreBackendEntrypoint(BackendEntrypoint):
+    """``xr.open_dataset(..., engine="gdsstore")``: zarr through gdsstore, data variables on the GPU.
+
+    Coordinates and indexes are read into host memory (numpy), data variables into device memory (CuPy)
+    when a GPU is visible; without one every variable lands on the host. With ``chunks=`` xarray wraps
+    the variables in dask arrays whose chunks read the same way. ``xr.open_mfdataset(paths,
+    engine="gdsstore")`` opens each path through this backend.
+
+    Each variable's encoding records ``gdsstore_placement`` (``"device"`` or ``"host"``). A data variable
+    whose CF attributes xarray decodes with numpy only (an integer ``_FillValue``, time units, ...) stays
+    on the host, and ``gdsstore_placement_reason`` says why (see :func:`device_decodable`).
+    """
+
+    description = "Open zarr stores through gdsstore: coordinates on the host, data variables on the GPU"
+    url = "https://github.com/gdsstore/gdsstore/blob/main/docs/xarray.md"
+    supports_groups = False
+    open_dataset_parameters = (
+        "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
+        "drop_variables", "use_cftime", "decode_timedelta", "group", "mode", "consolidated",
+        "storage_options", "zarr_format", "device", "pipeline",
+    )
+
+    def guess_can_open(self, filename_or_obj: Any) -> bool:
+        # never claims a file by its name: zarr's own backend does; ask for gdsstore with engine=
+        return False
+
+    def open_dataset(  # type: ignore[override]
+        self,
+        filename_or_obj: Any,
+        *,
+        mask_and_scale: bool = True,
+        decode_times: bool = True,
+        concat_characters: bool = True,
+        decode_coords: bool = True,
+        drop_variables: str | Iterable[str] | None = None,
+        use_cftime: bool | None = None,
+        decode_timedelta: bool | None = None,
+        group: str | None = None,
+        mode: Literal["r", "r+"] = "r",
+        consolidated: bool | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        zarr_format: int | None = None,
+        device: bool | None = None,
+        pipeline: bool = True,
+    ) -> Dataset:
+        """Open a zarr group as a Dataset; see the class docstring.
+
+        Args:
+            filename_or_obj: a local path, a URL (``s3://``, ``http(s)://``, ``webhdfs://``) or a zarr store.
+            mask_and_scale, decode_times, concat_characters, decode_coords, drop_variables, use_cftime,
+                decode_timedelta, group, mode, consolidated, zarr_format: as for ``engine="zarr"``.
+            storage_options: options of :class:`gdsstore.GDSStore` for a path or URL (credentials, endpoint).
+            device: ``None`` (default) puts data variables on the GPU when one is visible; ``True``
+                requires one (error otherwise); ``False`` keeps every variable on the host.
+            pipeline: open the arrays under gdsstore's batched codec pipeline and GPU codecs (default).
+
+        Returns:
+            The dataset (lazy: each variable reads on first access, or per dask chunk with ``chunks=``).
+
+        Raises:
+            gdsstore._optional.MissingOptionalDependencyError: ``device=True`` without CuPy.
+            gdsstore.gpu.enable.GPUUnavailableError: ``device=True`` without a CUDA device.
+        """
+        from xarray.backends.common import _normalize_path
+        from xarray.backends.store import StoreBackendEntrypoint
+        from xarray.core.utils import close_on_error
+
+        use_device = _use_device(device)
+        store = _as_store(_normalize_path(filename_or_obj), mode=mode, storage_options=storage_options)
+        with _pipeline_config(pipeline):
+            zarr_store = _placed_zarr_store_class().open_group(
+                store, group=group, mode=mode, consolidated=consolidated, zarr_format=zarr_format)
+        zarr_store.device = use_device
+        zarr_store.mask_and_scale = mask_and_scale
+        with close_on_error(zarr_store):
+            return StoreBackendEntrypoint().open_dataset(
+                zarr_store, mask_and_scale=mask_and_scale, decode_times=decode_times,
+                concat_characters=concat_characters, decode_coords=decode_coords,
+                drop_variables=drop_variables, use_cftime=use_cftime, decode_timedelta=decode_timedelta)
+
+
+def _has_device_data(ds: Dataset) -> bool:
+    """Whether a variable is (or, read lazily, will be) device memory: CuPy data, a dask array of CuPy
+    chunks, or a variable this backend placed on the device."""
+    for var in ds.variables.values():
+        data = var._data
+        meta = getattr(data, "_meta", None)
+        if (hasattr(data, "__cuda_array_interface__") or type(meta).__module__.startswith("cupy")
+                or var.encoding.get("gdsstore_placement") == "device"):
+            return True
+    return False
+
+
+def to_zarr(ds: Dataset, store: Any, *, storage_options: Mapping[str, Any] | None = None,
+            **kwargs: Any) -> Any:
+    """``ds.to_zarr`` through gdsstore: a path or URL becomes a :class:`gdsstore.GDSStore`, and the write
+    runs under gdsstore's pipeline, with GPU buffers when the dataset holds device (CuPy) data.
+
+    Args:
+        ds: the dataset (host or device variables, eager or dask).
+        store: a local path, a URL or a zarr store.
+        storage_options: options of :class:`gdsstore.GDSStore` for a path or URL.
+        **kwargs: passed to :meth:`xarray.Dataset.to_zarr` (``mode``, ``encoding``, ``consolidated``, ...).
+
+    Returns:
+        What ``Dataset.to_zarr`` returns (xarray's ZarrStore, or a dask delayed with ``compute=False``).
+
+    Examples:
+        >>> import tempfile, numpy as np, xarray as xr
+        >>> ds = xr.Dataset({"t": ("x", np.arange(4.0))}, coords={"x": np.arange(4)})
+        >>> path = tempfile.mkdtemp() + "/d.zarr"
+        >>> _ = to_zarr(ds, path, consolidated=False)
+        >>> xr.open_dataset(path, engine="gdsstore", device=False, consolidated=False)["t"].values.tolist()
+        [0.0, 1.0, 2.0, 3.0]
+    """
+    mode = kwargs.get("mode") or "w-"
+    target = _as_store(store, mode="r" if mode == "r" else "w", storage_options=storage_options)
+    if _has_device_data(ds):
+        from gdsstore.gpu.enable import enable_gpu
+
+        with enable_gpu():
+            return ds.to_zarr(target, **kwargs)
+    with _pipeline_config(True):
+        return ds.to_zarr(target, **kwargs)

@@ -1,0 +1,200 @@
+"""Issue 16's failures, one test each, against servers that misbehave exactly that way: an object
+replaced mid-read by a server that ignores If-Match, a response queued after a correct body, a
+redirect on ranged GETs only, a stalled body, a whole-object get that stalls, Retry-After, CR/LF in
+headers, the fast client's sockets."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from servers.faults import FaultServer
+
+import gdsstore
+from gdsstore.engine.backend import backend_for
+from gdsstore.engine.remote import RangeMismatchError, RemoteIOError, rawhttp
+from gdsstore.engine.remote.http_transport import HTTPSource, get_client, key_to_url_path, retry_after
+
+from .conftest import payload
+
+DATA = payload(512 << 10, seed=21)
+NEW = payload(512 << 10, seed=22)
+BIG = payload(4 << 20, seed=23)
+FILL = 0xA5
+
+FAST = [True, False]  # remote.fast_http: the plain-HTTP client, and urllib3
+
+
+@pytest.fixture
+def srv(faults: FaultServer) -> FaultServer:
+    faults.objects["obj.bin"] = DATA
+    faults.objects["obj.bin.v2"] = NEW
+    faults.objects["big.bin"] = BIG
+    return faults
+
+
+@pytest.fixture
+def other_server() -> Iterator[FaultServer]:
+    """A second server: another origin (same host, another port)."""
+    s = FaultServer()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def gets(srv: FaultServer, mode: str) -> int:
+    return sum(1 for e in srv.log if e[0] == "GET" and e[1].startswith(f"/{mode}/"))
+
+
+@pytest.mark.parametrize("fast", FAST)
+@pytest.mark.parametrize("mode", ["replaced", "replaced-412"])
+def test_object_replaced_mid_read_fails_and_never_mixes(srv: FaultServer, mode: str, fast: bool) -> None:
+    # The object changes after 3 GETs; "replaced" ignores If-Match but reports the new ETag.
+    with gdsstore.config.set({"remote.concurrency": 1, "remote.fast_http": fast}):
+        with gdsstore.open(srv.url("obj.bin", mode, 3)) as f:
+            buf = np.full(f.size, FILL, "u1")
+            with pytest.raises(RangeMismatchError, match="changed while it was being read"):
+                f.read(buf)
+    old = np.frombuffer(DATA, "u1")
+    assert np.all((buf == FILL) | (buf == old))  # old bytes or untouched, never the new version's
+    assert buf[: 2 * (64 << 10)].tobytes() == DATA[: 2 * (64 << 10)]  # the ranges before the change
+
+
+@pytest.mark.parametrize("fast", FAST)
+def test_whole_object_get_of_a_replaced_object_fails(srv: FaultServer, fast: bool) -> None:
+    backend = backend_for(f"http://127.0.0.1:{srv.port}/replaced/1")
+    with gdsstore.config.set({"remote.fast_http": fast}), pytest.raises(RangeMismatchError):
+        backend.get("obj.bin", bytearray)
+
+
+@pytest.mark.parametrize("fast", FAST)
+def test_a_response_queued_after_a_body_is_never_data(srv: FaultServer, fast: bool) -> None:
+    # After each correct body the server queues a well-formed 206 for the next range (wrong bytes,
+    # right Content-Range and ETag): taking it for the next answer would land 0xEE bytes.
+    with gdsstore.config.set({"remote.concurrency": 1, "remote.fast_http": fast}):
+        with gdsstore.open(srv.url("obj.bin", "queue-extra", "always")) as f:
+            buf = np.full(f.size, FILL, "u1")
+            assert f.read(buf) == len(DATA)
+    assert buf.tobytes() == DATA
+    assert gets(srv, "queue-extra") == len(DATA) // (64 << 10)  # every range was asked, none taken unasked
+
+
+@pytest.mark.parametrize("fast", FAST)
+def test_ranged_gets_follow_redirects(srv: FaultServer, fast: bool) -> None:
+    # HEAD answers 200, every GET answers 302 (e.g. a CDN that redirects data requests only).
+    with gdsstore.config.set({"remote.fast_http": fast}):
+        with gdsstore.open(srv.url("obj.bin", "get-redirect", "always")) as f:
+            buf = np.full(f.size, FILL, "u1")
+            assert f.read(buf) == len(DATA)
+    assert buf.tobytes() == DATA
+
+
+@pytest.mark.parametrize("fast", FAST)
+def test_redirected_ranges_never_carry_credentials_to_another_origin(
+    srv: FaultServer, other_server: FaultServer, fast: bool
+) -> None:
+    other_server.objects["obj.bin"] = DATA
+    srv.redirect_base = f"http://127.0.0.1:{other_server.port}"
+    secret = {"Authorization": "Bearer gdsstore-DoNotLeak-42", "Cookie": "session=DoNotLeak-43"}
+    with gdsstore.config.set({"remote.fast_http": fast}):
+        with gdsstore.open(srv.url("obj.bin", "get-redirect", "always"), headers=secret) as f:
+            buf = np.full(f.size, FILL, "u1")
+            assert f.read(buf) == len(DATA)
+    assert buf.tobytes() == DATA
+    assert other_server.log, "the ranges went to the redirect target"
+    for _, _, _, headers in other_server.log:
+        assert not {k.lower() for k in headers} & {"authorization", "cookie"}
+    assert any("Authorization" in h for m, _, _, h in srv.log if m == "GET")  # sent to its own origin
+
+
+@pytest.mark.parametrize("fast", FAST)
+@pytest.mark.parametrize("name", ["obj.bin", "big.bin"])  # 64 KiB ranges; 2 MiB ranges (recv MSG_WAITALL)
+def test_a_stalled_attempt_times_out_after_remote_timeout(srv: FaultServer, fast: bool, name: str) -> None:
+    # Headers and half the body arrive, then silence: the attempt ends `remote.timeout` after the
+    # last byte (it took 2.03 s for 1 s on the fast client).
+    srv.slow_seconds = 4.0
+    settings = {"remote.timeout": 1.0, "remote.max_attempts": 1, "remote.fast_http": fast,
+                "task_size": 2 << 20, "remote.max_range_size": 2 << 20, "remote.concurrency": 1}
+    with gdsstore.config.set(settings), gdsstore.open(srv.url(name, "stall", "always")) as f:
+        buf = np.full(f.size, FILL, "u1")
+        t0 = time.perf_counter()
+        with pytest.raises(RemoteIOError, match=r"failed after 1 attempt"):
+            f.read(buf, 2 << 20 if name == "big.bin" else None)
+        elapsed = time.perf_counter() - t0
+    assert 0.9 < elapsed < 1.5
+
+
+@pytest.mark.parametrize("fast", FAST)
+def test_a_stalled_whole_object_get_makes_at_most_max_attempts(srv: FaultServer, fast: bool) -> None:
+    srv.slow_seconds = 2.0
+    backend = backend_for(f"http://127.0.0.1:{srv.port}/stall/always")
+    settings = {"remote.timeout": 0.3, "remote.max_attempts": 2, "remote.fast_http": fast, "task_size": 1 << 20}
+    with gdsstore.config.set(settings), pytest.raises(RemoteIOError, match=r"failed after 2 attempt"):
+        backend.get("obj.bin", bytearray)
+    assert gets(srv, "stall") == 2  # it made 3 with max_attempts=2
+
+
+@pytest.mark.parametrize(("retry_after_s", "backoff_max", "low", "high"), [("1", 5.0, 0.95, 1.6), ("3", 0.5, 0.45, 1.0)])
+def test_retry_after_is_honoured_within_backoff_max(
+    srv: FaultServer, retry_after_s: str, backoff_max: float, low: float, high: float
+) -> None:
+    srv.retry_after = retry_after_s
+    settings = {"remote.backoff_base": 0.001, "remote.backoff_max": backoff_max, "remote.concurrency": 1,
+                "task_size": 1 << 20}
+    with gdsstore.config.set(settings), gdsstore.open(srv.url("obj.bin", "429", 1)) as f:  # one GET gets 429
+        buf = np.full(f.size, FILL, "u1")
+        t0 = time.perf_counter()
+        assert f.read(buf) == len(DATA)
+        elapsed = time.perf_counter() - t0
+    assert buf.tobytes() == DATA
+    assert low < elapsed < high
+
+
+def test_retry_after_parsing() -> None:
+    assert retry_after({"Retry-After": "7"}) == 7.0
+    assert retry_after({}) is None and retry_after({"Retry-After": "soon"}) is None
+    assert retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # a date in the past
+
+
+@pytest.mark.parametrize("fast", FAST)
+@pytest.mark.parametrize("value", ["a\r\nX-Injected: 1", "a\nb", "a\rb", "a\x00b"])
+def test_cr_lf_in_header_values_is_refused(srv: FaultServer, fast: bool, value: str) -> None:
+    with gdsstore.config.set({"remote.fast_http": fast}):
+        with pytest.raises(ValueError, match="CR, LF or NUL"):
+            gdsstore.open(srv.url("obj.bin"), headers={"X-Token": value})
+        with pytest.raises(ValueError, match="CR, LF or NUL"):
+            rawhttp.get(srv.url("obj.bin"), {"X-Token": value}, 1.0, 1.0)
+    assert srv.log == []  # nothing was sent
+
+
+def test_fast_client_sockets_are_closed_on_clear(srv: FaultServer) -> None:
+    get_client().clear()
+    one_range = {"task_size": 1 << 20, "remote.max_range_size": 1 << 20}  # read inline, on this thread
+    with gdsstore.config.set(one_range), gdsstore.open(srv.url("obj.bin")) as f:
+        f.read(np.empty(f.size, "u1"))
+    pool = rawhttp._pool()
+    socks = [c.sock for c in pool.values()]
+    assert socks and all(s.fileno() >= 0 for s in socks)  # kept alive for the next read
+    get_client().clear()
+    assert not pool and all(s.fileno() == -1 for s in socks)
+
+
+def test_key_encoding_rule() -> None:
+    assert key_to_url_path("a b/c#1?v=%/é", "t") == "a%20b/c%231%3Fv%3D%25/%C3%A9"
+    for bad in ["%2e%2e/secret.bin", "..%2fsecret.bin", "%2E%2E%2Fsecret.bin", ".%2e/secret.bin", "a/%2e/b",
+                "a%2f%2fb", "%2fetc", "..", "a/../b"]:
+        with pytest.raises(ValueError, match="invalid key"):
+            key_to_url_path(bad, "t")
+
+
+def test_http_source_version_check_needs_the_pinned_etag(srv: FaultServer) -> None:
+    src = HTTPSource(srv.url("obj.bin"), get_client())
+    src.pin_etag('"v1"')
+    src.check_version({"ETag": '"v1"'}, "GET x")
+    with pytest.raises(RangeMismatchError, match="ETag"):
+        src.check_version({"ETag": '"v2"'}, "GET x")
+    with pytest.raises(RangeMismatchError):
+        src.check_version({}, "GET x")  # a response that does not say which version it is
