@@ -315,9 +315,10 @@ def read_batch(
     finally:
         sink.finish()  # no copy still reads a slot or writes the destination
     got = _fold(n, owner, pgot, p_size)
-    reason = f"batch of {n} reads into {into or ('host buffer' if piece is None else 'device staging')}"
+    # No count in the reason (the trace's ops and bytes columns hold them): one row per route and reason.
+    reason = f"batch of reads into {into or ('host buffer' if piece is None else 'device staging')}"
     if piece is not None:
-        reason += f" through {len(bases)} pinned bounce slots, async H2D"
+        reason += " through pinned bounce slots, async H2D"
     _trace.record("read", "posix", reason, int(got.clip(0).sum()), time.perf_counter() - t0, url, sink.device)
     return got
 

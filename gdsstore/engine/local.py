@@ -63,8 +63,37 @@ def _cufile_write(handle: Any, b: IOBuffer, off: int, n: int, base: int) -> int:
     return done
 
 
+def _stretch_read(open_stream: Any, b: IOBuffer, off: int, n: int, base: int, piece: int) -> int:
+    """Read one stretch in order, ``piece`` bytes a call, on a descriptor of its own (cold reads)."""
+    fd, own = open_stream(base + off, n)
+    try:
+        done = 0
+        while done < n:
+            want = min(piece, n - done)
+            got = posix.pread_full(fd, b.host_slice(off + done, off + done + want), base + off + done)
+            done += got
+            if got < want:
+                break
+        return done
+    finally:
+        if own:
+            os.close(fd)
+
+
 def _split(total: int, piece: int) -> list[tuple[int, int]]:
     return [(start, min(piece, total - start)) for start in range(0, total, piece)]
+
+
+def stretches(total: int, threads: int, task_size: int) -> list[tuple[int, int]]:
+    """``(offset, length)`` of one contiguous stretch per thread (none under ``task_size``).
+
+    Examples:
+        >>> stretches(10, 3, 1)
+        [(0, 4), (4, 4), (8, 2)]
+        >>> stretches(10, 3, 8)
+        [(0, 8), (8, 2)]
+    """
+    return _split(total, max(task_size, -(-total // threads)))
 
 
 class LocalFile(BaseFile):
@@ -185,6 +214,39 @@ class LocalFile(BaseFile):
 
         return done
 
+    def _read_plan(self, nbytes: int, offset: int, s: policy.Settings) -> policy.ReadPlan:
+        """The policy's cut of a POSIX read: residency is probed only for large reads."""
+        # Loaded on the first large read: `import gdsstore` stays as light as it was.
+        from gdsstore import pagecache
+        from gdsstore.engine import storage
+
+        resident = None
+        if policy.needs_residency_probe(nbytes, s):
+            try:
+                resident = pagecache.resident_fraction(self._fd, offset, nbytes)
+            except OSError:  # a file system that cannot be mapped: cut as for a warm read
+                resident = None
+        facts = storage.storage_facts(os.fstat(self._fd).st_dev) if resident is not None else None
+        return policy.decide_local_read(nbytes=nbytes, resident=resident, storage=facts, s=s)
+
+    def _open_stream(self, offset: int, nbytes: int) -> tuple[int, bool]:
+        """A descriptor of this file with its own readahead state (no ``POSIX_FADV_SEQUENTIAL``:
+        measured slower on the virtio disk, see :func:`gdsstore.policy.decide_local_read`).
+
+        Reopens through ``/proc/self/fd`` (the same inode even if the path was renamed since) and
+        checks the inode; where that fails, the shared descriptor (right bytes, shared readahead).
+        Returns ``(fd, whether the caller closes it)``.
+        """
+        try:
+            fd = os.open(f"/proc/self/fd/{self._fd}", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return self._fd, False
+        mine, theirs = os.fstat(fd), os.fstat(self._fd)
+        if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+            os.close(fd)
+            return self._fd, False
+        return fd, True
+
     # -- reads --------------------------------------------------------------------------------------
 
     def pread(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
@@ -201,17 +263,31 @@ class LocalFile(BaseFile):
         if avail == 0:
             return completed(0)
         d, handle = self._decide(b, avail, s)
+        plan = policy.ReadPlan(s.num_threads, s.task_size, False, "")
+        if d.route == "posix" and not (b.is_device and s.direct_io_read):  # O_DIRECT: no page cache
+            plan = self._read_plan(avail, offset, s)
+            if plan.reason:
+                d = policy.Decision(d.route, f"{d.reason}; {plan.reason}")
         on_done = self._traced("read", d, b)
         if d.route == "posix" and b.is_device:
-            return self._posix_device_read(b, avail, offset, s, on_done)  # cuts its own stretches
-        pieces = _split(avail, s.task_size)
+            return self._posix_device_read(b, avail, offset, s, plan, on_done)  # cuts its own stretches
         if d.route == "cufile":
+            pieces = _split(avail, s.task_size)
             return run_pieces(
                 [partial(_cufile_read, handle, b, off, n, offset) for off, n in pieces],
                 [n for _, n in pieces],
                 s.num_threads,
                 on_done,
             )
+        if plan.stretches:
+            pieces = stretches(avail, plan.threads, s.task_size)
+            return run_pieces(
+                [partial(_stretch_read, self._open_stream, b, off, n, offset, plan.piece) for off, n in pieces],
+                [n for _, n in pieces],
+                s.num_threads,
+                on_done,
+            )
+        pieces = _split(avail, s.task_size)
         fd = self._fd
         return run_pieces(
             [partial(_host_read, fd, b, off, n, offset) for off, n in pieces],
@@ -226,25 +302,31 @@ class LocalFile(BaseFile):
         total: int,
         offset: int,
         s: policy.Settings,
+        plan: policy.ReadPlan,
         on_done: Any,
     ) -> Future[int]:
         assert b.device is not None
         device = b.device
-        fd = self._fd
         direct = self._direct() if s.direct_io_read else -1  # O_DIRECT reads: bypass the page cache
         slot, limit = bounce.bounce_slots(s)
         # One contiguous stretch per thread (never under task_size), each through one slot: fewer
         # tasks to hand out, and a thread's slot stays in the CPU cache for the whole stretch.
         # Measured on the H200, 1 GiB warm, the bare loop: 45.8-47.3 GB/s in 64 MiB stretches
-        # against 44.7-45.5 in 16 MiB ones (benchmarks/probe_raw.py).
-        per_thread = -(-total // s.num_threads)
+        # against 44.7-45.5 in 16 MiB ones (benchmarks/probe_raw.py). A cold plan may ask for fewer
+        # threads, each stretch then on a descriptor of its own (its own readahead).
+        per_thread = -(-total // plan.threads)
         pieces = _split(total, max(s.task_size, -(-per_thread // slot) * slot))
         events: list[Any] = []
         ev_lock = threading.Lock()
 
         def make(off: int, n: int) -> Any:
             def piece() -> int:
-                got, evs = bounce.read_to_device(fd, device, b.ptr + off, n, offset + off, slot, limit, direct)
+                fd, own = self._open_stream(offset + off, n) if plan.stretches else (self._fd, False)
+                try:
+                    got, evs = bounce.read_to_device(fd, device, b.ptr + off, n, offset + off, slot, limit, direct)
+                finally:
+                    if own:
+                        os.close(fd)
                 with ev_lock:
                     events.extend(evs)
                 return got

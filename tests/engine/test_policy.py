@@ -138,7 +138,7 @@ def test_auto_threshold() -> None:
     with gdsstore.config.set({"gds_threshold": 16 << 10}):
         small = decide_local(device=True, nbytes=8 << 10, cufile=OK)
         big = decide_local(device=True, nbytes=16 << 10, cufile=OK)
-    assert (small.route, small.reason) == ("posix", "size 8 KiB < gds_threshold 16 KiB")
+    assert (small.route, small.reason) == ("posix", "below gds_threshold 16 KiB")
     assert big.route == "cufile"
 
 
@@ -167,7 +167,9 @@ def test_remote_range_size_spreads_over_workers_within_bounds() -> None:
         assert policy.remote_range_size(256 << 20, s) == 16 << 20  # one range per worker
         assert policy.remote_range_size(64 << 20, s) == 8 << 20  # never below task_size
         assert policy.remote_range_size(1, s) == 8 << 20
-        assert "16 MiB ranges, concurrency 16" in policy.decide_remote(scheme="http", device=True, nbytes=256 << 20, s=s).reason
+        reason = policy.decide_remote(scheme="http", device=True, nbytes=256 << 20, s=s).reason
+        assert "ranges of 8 MiB-32 MiB, concurrency 16" in reason  # the bounds, not this read's size
+        assert policy.decide_remote(scheme="http", device=True, nbytes=1 << 30, s=s).reason == reason
 
 
 def test_fmt_bytes() -> None:

@@ -133,8 +133,8 @@ def test_gdsstore_reads_go_through_the_engine(arrays: dict[Any, Any]) -> None:
     # one batch, reading every stored chunk once: missing chunks cost a size lookup only
     stored = [k for k in store.backend.list("") if k.startswith("c/")]
     reads = {r: v for (op, route, r), v in t.by_reason().items() if op == "read" and route == "posix"}
-    n_chunks = 7 * 4  # ceil(50 / 8) x ceil(37 / 10): every chunk of the grid is looked up
-    assert list(reads) == [f"batch of {n_chunks} reads into host buffer"]
+    assert list(reads) == ["batch of reads into host buffer"]
+    assert sum(v["ops"] for v in reads.values()) == 1
     assert sum(v["bytes"] for v in reads.values()) == sum(store.backend.size(k) for k in stored)
 
 
@@ -146,7 +146,7 @@ def test_sharded_reads_coalesce_inner_chunks(arrays: dict[Any, Any]) -> None:
             np.testing.assert_array_equal(z[0:16, 0:20], ref[0:16, 0:20])
     # one shard: one batch of index reads + one batch holding one coalesced read of its inner chunks
     reasons = sorted(r for (op, route, r) in t.by_reason() if op == "read")
-    assert reasons == ["batch of 1 reads into host buffer"], reasons
+    assert reasons == ["batch of reads into host buffer"], reasons
     assert t.totals["posix"]["ops"] == 2
 
 

@@ -1,0 +1,112 @@
+"""What the block device under a local file is (NVMe, virtio, rotational), read once per device.
+
+The policy cuts cold reads by it (:func:`gdsstore.policy.decide_local_read`): a rotational disk, or
+a virtual disk that says it is one, serves one sequential stream better than many interleaved
+pieces. Facts come from sysfs (``/sys/dev/block/MAJ:MIN``, the whole disk for a partition) and are
+cached per ``st_dev``; a file on no block device (tmpfs, overlay, NFS, FUSE) gives kind
+``"unknown"``.
+
+Examples:
+    >>> import os
+    >>> facts = storage_facts(os.stat(".").st_dev)
+    >>> facts.kind in ("nvme", "ssd", "rotational", "unknown")
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["StorageFacts", "StorageKind", "storage_facts"]
+
+StorageKind = Literal["nvme", "ssd", "rotational", "unknown"]
+
+_SYS_DEV_BLOCK = "/sys/dev/block"
+
+
+@dataclass(frozen=True)
+class StorageFacts:
+    """The block device under a file.
+
+    Attributes:
+        kind: ``"nvme"``, ``"ssd"`` (other non-rotational), ``"rotational"`` (as the kernel reports it:
+            a virtual disk may say so too) or ``"unknown"`` (no block device found).
+        name: the kernel's name of the whole disk (``"vda"``, ``"nvme0n1"``), ``""`` when unknown.
+        virtio: the disk is a virtio (virtual machine) disk.
+    """
+
+    kind: StorageKind
+    name: str = ""
+    virtio: bool = False
+
+    def describe(self) -> str:
+        """A few words for a trace reason, e.g. ``"rotational virtio vda"``.
+
+        Examples:
+            >>> StorageFacts("rotational", "vda", virtio=True).describe()
+            'rotational virtio vda'
+            >>> StorageFacts("unknown").describe()
+            'unknown device'
+        """
+        if self.kind == "unknown":
+            return "unknown device"
+        words: list[str] = [self.kind if self.kind != "nvme" else "NVMe"]
+        if self.virtio:
+            words.append("virtio")
+        words.append(self.name)
+        return " ".join(w for w in words if w)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def facts_from_sysfs(block_dir: str) -> StorageFacts:
+    """Facts of the block device whose sysfs folder is ``block_dir`` (a partition's: its disk's).
+
+    Args:
+        block_dir: e.g. ``/sys/dev/block/254:0`` (a link to ``/sys/devices/.../block/vda``).
+
+    Returns:
+        The facts; kind ``"unknown"`` when the folder has no ``queue/rotational``.
+    """
+    real = os.path.realpath(block_dir)
+    if os.path.exists(os.path.join(real, "partition")):
+        real = os.path.dirname(real)  # .../block/vda/vda1 -> .../block/vda
+    name = os.path.basename(real)
+    rotational = _read(os.path.join(real, "queue", "rotational"))
+    if rotational is None:
+        return StorageFacts("unknown", name)
+    virtio = "/virtio" in real
+    kind: StorageKind
+    if rotational == "1":
+        kind = "rotational"
+    elif name.startswith("nvme"):
+        kind = "nvme"
+    else:
+        kind = "ssd"
+    return StorageFacts(kind, name, virtio)
+
+
+@functools.cache
+def storage_facts(st_dev: int) -> StorageFacts:
+    """Facts of the device ``st_dev`` (``os.stat(path).st_dev``), read from sysfs once per device.
+
+    Args:
+        st_dev: the device number of a file.
+
+    Returns:
+        The facts; kind ``"unknown"`` for anonymous devices (major 0: tmpfs, overlay, NFS) or
+        where sysfs is not mounted.
+    """
+    major, minor = os.major(st_dev), os.minor(st_dev)
+    if major == 0:
+        return StorageFacts("unknown")
+    return facts_from_sysfs(f"{_SYS_DEV_BLOCK}/{major}:{minor}")
