@@ -69,7 +69,8 @@ def test_gpu_writes_read_back_with_plain_zarr(cp: Any, tmp_path: Path, name: str
     assert sorted(ours) == sorted(theirs)
     if name in EXACT:
         assert ours == theirs
-    assert t.totals["batch-put"]["ops"] == 3, str(t)
+    # one publish per write call; the all-fill write (deletes only) may record one with no bytes
+    assert t.totals["batch-put"]["ops"] in (3, 4), str(t)
     if name in ON_GPU and nvcomp.nvcomp_or_none() is not None:
         assert "gpu-encode" in t.routes, str(t)
     else:

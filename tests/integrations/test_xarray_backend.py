@@ -255,6 +255,7 @@ def test_gpu_data_variables_are_cupy_and_coordinates_numpy(tmp_path: Path, xarra
     for name in ("time", "y", "x", "lat"):
         assert isinstance(ds[name].data, np.ndarray), (name, type(ds[name].data))
     assert placements(ds)["temperature"] == "device" and np.isnan(ds["temperature"].encoding["_FillValue"])
+    pytest.importorskip("dask.array", reason="lazy loading needs dask")
     lazy = xr.open_dataset(tmp_path / "d.zarr", engine=xarray_engine, consolidated=False, chunks={})
     got = lazy["temperature"].isel(time=slice(0, 12)).mean("time").compute()
     assert isinstance(got.data, cp.ndarray)
