@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from gdsstore._config import CompatMode, Settings, WithoutNvfs, build_settings, check_keys, config, fmt_bytes
 from gdsstore.engine.registry import REMOTE_SCHEMES, known_implementations
 from gdsstore.errors import CuFileRequiredError
-
-if TYPE_CHECKING:
-    from gdsstore.engine.storage import StorageFacts
 
 __all__ = [
     "CompatMode",
@@ -31,6 +28,8 @@ __all__ = [
     "Decision",
     "ReadPlan",
     "Settings",
+    "StorageFacts",
+    "StorageKind",
     "WithoutNvfs",
     "decide_codec",
     "decide_local",
@@ -143,6 +142,42 @@ COLD_PROBE_PIECES = 4
 ROTATIONAL_STREAMS = 1
 
 
+StorageKind = Literal["nvme", "ssd", "rotational", "unknown"]
+
+
+@dataclass(frozen=True)
+class StorageFacts:
+    """The block device under a file (``gdsstore.engine.storage.storage_facts`` reads it from sysfs).
+
+    Attributes:
+        kind: ``"nvme"``, ``"ssd"`` (other non-rotational), ``"rotational"`` (as the kernel reports it:
+            a virtual disk may say so too) or ``"unknown"`` (no block device found).
+        name: the kernel's name of the whole disk (``"vda"``, ``"nvme0n1"``), ``""`` when unknown.
+        virtio: the disk is a virtio (virtual machine) disk.
+    """
+
+    kind: StorageKind
+    name: str = ""
+    virtio: bool = False
+
+    def describe(self) -> str:
+        """A few words for a trace reason, e.g. ``"rotational virtio vda"``.
+
+        Examples:
+            >>> StorageFacts("rotational", "vda", virtio=True).describe()
+            'rotational virtio vda'
+            >>> StorageFacts("unknown").describe()
+            'unknown device'
+        """
+        if self.kind == "unknown":
+            return "unknown device"
+        words: list[str] = [self.kind if self.kind != "nvme" else "NVMe"]
+        if self.virtio:
+            words.append("virtio")
+        words.append(self.name)
+        return " ".join(w for w in words if w)
+
+
 @dataclass(frozen=True)
 class ReadPlan:
     """How a local POSIX read is cut across the engine's threads.
@@ -191,13 +226,13 @@ def decide_local_read(
     (15 shuffled rounds, medians against numpy.fromfile) one whole-stretch read 0.96-1.02x, the same
     in 8 MiB calls 0.81x, and ``POSIX_FADV_SEQUENTIAL`` lowers both (0.89x one stream, 0.77x two).
     A rotational disk (as the kernel reports it: virtual disks often do) gets at most
-    :data:`ROTATIONAL_STREAMS` streams.
+    ``ROTATIONAL_STREAMS`` streams.
 
     Args:
         nbytes: size of the read.
-        resident: fraction of the range in the page cache (:func:`gdsstore.pagecache.resident_fraction`),
+        resident: fraction of the range in the page cache (``gdsstore.pagecache.resident_fraction``),
             ``None`` when not probed (see :func:`needs_residency_probe`) or when the probe failed.
-        storage: the device under the file (:func:`gdsstore.engine.storage.storage_facts`), ``None``
+        storage: the device under the file (``gdsstore.engine.storage.storage_facts``), ``None``
             when not known.
         s: settings snapshot; read from ``gdsstore.config`` when omitted.
 
@@ -206,7 +241,6 @@ def decide_local_read(
         trace keeps one row per route and reason).
 
     Examples:
-        >>> from gdsstore.engine.storage import StorageFacts
         >>> plan = decide_local_read(nbytes=1 << 30, resident=0.0, storage=StorageFacts("rotational", "sda"))
         >>> plan.stretches, plan.reason
         (True, 'cold (under half in page cache), rotational sda: one stretch, read whole on its own fd')

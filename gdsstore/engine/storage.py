@@ -1,6 +1,6 @@
 """What the block device under a local file is (NVMe, virtio, rotational), read once per device.
 
-The policy cuts cold reads by it (:func:`gdsstore.policy.decide_local_read`): a rotational disk, or
+The policy cuts cold reads by it (``gdsstore.policy.decide_local_read``): a rotational disk, or
 a virtual disk that says it is one, serves one sequential stream better than many interleaved
 pieces. Facts come from sysfs (``/sys/dev/block/MAJ:MIN``, the whole disk for a partition) and are
 cached per ``st_dev``; a file on no block device (tmpfs, overlay, NFS, FUSE) gives kind
@@ -17,47 +17,13 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
-from typing import Literal
 
-__all__ = ["StorageFacts", "StorageKind", "storage_facts"]
+# The facts are an input of the policy's decisions, so their type lives there (as CuFileProbeResult does).
+from gdsstore.policy import StorageFacts, StorageKind
 
-StorageKind = Literal["nvme", "ssd", "rotational", "unknown"]
+__all__ = ["StorageFacts", "StorageKind", "facts_from_sysfs", "storage_facts"]
 
 _SYS_DEV_BLOCK = "/sys/dev/block"
-
-
-@dataclass(frozen=True)
-class StorageFacts:
-    """The block device under a file.
-
-    Attributes:
-        kind: ``"nvme"``, ``"ssd"`` (other non-rotational), ``"rotational"`` (as the kernel reports it:
-            a virtual disk may say so too) or ``"unknown"`` (no block device found).
-        name: the kernel's name of the whole disk (``"vda"``, ``"nvme0n1"``), ``""`` when unknown.
-        virtio: the disk is a virtio (virtual machine) disk.
-    """
-
-    kind: StorageKind
-    name: str = ""
-    virtio: bool = False
-
-    def describe(self) -> str:
-        """A few words for a trace reason, e.g. ``"rotational virtio vda"``.
-
-        Examples:
-            >>> StorageFacts("rotational", "vda", virtio=True).describe()
-            'rotational virtio vda'
-            >>> StorageFacts("unknown").describe()
-            'unknown device'
-        """
-        if self.kind == "unknown":
-            return "unknown device"
-        words: list[str] = [self.kind if self.kind != "nvme" else "NVMe"]
-        if self.virtio:
-            words.append("virtio")
-        words.append(self.name)
-        return " ".join(w for w in words if w)
 
 
 def _read(path: str) -> str | None:
