@@ -32,5 +32,6 @@ fi
 export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
 echo "== ruff"; ruff check .
 echo "== mypy"; mypy
+echo "== lint-imports"; lint-imports --no-cache
 echo "== pytest"
 exec pytest -p no:cacheprovider "$@"

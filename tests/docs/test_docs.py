@@ -58,10 +58,6 @@ RUN_LANGS = {"python"}
 # "" also covers MyST directives (```{toctree}, ```{eval-rst}): markup, not code.
 NO_RUN_LANGS = {"bash", "console", "text", "json", "yaml", ""}
 
-# Modules other work is still writing. A page or notebook that needs one that is not in the tree yet is
-# skipped (with the module named); once the file exists, any error in it fails the test.
-PENDING_MODULES = ("gdsstore.adapters.zarr_store", "gdsstore.adapters.fsspec")
-
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
 
 
@@ -89,22 +85,6 @@ def code_blocks(text: str) -> list[tuple[str, int, str]]:
         blocks.append((lang, i + 2, "\n".join(body) + "\n"))
         i = j + 1
     return blocks
-
-
-def _module_in_tree(mod: str) -> bool:
-    base = ROOT.joinpath(*mod.split("."))
-    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
-
-
-def _pending_skip(exc: BaseException) -> str | None:
-    """A skip reason when ``exc`` is the import of a pending module that is not in the tree yet."""
-    name = getattr(exc, "name", None)
-    if not isinstance(exc, ModuleNotFoundError) or not name:
-        return None
-    for mod in PENDING_MODULES:
-        if (mod == name or mod.startswith(name + ".")) and not _module_in_tree(mod):
-            return f"needs {mod}, which is not written yet"
-    return None
 
 
 @pytest.fixture
@@ -304,13 +284,7 @@ def test_page_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.
             continue
         # Pad so tracebacks point at the line in the .md file.
         compiled = compile("\n" * (line - 1) + code, rel, "exec")
-        try:
-            exec(compiled, ns)
-        except Exception as exc:
-            reason = _pending_skip(exc)
-            if reason:
-                pytest.skip(f"{rel} from line {line} on: {reason} ({ran} block(s) before it ran)")
-            raise
+        exec(compiled, ns)
         ran += 1
     assert ran > 0
 
@@ -433,7 +407,6 @@ def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def run_notebook(path: Path, kernel: str) -> Any:
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
     record_notebook.clear(nb)
@@ -441,16 +414,7 @@ def run_notebook(path: Path, kernel: str) -> Any:
     client = NotebookClient(
         nb, timeout=120, kernel_name=kernel, resources={"metadata": {"path": str(path.parent)}}
     )
-    try:
-        client.execute()
-    except CellExecutionError as exc:
-        if exc.ename == "ModuleNotFoundError":
-            name = re.search(r"No module named '([\w.]+)'", exc.evalue or "")
-            err = ModuleNotFoundError(exc.evalue, name=name.group(1) if name else None)
-            reason = _pending_skip(err)
-            if reason:
-                pytest.skip(f"{path.name}: {reason}")
-        raise
+    client.execute()
     after = sorted(p.name for p in path.parent.iterdir())
     assert after == before, f"{path.name} left files in {path.parent}: {set(after) - set(before)}"
     return nb
