@@ -247,7 +247,7 @@ class Settings:
         half of it into its two halves in turn, so one half's copy overlaps the read into the other; a write
         goes through whole buffers; a batched chunk read staged on the GPU reads pieces of up to this size
         (many small chunk files share one buffer and one copy). 8 MiB measured best for both: 4 MiB halves for
-        file reads, 8 MiB pieces for chunk batches (`benchmarks/probe_raw.py`). At least 4096.""",
+        file reads, 8 MiB pieces for chunk batches (`benchmarks/results/probe_raw.txt`). At least 4096.""",
     )  # fmt: skip
     pinned_memory_limit: int = _setting(
         "pinned_memory_limit", 1 << 30, _int(1 << 20),

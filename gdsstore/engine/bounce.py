@@ -220,7 +220,7 @@ def read_to_device(
     through ctypes (:func:`gdsstore.engine.cuda.copy_calls`); the read is the only hand-over. Measured on the
     H200, 1 GiB warm, interleaved with the previous route (8 MiB pieces, one slot each), ABBA:
     43.3 and 39.3 GB/s against 39.0 and 39.5; the same loop stripped to its calls reads 42-47 where
-    kvikio compat reads 43-44 (``benchmarks/probe_raw.py``, docs/bench/probe_raw.txt). The caller
+    kvikio compat reads 43-44 (``benchmarks/results/probe_raw.txt``). The caller
     synchronizes the events before reporting the data as landed.
     """
     cp = cuda.cupy_or_none()
