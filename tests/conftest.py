@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import fsspec
 import pytest
+from servers.moto_s3 import MotoServer
 
 from gdsstore.engine import cuda
 
@@ -50,3 +53,14 @@ def cp():  # type: ignore[no-untyped-def]
     import cupy
 
     return cupy
+
+
+@pytest.fixture(scope="session")
+def moto() -> Iterator[MotoServer]:
+    """One moto S3 server on loopback for the whole session (tests/servers/moto_s3.py)."""
+    pytest.importorskip("moto.server")
+    srv = MotoServer()
+    try:
+        yield srv
+    finally:
+        srv.close()

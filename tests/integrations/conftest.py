@@ -46,16 +46,6 @@ def subprocess_env(entry_points_dir: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="session")
-def moto() -> Iterator[MotoServer]:
-    pytest.importorskip("moto.server")
-    srv = MotoServer()
-    try:
-        yield srv
-    finally:
-        srv.close()
-
-
 @pytest.fixture
 def s3_options(moto: MotoServer) -> dict[str, Any]:
     """Storage options of a fresh, empty moto bucket ``xr-bucket``."""

@@ -97,16 +97,6 @@ def blackhole() -> Iterator[Blackhole]:
 
 
 @pytest.fixture(scope="session")
-def moto() -> Iterator[MotoServer]:
-    pytest.importorskip("moto.server")
-    srv = MotoServer()
-    try:
-        yield srv
-    finally:
-        srv.close()
-
-
-@pytest.fixture(scope="session")
 def moto_client(moto: MotoServer) -> Any:
     """A plain botocore client of the moto server, to arrange and check things behind gdsstore's back."""
     import botocore.session
