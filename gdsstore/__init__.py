@@ -13,13 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gdsstore._config import config
 from gdsstore._version import __version__
-
-# doctor is imported eagerly (it needs only the stdlib): a later `import gdsstore.doctor` must not
-# replace the function with the module.
-from gdsstore.doctor import doctor
-from gdsstore.engine import open
 from gdsstore.errors import (
     CuFileRequiredError,
     GDSStoreError,
@@ -29,17 +23,14 @@ from gdsstore.errors import (
     RemoteIOError,
     SettingError,
 )
-from gdsstore.trace import Trace
 
 if TYPE_CHECKING:
+    from gdsstore._config import config
     from gdsstore.adapters.zarr_store import GDSStore
+    from gdsstore.doctor import doctor
+    from gdsstore.engine import open
     from gdsstore.gpu.enable import enable_gpu
-    from gdsstore.trace import trace
-else:
-    # gdsstore.trace is the module itself, made callable (see gdsstore/trace.py), so both
-    # `gdsstore.trace()` and `gdsstore.trace.record(...)` work whatever the import order.
-    from gdsstore import trace
-
+    from gdsstore.trace import Trace, trace
 
 __all__ = [
     "CuFileRequiredError",
@@ -59,8 +50,17 @@ __all__ = [
     "trace",
 ]
 
-# Imported on first use: zarr, the doctor and the GPU pieces are not needed by engine-only users.
+# Imported on first use. zarr imports this package for its codec-pipeline and codec entry points
+# (gdsstore.gpu.*), in every environment where gdsstore is installed: the settings (donfig + yaml),
+# the doctor, the engine and the GPU pieces load only when a name here is used.
+# ``trace`` and ``doctor`` are modules made callable, so `gdsstore.trace()`/`gdsstore.doctor()` work
+# whether the name or the submodule was imported first.
 _LAZY = {
+    "config": ("gdsstore._config", "config"),
+    "doctor": ("gdsstore.doctor", None),
+    "open": ("gdsstore.engine", "open"),
+    "trace": ("gdsstore.trace", None),
+    "Trace": ("gdsstore.trace", "Trace"),
     "GDSStore": ("gdsstore.adapters.zarr_store", "GDSStore"),
     "enable_gpu": ("gdsstore.gpu.enable", "enable_gpu"),
 }
@@ -71,7 +71,9 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
+        value = importlib.import_module(module)
+        if attr is not None:
+            value = getattr(value, attr)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'gdsstore' has no attribute {name!r}")

@@ -12,6 +12,7 @@ import os
 import platform
 import sys
 import tempfile
+import types
 from importlib import metadata
 from typing import Any
 
@@ -231,6 +232,17 @@ def format_report(r: dict[str, Any]) -> str:
             lines.append(f"probe read (4 MiB, write then read back): {ok}")
             lines.extend("  " + ln for ln in p["trace"].splitlines())
     return "\n".join(lines)
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``gdsstore.doctor`` be both this module and the ``doctor()`` function, whatever the import
+    order (``import gdsstore.doctor`` binds the module to the package's name), as ``gdsstore.trace``."""
+
+    def __call__(self, probe: bool = True) -> dict[str, Any]:
+        return doctor(probe)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 
 if __name__ == "__main__":  # pragma: no cover

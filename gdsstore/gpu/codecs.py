@@ -33,9 +33,6 @@ from zarr.codecs import ZstdCodec as _ZarrZstd
 from zarr.codecs.numcodecs import LZ4 as _ZarrLZ4
 from zarr.codecs.numcodecs import Zstd as _ZarrNumcodecsZstd
 
-import gdsstore.trace as _trace
-from gdsstore.gpu import nvcomp
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -96,6 +93,8 @@ def quiet_records() -> Iterator[None]:
 
 
 def _record(op: str, route: str, reason: str, nbytes: int, t0: float) -> None:
+    import gdsstore.trace as _trace
+
     if _trace.active() and not getattr(_quiet, "on", False):
         _trace.record(op, route, reason, nbytes, time.perf_counter() - t0)
 
@@ -142,6 +141,8 @@ def _as_device_bytes(buf: Buffer) -> Any:
 def gpu_decode_bytes(fmt: str, chunks: list[Any]) -> list[Any]:
     """Decode device byte arrays in numcodecs format ``fmt`` on the GPU; ``None`` entries mark chunks
     whose framing nvCOMP cannot take (the caller decodes those on the CPU)."""
+    from gdsstore.gpu import nvcomp  # on first use: zarr loads this module for its codec names
+
     out: list[Any] = [None] * len(chunks)
     idx: list[int] = []
     srcs: list[Any] = []
@@ -181,6 +182,8 @@ def gpu_decode_bytes(fmt: str, chunks: list[Any]) -> list[Any]:
 
 def gpu_encode_bytes(fmt: str, chunks: list[Any]) -> list[Any]:
     """Encode device byte arrays on the GPU into numcodecs format ``fmt`` (``zstd`` or ``lz4``)."""
+    from gdsstore.gpu import nvcomp  # on first use: zarr loads this module for its codec names
+
     cp = _cupy()
     enc = nvcomp.encode_batch(fmt, chunks)
     if fmt == "lz4":
@@ -224,6 +227,8 @@ class GPUBytesCodec:
         return _over_present(chunks_and_specs, self._encode_many)
 
     def _decode_many(self, bufs: list[Buffer], specs: list[ArraySpec]) -> list[Buffer]:
+        from gdsstore.gpu import nvcomp  # on first use: zarr loads this module for its codec names
+
         if not bufs:
             return []
         t0 = time.perf_counter()
@@ -250,6 +255,8 @@ class GPUBytesCodec:
         return out  # type: ignore[return-value]
 
     def _encode_many(self, bufs: list[Buffer], specs: list[ArraySpec]) -> list[Buffer | None]:
+        from gdsstore.gpu import nvcomp  # on first use: zarr loads this module for its codec names
+
         if not bufs:
             return []
         t0 = time.perf_counter()

@@ -36,7 +36,7 @@ def test_pipeline_entry_point_imports_only_the_facade() -> None:
         "cupy",
     }
     assert not heavy & facade
-    assert len([m for m in facade if m.startswith("gdsstore")]) <= 14
+    assert len([m for m in facade if m.startswith("gdsstore")]) <= 5
 
 
 def test_pipeline_from_codecs_without_gpu_codecs_stays_light() -> None:
@@ -47,3 +47,20 @@ def test_pipeline_from_codecs_without_gpu_codecs_stays_light() -> None:
         "p.GDSCodecPipeline.from_codecs([BytesCodec()])"
     )
     assert "gdsstore.gpu.codecs" not in loaded and "gdsstore.gpu.execute" not in loaded
+
+
+def test_zarrs_first_open_loads_no_settings_engine_or_gpu_stack() -> None:
+    """Issue 17: with gdsstore installed, zarr's first open of a zstd array (its default compressor)
+    loads gdsstore's pipeline and codec entry points; neither may pull in gdsstore's settings (a donfig
+    Config read from the environment), the engine, the policy or CuPy: together they cost tens of
+    milliseconds, and load on first real use."""
+    loaded = _loaded_after(
+        "import tempfile\n"
+        "d = tempfile.mkdtemp()\n"
+        "zarr.create_array(d + '/a', shape=(4,), chunks=(2,), dtype='i4')[:] = 1\n"
+        "zarr.open_array(d + '/a', mode='r')[:]"
+    )
+    gds = {m for m in loaded if m.startswith("gdsstore")}
+    assert gds <= {"gdsstore", "gdsstore._version", "gdsstore.errors", "gdsstore.gpu", "gdsstore.gpu.pipeline",
+                   "gdsstore.gpu.codecs"}, gds
+    assert not {"cupy", "gdsstore._config", "gdsstore.policy", "gdsstore.engine"} & loaded
