@@ -88,6 +88,8 @@ nitpick_ignore_regex = [
      r"|memoryview|bytearray|Exception|BaseException|OSError|ValueError|TypeError|RuntimeError)"),
     # zarr's names, in the docstrings GDSStore inherits from zarr.abc.store.Store (numpydoc "x : T, optional")
     (r"py:.*", r"(Buffer|BufferPrototype|ByteRequest|AccessModeLiteral|optional)"),
+    # donfig's ConfigSet: what zarr.config.set (and so gdsstore.enable_gpu) returns
+    (r"py:.*", r"ConfigSet"),
 ]
 
 # -- HTML ----------------------------------------------------------------------------------------------

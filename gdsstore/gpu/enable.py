@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gdsstore.errors import GPUUnavailableError
+
+if TYPE_CHECKING:
+    from donfig.config_obj import ConfigSet
 
 __all__ = ["PIPELINE_PATH", "check_gpu", "config_for", "enable_gpu", "register"]
 
@@ -70,7 +73,7 @@ def config_for(*, gpu: bool = True) -> dict[str, Any]:
     return settings
 
 
-def enable_gpu(*, buffers: bool = True) -> Any:
+def enable_gpu(*, buffers: bool = True) -> ConfigSet:
     """Switch zarr to GPU buffers, gdsstore's batched codec pipeline and its nvCOMP codecs.
 
     Returns zarr's ``ConfigSet``: it applies at once and, used as a context manager, undoes itself::
@@ -94,4 +97,5 @@ def enable_gpu(*, buffers: bool = True) -> Any:
     if buffers:
         check_gpu()
     register()
-    return zarr.config.set(config_for(gpu=buffers))
+    change: ConfigSet = zarr.config.set(config_for(gpu=buffers))
+    return change
