@@ -21,42 +21,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from markdown_blocks import code_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 USER_PAGES = [README, *sorted(DOCS.rglob("*.md"))]
 
-_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
 # A Python block whose first line is this comment needs a GPU (it tells the reader so, too).
 GPU_BLOCK = re.compile(r"^#\s*GPU\b")
 
 
-def fenced_blocks(text: str) -> list[tuple[str, int, str]]:
-    """``(language, first line of the code (1-based), code)`` of every fenced block of a Markdown text."""
-    blocks = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        m = _FENCE.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        fence, indent = m.group("fence"), m.group("indent")
-        lang = m.group("info").strip().split(" ")[0].lower()
-        j = i + 1
-        while j < len(lines) and lines[j].strip() != fence:
-            j += 1
-        assert j < len(lines), f"unclosed code fence at line {i + 1}"
-        body = [ln[len(indent) :] if ln.startswith(indent) else ln for ln in lines[i + 1 : j]]
-        blocks.append((lang, i + 2, "\n".join(body) + "\n"))
-        i = j + 1
-    return blocks
-
-
-def test_fenced_blocks_parser() -> None:
+def test_code_blocks_parser_keeps_the_gpu_comment() -> None:
     text = "x\n```python\n# GPU: y\na = 1\n```\n  ```text\n  out\n  ```\n"
-    assert fenced_blocks(text) == [("python", 3, "# GPU: y\na = 1\n"), ("text", 7, "out\n")]
+    assert code_blocks(text) == [("python", 3, "# GPU: y\na = 1\n"), ("text", 7, "out\n")]
 
 
 # -- the README --------------------------------------------------------------------------------------
@@ -83,7 +61,7 @@ def _run_readme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpu: bool) -> t
     monkeypatch.chdir(tmp_path)
     ns: dict[str, Any] = {"__name__": "__main__"}
     ran = skipped = 0
-    for lang, line, code in fenced_blocks(README.read_text()):
+    for lang, line, code in code_blocks(README.read_text()):
         if lang != "python":
             continue
         if GPU_BLOCK.match(code) and not gpu:
@@ -111,7 +89,7 @@ def test_readme_runs_on_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_readme_gpu_block_says_it_needs_a_gpu() -> None:
     """The marker is a comment the reader sees, on a block that really uses the GPU."""
     gpu_blocks = [
-        c for lang, _, c in fenced_blocks(README.read_text()) if lang == "python" and GPU_BLOCK.match(c)
+        c for lang, _, c in code_blocks(README.read_text()) if lang == "python" and GPU_BLOCK.match(c)
     ]
     assert gpu_blocks and all("enable_gpu" in c or "cupy" in c for c in gpu_blocks)
 
@@ -197,7 +175,7 @@ def _sample_blocks() -> list[tuple[str, list[str]]]:
     """Every ```text / ```console block of the user pages, as (where, lines)."""
     out = []
     for page in USER_PAGES:
-        for lang, line, code in fenced_blocks(page.read_text()):
+        for lang, line, code in code_blocks(page.read_text()):
             if lang in ("text", "console"):
                 out.append((f"{page.relative_to(ROOT)}:{line}", [ln.strip() for ln in code.splitlines()]))
     return out
