@@ -75,7 +75,6 @@ def default_threads() -> int:
     return max(1, min(16, usable_cpus()))
 
 
-_default_threads = default_threads  # the name tests/docs/settings_table.py imports
 
 
 # -- validators: (setting, value as found) -> value of the Settings field ---------------------------

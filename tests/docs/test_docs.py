@@ -30,6 +30,8 @@ from typing import Any
 import pytest
 from markdown_blocks import code_blocks
 
+from gdsstore import _config
+
 
 # Loaded by path: the tests directory is not a package, whatever pytest's import mode.
 def _load(name: str, path: Path) -> Any:
@@ -42,7 +44,7 @@ def _load(name: str, path: Path) -> Any:
 
 
 HERE = Path(__file__).resolve().parent
-settings_table = _load("gdsstore_docs_settings_table", HERE / "settings_table.py")
+SETTINGS_PAGE = HERE.parents[1] / "docs" / "settings.md"
 site_check = _load("gdsstore_docs_site_check", HERE / "site_check.py")
 record_notebook = _load("gdsstore_docs_record_notebook", HERE / "record_notebook.py")
 
@@ -264,25 +266,14 @@ def test_page_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.
 # -- settings ----------------------------------------------------------------------------------------
 
 
-def test_settings_table_matches_defaults() -> None:
-    text = settings_table.PAGE.read_text()
-    rows = settings_table.parse_table(text)
-    expected = settings_table.expected_rows()
-    hint = "regenerate with: .venv/bin/python tests/docs/settings_table.py"
-    assert list(rows) == list(expected), f"keys differ from gdsstore._config.DEFAULTS; {hint}"
-    for key, (env, default) in expected.items():
-        got_env, got_default, description = rows[key]
-        assert got_env == env, f"{key}: environment variable {got_env} != {env}; {hint}"
-        assert got_default == default, f"{key}: default {got_default} != {default}; {hint}"
-        assert description and description != "TODO", f"{key}: describe it in docs/settings.md"
-    assert settings_table.regenerate() == text
-
-
 def test_every_setting_is_named_in_settings_page() -> None:
-    text = settings_table.PAGE.read_text()
-    for key in settings_table.flatten(settings_table.DEFAULTS):
-        assert f"`{key}`" in text
-        assert f"`{settings_table.env_var(key)}`" in text
+    # The whole table equals gdsstore._config.settings_table() (tests/test_config.py); this checks the
+    # page names every key and variable, wherever the table sits.
+    text = SETTINGS_PAGE.read_text()
+    for row in _config.ROWS:
+        assert f"`{row.key}`" in text
+        assert f"`{row.env}`" in text
+        assert row.doc and row.doc != "TODO", f"{row.key}: describe it in gdsstore/_config.py"
 
 
 def test_settings_env_var_spelling_is_donfigs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -292,7 +283,7 @@ def test_settings_env_var_spelling_is_donfigs(monkeypatch: pytest.MonkeyPatch) -
     from gdsstore._config import DEFAULTS
 
     monkeypatch.setenv("GDSSTORE_REMOTE__MAX_ATTEMPTS", "9")
-    monkeypatch.setenv(settings_table.env_var("gds_threshold"), "4096")
+    monkeypatch.setenv(next(r.env for r in _config.ROWS if r.key == "gds_threshold"), "4096")
     cfg = Config("gdsstore", defaults=[DEFAULTS])
     assert cfg.get("remote.max_attempts") == 9
     assert cfg.get("gds_threshold") == 4096
@@ -304,13 +295,13 @@ def test_settings_yaml_example_sets_known_keys(tmp_path: Path) -> None:
 
     from gdsstore._config import DEFAULTS
 
-    yamls = [code for lang, _, code in code_blocks(settings_table.PAGE.read_text()) if lang == "yaml"]
+    yamls = [code for lang, _, code in code_blocks(SETTINGS_PAGE.read_text()) if lang == "yaml"]
     assert yamls
-    known = set(settings_table.flatten(DEFAULTS))
+    known = {row.key for row in _config.ROWS}
     for i, code in enumerate(yamls):
         (tmp_path / f"{i}.yaml").write_text(code)
         cfg = Config("gdsstore", defaults=[DEFAULTS], paths=[str(tmp_path)], env={})
-        flat = settings_table.flatten(cfg.config)
+        flat = dict(_config._flat(cfg.config))
         assert set(flat) == known, f"unknown keys in the YAML example: {set(flat) - known}"
         (tmp_path / f"{i}.yaml").unlink()
 
