@@ -75,8 +75,6 @@ def default_threads() -> int:
     return max(1, min(16, usable_cpus()))
 
 
-
-
 # -- validators: (setting, value as found) -> value of the Settings field ---------------------------
 
 
