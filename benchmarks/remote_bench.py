@@ -86,7 +86,7 @@ def nginx_server(root: str, workers: int) -> Iterator[str]:
         f.write(
             f"{user}\nworker_processes {workers};\ndaemon off;\npid {tmp}/nginx.pid;\nerror_log {tmp}/error.log;\n"
             "events { worker_connections 4096; }\n"
-            f"http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;\n"
+            f"http {{ access_log off; sendfile on; tcp_nopush off; keepalive_requests 1000000;\n"
             f"  client_body_temp_path {tmp}/b; proxy_temp_path {tmp}/p; fastcgi_temp_path {tmp}/f;\n"
             f"  uwsgi_temp_path {tmp}/u; scgi_temp_path {tmp}/s; default_type application/octet-stream;\n"
             f"  server {{ listen 127.0.0.1:{port} reuseport; root {root}; location / {{ }} }} }}\n"

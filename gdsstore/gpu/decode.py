@@ -103,6 +103,17 @@ class CodecChain:
         fmt, crc, _ = self.device_plan()
         return fmt in (None, "zstd") and not crc
 
+    def swap_width(self, spec: ArraySpec) -> int:
+        """The element width whose bytes a device decode must reverse before zarr's ``bytes`` codec
+        views them (its byte order is not this machine's; CuPy has no non-native dtypes, so zarr's
+        view would read them as native), else 0."""
+        from zarr.codecs import BytesCodec
+
+        ab = self.array_part.codecs[-1]
+        dt = spec.dtype.to_native_dtype()
+        endian = getattr(ab.endian, "value", ab.endian) if isinstance(ab, BytesCodec) else None
+        return dt.itemsize if dt.itemsize > 1 and endian not in (None, sys.byteorder) else 0
+
     def view_layout(self, spec: ArraySpec) -> Layout | None:
         """Shape and byte strides of a decoded chunk as a view of its raw bytes (``bytes`` codec in
         the native byte order, then ``transpose`` codecs), or ``None`` when decoding is more than a view."""
@@ -351,6 +362,9 @@ def decode_window(
         raws = decode_on_device(chain, specs, staged)
         for i in range(n):
             raw = raws.array(i)
+            width = chain.swap_width(specs[i])
+            if raw is not None and width:
+                raw = raw.reshape(-1, width)[:, ::-1].copy().reshape(-1)
             if raw is not None:
                 out[i] = chain.array_part.decode_chunk(
                     specs[i].prototype.buffer.from_array_like(raw), specs[i]

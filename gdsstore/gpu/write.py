@@ -54,12 +54,16 @@ if TYPE_CHECKING:
     from zarr.core.buffer import NDBuffer
     from zarr.core.indexing import SelectorTuple
 
-__all__ = ["WRITE_WINDOW_BYTES", "write", "write_route"]
+__all__ = ["WRITE_DEVICE_WINDOW_BYTES", "WRITE_WINDOW_BYTES", "encode_device_or_elide", "write", "write_route"]
 
 WriteItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
 
 #: Raw (decoded) bytes encoded and published per window: bounds the memory a batch holds at once.
 WRITE_WINDOW_BYTES = 256 << 20
+#: Window of the device route: nvCOMP's batched zstd encode ran 1.9 GB/s with 64 chunks of 4 MiB per
+#: call and 5.8 GB/s with 256 on the H200 (benchmarks/results), so a device window is larger,
+#: bounded by a quarter of the free device memory.
+WRITE_DEVICE_WINDOW_BYTES = 1 << 30
 
 def write_route(delegate: Any, batch: Sequence[WriteItem]) -> tuple[str, str]:
     """``(route, reason)`` for a write batch: ``"chunks"``, ``"shards"`` or ``"delegate"`` (zarr's
@@ -159,6 +163,19 @@ def _on_device(value: NDBuffer, old: dict[int, NDBuffer]) -> bool:
     return is_device_buffer(value) or any(is_device_buffer(o) for o in old.values())
 
 
+def _window_bytes(device: bool) -> int:
+    """How many raw bytes one window encodes: :data:`WRITE_WINDOW_BYTES` on the host,
+    :data:`WRITE_DEVICE_WINDOW_BYTES` (at most a quarter of the free device memory) on the GPU."""
+    from gdsstore.engine import cuda
+
+    if not device or not cuda.gpu_available():
+        return WRITE_WINDOW_BYTES
+    from gdsstore.gpu.memory import device_free_bytes
+
+    free = device_free_bytes()
+    return min(WRITE_DEVICE_WINDOW_BYTES, max(WRITE_WINDOW_BYTES, free // 4))
+
+
 def _execute(
     delegate: Any,
     route: str,
@@ -169,7 +186,7 @@ def _execute(
     old: dict[int, NDBuffer],
 ) -> None:
     device = _on_device(value, old)
-    windows = split_windows([raw_nbytes(item[1]) for item in batch], WRITE_WINDOW_BYTES)
+    windows = split_windows([raw_nbytes(item[1]) for item in batch], _window_bytes(device))
     pending: Future[None] | None = None  # the previous window's publish, overlapping this one's encode
     try:
         for w in windows:
@@ -246,20 +263,33 @@ def encode_or_elide(transform: Any, array: Any, spec: ArraySpec) -> Any:
 
 
 def _empty_flags(arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> list[bool]:
-    """:func:`is_empty` of each chunk; device chunks with an all-zero fill value are checked with one
-    reduction each and a single device-to-host copy of all the answers (no sync per chunk)."""
+    """:func:`is_empty` of each chunk; device chunks are checked with one reduction each and a single
+    device-to-host copy of all the answers (no sync per chunk)."""
     from gdsstore.gpu.codecs import is_device_buffer
 
-    zero = bool(arrays) and all(not s.config.write_empty_chunks and _zero_fill(s) for s in specs)
-    if zero and is_device_buffer(arrays[0]):
+    if not arrays or any(s.config.write_empty_chunks for s in specs):
+        return [False] * len(arrays)
+    if is_device_buffer(arrays[0]):
         from gdsstore.engine import cuda
 
         cp = cuda.cupy_or_none()
         assert cp is not None
-        data = [a.as_ndarray_like() for a in arrays]
-        nonzero = cp.stack([d.view(f"u{d.dtype.itemsize}").any() for d in data])
-        return [not bool(x) for x in nonzero.get().tolist()]
+        flags = cp.stack([_device_all_fill(cp, a.as_ndarray_like(), s) for a, s in zip(arrays, specs)])
+        return [bool(x) for x in flags.get().tolist()]
     return [is_empty(a, s) for a, s in zip(arrays, specs)]
+
+
+def _device_all_fill(cp: Any, data: Any, spec: ArraySpec) -> Any:
+    """A device scalar: whether every element of ``data`` is the fill value (NaN matches NaN), zarr's
+    ``chunk_is_empty`` without a host round trip (its ``all_equal`` does not take CuPy arrays)."""
+    from zarr.core.chunk_utils import fill_value_or_default
+
+    if _zero_fill(spec):
+        return ~data.view(f"u{data.dtype.itemsize}").any()
+    fill = np.asarray(fill_value_or_default(spec), dtype=data.dtype)
+    if data.dtype.kind in "fc" and np.isnan(fill):
+        return cp.isnan(data).all()
+    return (data == fill).all()
 
 
 def _pool_map(fn: Callable[[int], Any], n: int, backend: Backend | None = None) -> list[Any]:
@@ -314,6 +344,51 @@ def encode(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec], de
     return encode_host(transform, arrays, specs)
 
 
+def encode_device_or_elide(
+    transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec]
+) -> tuple[list[np.ndarray | None], Encoded]:
+    """Device chunks: their encoded bytes (``None``: empty, to be deleted) and the batch that owns them.
+
+    Where :func:`gdsstore.gpu.write_gpu.pack_raw` can lay the raw bytes out in one buffer, emptiness is
+    one reduction over it and nvCOMP reads the packed slices; otherwise each chunk goes through zarr's
+    encode (:func:`encode`) after :func:`_empty_flags`.
+    """
+    from gdsstore.gpu import write_gpu
+
+    packed = write_gpu.pack_raw(transform, arrays)
+    if packed is None:
+        empty = _empty_flags(arrays, specs)
+        keep = [i for i, e in enumerate(empty) if not e]
+        enc = encode(transform, [arrays[i] for i in keep], [specs[i] for i in keep], True)
+    else:
+        buf, offsets, sizes = packed
+        empty = _packed_empty(buf, offsets, sizes, arrays, specs)
+        keep = [i for i, e in enumerate(empty) if not e]
+        got = write_gpu.encode_packed(transform, buf, [offsets[i] for i in keep], [sizes[i] for i in keep],
+                                      [specs[i] for i in keep])
+        enc = got if not isinstance(got, str) else encode_host(
+            transform, [arrays[i] for i in keep], [specs[i] for i in keep], got)
+    views: list[np.ndarray | None] = [None] * len(arrays)
+    for i, v in zip(keep, enc.views):
+        views[i] = v
+    return views, enc
+
+
+def _packed_empty(buf: Any, offsets: Sequence[int], sizes: Sequence[int], arrays: Sequence[Any],
+                  specs: Sequence[ArraySpec]) -> list[bool]:
+    """:func:`_empty_flags` from packed raw bytes: chunks of one size with an all-zero fill value are
+    checked by one reduction over the buffer (one row per chunk) and one small copy back."""
+    if not specs or any(s.config.write_empty_chunks for s in specs):
+        return [False] * len(specs)
+    n = sizes[0]
+    regular = all(z == n for z in sizes) and all(o == k * n for k, o in enumerate(offsets))
+    if not (regular and n and all(_zero_fill(s) for s in specs)):
+        return _empty_flags(arrays, specs)
+    word = 8 if n % 8 == 0 else 1
+    rows = buf[: n * len(sizes)].view(f"u{word}").reshape(len(sizes), n // word)
+    return [not bool(x) for x in rows.any(axis=1).get().tolist()]
+
+
 # -- publishing ----------------------------------------------------------------------------------------
 
 
@@ -340,13 +415,9 @@ def _write_chunks(
     if not device:
         _write_chunks_host(transform, batch, arrays, backend)
         return None
-    specs = [item[1] for item in batch]
-    empty = _empty_flags(arrays, specs)
-    keep = [i for i, e in enumerate(empty) if not e]
-    enc = encode(transform, [arrays[i] for i in keep], [specs[i] for i in keep], device)
-    puts = [(batch[i][0].path, v) for i, v in zip(keep, enc.views) if v is not None]
-    gone = [batch[i][0].path for i, e in enumerate(empty) if e]
-    gone += [batch[i][0].path for i, v in zip(keep, enc.views) if v is None]
+    views, enc = encode_device_or_elide(transform, arrays, [item[1] for item in batch])
+    puts = [(batch[i][0].path, v) for i, v in enumerate(views) if v is not None]
+    gone = [batch[i][0].path for i, v in enumerate(views) if v is None]
 
     def run() -> None:
         try:
@@ -456,12 +527,28 @@ def _plan_shards(codec: ShardingCodec, batch: list[WriteItem], value: NDBuffer, 
         for coords, csel, osel, inner_complete in proj:
             pos = int(np.ravel_multi_index(coords, g.chunks_per_shard))
             old = None if inner_complete else chunks.get(pos)
-            existing = None if old is None else transform.decode_chunk(inner_spec.prototype.buffer.from_bytes(old.tobytes()), inner_spec)
+            existing = None if old is None else _decode_stored(transform, inner_spec, old)
             merged = _merge_chunk_array(existing, shard_value, osel, inner_spec, csel, inner_complete, ())
             touched.append((pos, merged))
             chunks.pop(pos, None)
         shards.append(_Shard(key, g, chunks, touched))
     return shards
+
+
+def _decode_stored(transform: Any, spec: ArraySpec, stored: np.ndarray) -> NDBuffer:
+    """A stored inner chunk decoded into ``spec``'s buffer type. A ``bytes`` codec of the other byte
+    order decodes on the host (CuPy has no non-native dtypes: zarr's view there reads them as native)."""
+    from gdsstore.gpu.decode import CodecChain
+
+    if not CodecChain.of(transform.codecs).swap_width(spec):
+        return transform.decode_chunk(spec.prototype.buffer.from_bytes(stored.tobytes()), spec)  # type: ignore[no-any-return]
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import cpu
+
+    host_spec = ArraySpec(shape=spec.shape, dtype=spec.dtype, fill_value=spec.fill_value, config=spec.config,
+                          prototype=cpu.buffer_prototype)
+    host = transform.decode_chunk(cpu.Buffer.from_bytes(stored.tobytes()), host_spec).as_numpy_array()
+    return spec.prototype.nd_buffer.from_numpy_array(host.astype(host.dtype.newbyteorder("=")))  # type: ignore[no-any-return]
 
 
 def _stored_chunks(codec: ShardingCodec, g: _ShardGeometry, blob: np.ndarray | None) -> dict[int, np.ndarray]:
@@ -494,12 +581,7 @@ def _write_shards(
     shard_specs = [codec._get_chunk_spec(item[1]) for item in batch] if len(shards) > 1 else [inner_spec]
     specs = [shard_specs[s if len(shards) > 1 else 0] for s, _ in owners]
     if device:
-        empty = _empty_flags(arrays, specs)
-        keep = [i for i, e in enumerate(empty) if not e]
-        enc = encode(transform, [arrays[i] for i in keep], [specs[i] for i in keep], device)
-        views: list[np.ndarray | None] = [None] * len(arrays)
-        for i, v in zip(keep, enc.views):
-            views[i] = v
+        views, enc = encode_device_or_elide(transform, arrays, specs)
     else:
         t0 = time.perf_counter()
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
 
 
-__all__ = ["Encoded", "encode_device", "gpu_encode_plan"]
+__all__ = ["Encoded", "encode_device", "encode_packed", "gpu_encode_plan", "pack_raw"]
 
 
 @dataclass
@@ -81,17 +81,11 @@ def encode_device(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySp
     from zarr.abc.codec import BytesBytesCodec
     from zarr.core.chunk_utils import ChunkTransform
 
-    from gdsstore.gpu.codecs import _as_device_bytes, gpu_encode_bytes
+    from gdsstore.gpu.codecs import _as_device_bytes
 
-    cp = cuda.cupy_or_none()
-    if cp is None or not cuda.gpu_available():
-        return "no usable GPU"
-    bb = [c for c in transform.codecs if isinstance(c, BytesBytesCodec)]
-    sizes = [int(np.prod(s.shape, dtype=np.int64)) * s.dtype.to_native_dtype().itemsize for s in specs]
-    plan = gpu_encode_plan(bb, sizes)
+    plan = _plan(transform, specs)
     if isinstance(plan, str):
         return plan
-    fmt, crc, reason = plan
     t0 = time.perf_counter()
     array_part = ChunkTransform(codecs=tuple(c for c in transform.codecs if not isinstance(c, BytesBytesCodec)))
     raws = []
@@ -99,6 +93,68 @@ def encode_device(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySp
         r = array_part.encode_chunk(a, s)
         assert r is not None  # array-to-bytes codecs always produce bytes
         raws.append(_as_device_bytes(r))
+    return _encode_raws(raws, plan, t0)
+
+
+def encode_packed(transform: Any, packed: Any, offsets: Sequence[int], sizes: Sequence[int],
+                  specs: Sequence[ArraySpec]) -> Encoded | str:
+    """:func:`encode_device` for chunks whose raw bytes :func:`pack_raw` already laid out in one
+    device buffer (``packed[offsets[i]:offsets[i] + sizes[i]]``)."""
+    plan = _plan(transform, specs)
+    if isinstance(plan, str):
+        return plan
+    t0 = time.perf_counter()
+    return _encode_raws([packed[o : o + n] for o, n in zip(offsets, sizes)], plan, t0)
+
+
+def pack_raw(transform: Any, arrays: Sequence[Any]) -> tuple[Any, list[int], list[int]] | None:
+    """Every chunk's raw bytes, as zarr's ``BytesCodec`` makes them (C order, the codec's byte order),
+    in one device buffer: one strided copy per chunk instead of zarr's per-chunk encode and its
+    allocations (and one byte swap for the batch when the codec's byte order is not the arrays').
+    ``None`` when the chain's array part is not a lone ``BytesCodec``, or the chunks are not all CuPy
+    arrays of one dtype (then zarr's encode runs per chunk).
+    """
+    from zarr.codecs import BytesCodec
+
+    cp = cuda.cupy_or_none()
+    ab = getattr(transform, "_ab_codec", None)
+    if cp is None or not arrays or getattr(transform, "_aa_codecs", True) or not isinstance(ab, BytesCodec):
+        return None
+    datas = [a.as_ndarray_like() for a in arrays]
+    dt = datas[0].dtype
+    if not all(isinstance(d, cp.ndarray) and d.dtype == dt for d in datas):
+        return None
+    swap = dt.itemsize > 1 and ab.endian is not None and dt.newbyteorder(ab.endian) != dt
+    sizes = [int(d.nbytes) for d in datas]
+    offsets, total = write_plan.pack_offsets(sizes)
+    packed = cp.empty(max(total, 1), dtype=cp.uint8)
+    for d, o, n in zip(datas, offsets.tolist(), sizes):
+        packed[o : o + n].view(dt).reshape(d.shape)[...] = d
+    if swap:  # the codec's byte order is not the arrays': reverse each element's bytes, one kernel
+        words = packed[:total].reshape(-1, dt.itemsize)
+        words[...] = words[:, ::-1].copy()
+    return packed, offsets.tolist(), sizes
+
+
+def _plan(transform: Any, specs: Sequence[ArraySpec]) -> tuple[str | None, bool, str, list[int]] | str:
+    from zarr.abc.codec import BytesBytesCodec
+
+    if cuda.cupy_or_none() is None or not cuda.gpu_available():
+        return "no usable GPU"
+    bb = [c for c in transform.codecs if isinstance(c, BytesBytesCodec)]
+    sizes = [int(np.prod(s.shape, dtype=np.int64)) * s.dtype.to_native_dtype().itemsize for s in specs]
+    plan = gpu_encode_plan(bb, sizes)
+    if isinstance(plan, str):
+        return plan
+    return (*plan, sizes)
+
+
+def _encode_raws(raws: list[Any], plan: tuple[str | None, bool, str, list[int]], t0: float) -> Encoded:
+    """nvCOMP (when the chain compresses), crc32c tails, one device-to-host copy, one trace row."""
+    from gdsstore.gpu.codecs import gpu_encode_bytes
+
+    cp = cuda.cupy_or_none()
+    fmt, crc, reason, sizes = plan
     enc = gpu_encode_bytes(fmt, raws) if fmt is not None else raws
     crcs = None
     if crc:
@@ -108,7 +164,7 @@ def encode_device(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySp
     tail = 4 if crc else 0
     lengths = [int(e.size) + tail for e in enc]
     offsets, total = write_plan.pack_offsets(lengths)
-    host, pinned = _to_pinned(cp, enc, offsets.tolist(), total)
+    host, pinned = _to_pinned(cp, enc, offsets.tolist(), total, tail)
     views: list[np.ndarray | None] = []
     for k, (o, n) in enumerate(zip(offsets.tolist(), lengths)):
         if crcs is not None:
@@ -122,14 +178,19 @@ def cuda_device(arrays: Sequence[Any]) -> int | None:
     return int(arrays[0].device.id) if arrays else None
 
 
-def _to_pinned(cp: Any, chunks: Sequence[Any], offsets: Sequence[int], total: int) -> tuple[np.ndarray, Any]:
-    """Pack device byte arrays at ``offsets`` (leaving room for the crc32c tails) into one device
-    buffer, then one device-to-host copy into a pinned staging buffer."""
+def _to_pinned(
+    cp: Any, chunks: Sequence[Any], offsets: Sequence[int], total: int, tail: int
+) -> tuple[np.ndarray, Any]:
+    """Pack device byte arrays at ``offsets`` (leaving ``tail`` bytes after each for its crc32c) into
+    one device buffer, then one device-to-host copy into a pinned staging buffer."""
     from gdsstore.gpu import staging
 
     dev = cp.empty(max(total, 1), dtype=cp.uint8)
-    for c, o in zip(chunks, offsets):
-        dev[o : o + int(c.size)] = c
+    if not tail and chunks:
+        cp.concatenate(chunks, out=dev[:total])  # one kernel for the batch, not one copy per chunk
+    else:
+        for c, o in zip(chunks, offsets):
+            dev[o : o + int(c.size)] = c
     host, pinned = staging._alloc(total, True)
     cp.cuda.get_current_stream().synchronize()
     if total:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from zarr.codecs import BloscCodec, Crc32cCodec, GzipCodec, TransposeCodec, ZstdCodec
+from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, TransposeCodec, ZstdCodec
 from zarr.codecs.numcodecs import LZ4
 from zarr.storage import LocalStore
 
@@ -33,11 +33,13 @@ CHAINS: dict[str, dict[str, Any]] = {
     "gzip": {"compressors": [GzipCodec(level=1)]},
     "blosc": {"compressors": [BloscCodec(cname="lz4")]},
     "transpose+zstd": {"filters": [TransposeCodec(order=(1, 0))], "compressors": [ZstdCodec(level=1)]},
+    # write_gpu.pack_raw swaps the bytes of the whole batch on the device
+    "big-endian+zstd": {"serializer": BytesCodec(endian="big"), "compressors": [ZstdCodec(level=1)]},
 }
 #: Chains whose GPU output is the CPU's, byte for byte.
 EXACT = {"none", "crc32c"}
 #: Chains the GPU encodes (the rest encode on the CPU, with the reason in the trace).
-ON_GPU = {"none", "crc32c", "zstd", "zstd+crc32c", "lz4", "transpose+zstd"}
+ON_GPU = {"none", "crc32c", "zstd", "zstd+crc32c", "lz4", "transpose+zstd", "big-endian+zstd"}
 
 
 def _writes(z: zarr.Array, data: Any, xp: Any) -> None:
@@ -81,6 +83,7 @@ def test_gpu_write_of_many_windows_overlaps_publish(cp: Any, tmp_path: Path, mon
     from gdsstore.gpu import write as gwrite
 
     monkeypatch.setattr(gwrite, "WRITE_WINDOW_BYTES", 4 * 64 * 32 * 4)  # many windows in one batch
+    monkeypatch.setattr(gwrite, "WRITE_DEVICE_WINDOW_BYTES", 4 * 64 * 32 * 4)
     data = cp.asarray(np.round(np.random.default_rng(2).standard_normal(SHAPE), 2).astype("f4"))
     with gdsstore.enable_gpu():
         z = zarr.create_array(
@@ -90,3 +93,19 @@ def test_gpu_write_of_many_windows_overlaps_publish(cp: Any, tmp_path: Path, mon
             z[...] = data
     np.testing.assert_array_equal(zarr.open_array(LocalStore(tmp_path), mode="r")[...], data.get())
     assert t.totals["batch-put"]["ops"] > 1
+
+
+@pytest.mark.parametrize("fill, write_empty", [(1.5, False), (0.0, True)], ids=["nonzero-fill", "write-empty-chunks"])
+def test_gpu_write_keeps_zarrs_empty_chunk_rule(cp: Any, tmp_path: Path, fill: float, write_empty: bool) -> None:
+    """The packed route's one-reduction emptiness check applies only to an all-zero fill with
+    write_empty_chunks off; otherwise zarr's rule decides, and the files are zarr's."""
+    data = np.round(np.random.default_rng(3).standard_normal(SHAPE), 2).astype("f4")
+    data[0:64, 0:32] = fill
+    kw: dict[str, Any] = {"compressors": None, "fill_value": fill, "config": {"write_empty_chunks": write_empty}}
+    with gdsstore.enable_gpu():
+        z = zarr.create_array(gdsstore.GDSStore(str(tmp_path / "a")), shape=SHAPE, chunks=CHUNKS, dtype="f4", **kw)
+        z[...] = cp.asarray(data)
+    ref = zarr.create_array(LocalStore(tmp_path / "b"), shape=SHAPE, chunks=CHUNKS, dtype="f4", **kw)
+    ref[...] = data
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    assert ("c/0/0" in _files(tmp_path / "a")) == write_empty
