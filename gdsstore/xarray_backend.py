@@ -389,7 +389,9 @@ class GDSStoreBackendEntrypoint(BackendEntrypoint):
 
     Coordinates and indexes are read into host memory (numpy), data variables into device memory (CuPy)
     when a GPU is visible; without one every variable lands on the host. With ``chunks=`` xarray wraps
-    the variables in dask arrays whose chunks read the same way. ``xr.open_mfdataset(paths,
+    the variables in dask arrays that read through gdsstore; xarray's dask manager turns every chunk into
+    numpy, so pass ``chunked_array_type=DeviceDaskManager()`` to keep device chunks CuPy (see
+    :class:`DeviceDaskManager`). ``xr.open_mfdataset(paths,
     engine="gdsstore")`` opens each path through this backend.
 
     Each variable's encoding records ``gdsstore_placement`` (``"device"`` or ``"host"``). A data variable
