@@ -6,6 +6,8 @@ Registered as the ``xarray.backends`` entry point ``gdsstore``::
     ds = xr.open_dataset("/data/d.zarr", engine="gdsstore", chunks={})     # dask, chunk by chunk
     ds["t"].data                  # cupy.ndarray on a GPU machine (numpy elsewhere)
     ds["time"].values             # numpy: coordinates and indexes always live on the host
+    ds = xr.open_dataset("/data/d.zarr", engine="gdsstore", chunks={},
+                         chunked_array_type=DeviceDaskManager())  # dask, CuPy chunks on a GPU machine
 
 Any store gdsstore opens works (a local path, ``s3://``, ``http(s)://``, ``webhdfs://``, or a
 :class:`gdsstore.GDSStore` / zarr store object). Opening and decoding are xarray's own
@@ -26,12 +28,14 @@ from gdsstore._optional import require
 
 require("xarray", purpose="gdsstore.xarray_backend")
 from xarray.backends.common import BackendEntrypoint  # noqa: E402
+from xarray.namedarray.daskmanager import DaskManager  # noqa: E402  (xarray imports it anyway; no dask here)
 
 if TYPE_CHECKING:
     from xarray import Dataset
     from zarr.core.buffer import BufferPrototype
 
 __all__ = [
+    "DeviceDaskManager",
     "GDSStoreBackendEntrypoint",
     "Placement",
     "choose_placement",
@@ -217,11 +221,12 @@ def _placed_zarr_store_class() -> Any:
     class PlacedArrayWrapper(ZarrArrayWrapper):  # type: ignore[misc]
         """xarray's zarr array wrapper, reading with an explicit zarr buffer prototype."""
 
-        __slots__ = ("prototype",)
+        __slots__ = ("gdsstore_placement", "prototype")
 
-        def __init__(self, zarr_array: Any, prototype: Any) -> None:
+        def __init__(self, zarr_array: Any, placement: Placement) -> None:
             super().__init__(zarr_array)  # type: ignore[no-untyped-call]
-            self.prototype = prototype
+            self.gdsstore_placement = placement  # read by DeviceDaskManager (placement_of)
+            self.prototype = prototype_for(placement)
 
         def _getitem(self, key: Any) -> Any:
             return self._array.get_basic_selection(key, prototype=self.prototype)
@@ -261,7 +266,7 @@ def _placed_zarr_store_class() -> Any:
                     var.encoding["gdsstore_placement_reason"] = reason
                 elif placement == "device" and self.mask_and_scale:
                     _drop_nan_fill(var)
-                wrapper = PlacedArrayWrapper(self.members[name], prototype_for(placement))
+                wrapper = PlacedArrayWrapper(self.members[name], placement)
                 var.data = indexing.LazilyIndexedArray(wrapper)
                 var.encoding["gdsstore_placement"] = placement
             return FrozenDict(variables)
@@ -281,12 +286,112 @@ def _drop_nan_fill(var: Any) -> None:
             var.encoding[key] = var.attrs.pop(key)
 
 
+def placement_of(data: Any) -> Placement:
+    """Where the reads of a (possibly wrapped) backend array land: the placement of the
+    :class:`PlacedArrayWrapper <_placed_zarr_store_class>` under xarray's lazy wrappers, ``"host"`` when there is none.
+
+    Examples:
+        >>> import numpy as np
+        >>> placement_of(np.arange(3))
+        'host'
+    """
+    node = data
+    for _ in range(64):  # xarray's wrappers (copy-on-write, lazy indexing, CF decoding) each hold ``.array``
+        placement = getattr(node, "gdsstore_placement", None)
+        if placement is not None:
+            return placement  # type: ignore[no-any-return]
+        node = getattr(node, "array", None)
+        if node is None:
+            break
+    return "host"
+
+
+def read_block(array: Any, key: Any, asarray: bool = True, lock: Any = None) -> Any:
+    """dask task of :class:`DeviceDaskManager`: one block of a backend array, read into the memory its
+    placement names and returned as that array (CuPy for the device), where dask's own ``getter`` would
+    pass xarray's lazy adapter to ``np.asarray`` and copy device blocks to the host.
+
+    Args:
+        array: xarray's ``ImplicitToExplicitIndexingAdapter`` over the variable's lazy data.
+        key: the block's tuple of slices.
+        asarray: accepted for dask's getter signature; blocks are always concrete arrays.
+        lock: a lock held around the read (``lock=`` of ``open_dataset``), or None.
+
+    Returns:
+        The block: ``cupy.ndarray`` for device-placed variables, ``numpy.ndarray`` otherwise.
+
+    Examples:
+        >>> import numpy as np
+        >>> from xarray.core.indexing import ImplicitToExplicitIndexingAdapter, LazilyIndexedArray, OuterIndexer
+        >>> adapter = ImplicitToExplicitIndexingAdapter(LazilyIndexedArray(np.arange(6)), OuterIndexer)
+        >>> read_block(adapter, (slice(1, 4),))
+        array([1, 2, 3])
+    """
+    from xarray.core.indexing import ExplicitlyIndexed, ImplicitToExplicitIndexingAdapter
+
+    if lock:
+        lock.acquire()
+    try:
+        block = array[key]
+        if isinstance(block, ExplicitlyIndexed | ImplicitToExplicitIndexingAdapter):
+            block = block.get_duck_array()  # type: ignore[no-untyped-call]  # read now, keep its array type
+    finally:
+        if lock:
+            lock.release()
+    return block
+
+
+def _meta(placement: Placement, dtype: Any, ndim: int) -> Any:
+    """dask's ``meta`` for blocks read with ``placement``: an empty CuPy array on the device, numpy on the host."""
+    import numpy as np
+
+    if placement == "device":
+        cp = require("cupy", purpose="DeviceDaskManager.from_array (a device-placed variable)")
+        return cp.empty((0,) * ndim, dtype=dtype)
+    return np.empty((0,) * ndim, dtype=dtype)
+
+
+class DeviceDaskManager(DaskManager):
+    """xarray's dask chunk manager, except that the blocks of gdsstore's device-placed variables stay
+    CuPy arrays and dask's ``meta`` says so.
+
+    Pass an instance as ``chunked_array_type`` when opening with ``chunks=`` (or to ``Dataset.chunk``)::
+
+        ds = xr.open_dataset(path, engine="gdsstore", chunks={}, chunked_array_type=DeviceDaskManager())
+
+    Without it, xarray (up to at least 2026.9) builds the dask arrays of every backend with
+    ``meta=np.ndarray`` and dask's ``getter`` converts each block with ``np.asarray``: device reads are
+    copied to the host, block by block. This manager builds them with :func:`read_block` and a CuPy
+    ``meta`` for device-placed variables (:func:`placement_of`); host variables get numpy blocks as before.
+    Arrays that are not backend arrays (numpy, CuPy, dask) are chunked exactly as by xarray's manager.
+
+    It is not registered under ``xarray.chunkmanagers``: a second registered manager recognising dask
+    arrays would make xarray refuse every dask array ("Multiple ChunkManagers recognise type").
+    """
+
+    def from_array(self, data: Any, chunks: Any, **kwargs: Any) -> Any:
+        # docstring inherited
+        from xarray.core.indexing import ImplicitToExplicitIndexingAdapter
+
+        if not isinstance(data, ImplicitToExplicitIndexingAdapter):
+            return super().from_array(data, chunks, **kwargs)
+        import dask.array as da
+
+        kwargs["meta"] = _meta(placement_of(data), data.dtype, data.ndim)
+        kwargs["getitem"] = read_block
+        if isinstance(chunks, tuple) and "auto" in chunks and any(s == 0 for s in data.shape):
+            chunks = data.shape  # as xarray's manager does: dask cannot auto-chunk an empty axis
+        return da.from_array(data, chunks, **kwargs)  # type: ignore[no-untyped-call]
+
+
 class GDSStoreBackendEntrypoint(BackendEntrypoint):
     """``xr.open_dataset(..., engine="gdsstore")``: zarr through gdsstore, data variables on the GPU.
 
     Coordinates and indexes are read into host memory (numpy), data variables into device memory (CuPy)
     when a GPU is visible; without one every variable lands on the host. With ``chunks=`` xarray wraps
-    the variables in dask arrays whose chunks read the same way. ``xr.open_mfdataset(paths,
+    the variables in dask arrays that read through gdsstore; xarray's dask manager turns every chunk into
+    numpy, so pass ``chunked_array_type=DeviceDaskManager()`` to keep device chunks CuPy (see
+    :class:`DeviceDaskManager`). ``xr.open_mfdataset(paths,
     engine="gdsstore")`` opens each path through this backend.
 
     Each variable's encoding records ``gdsstore_placement`` (``"device"`` or ``"host"``). A data variable

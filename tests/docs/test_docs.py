@@ -243,13 +243,15 @@ def test_code_block_parser() -> None:
 
 
 PY_PAGES = [p for p in PAGES if any(lang == "python" for lang, _, _ in code_blocks(p.read_text()))]
+# Pages whose Python guards GPU code (run everywhere; the guarded part only where CuPy sees a device).
+_GPU_GUARD = re.compile(r"\bdevice_count\(\)|\bhave_gpu\b")
+GPU_PAGES = [p for p in PY_PAGES
+             if any(lang == "python" and _GPU_GUARD.search(code) for lang, _, code in code_blocks(p.read_text()))]
+SKIPPED_GPU_BLOCK = "GPU block skipped"  # what a guarded block prints where there is no GPU
 
 
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("page", PY_PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PY_PAGES])
-@pytest.mark.usefixtures("restore_config")
-def test_page_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+def _run_page_blocks(page: Path) -> int:
+    """Run a page's Python blocks in order in one namespace; returns how many ran."""
     rel = page.relative_to(ROOT).as_posix()
     ns: dict[str, Any] = {"__name__": "__main__"}
     ran = 0
@@ -260,7 +262,43 @@ def test_page_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.
         compiled = compile("\n" * (line - 1) + code, rel, "exec")
         exec(compiled, ns)
         ran += 1
-    assert ran > 0
+    return ran
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("page", PY_PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PY_PAGES])
+@pytest.mark.usefixtures("restore_config")
+def test_page_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert _run_page_blocks(page) > 0
+
+
+def test_gpu_pages_are_the_ones_that_use_cupy() -> None:
+    """Every page that shows CuPy code guards it, so the GPU run below covers it (dask, xarray included)."""
+    def gpu_code(code: str) -> bool:
+        code = re.sub(r"#.*", "", code)  # comments may name CuPy without running it
+        return "cupy" in code or "enable_gpu" in code
+
+    uses_cupy = [p for p in PY_PAGES
+                 if any(lang == "python" and gpu_code(code) for lang, _, code in code_blocks(p.read_text()))]
+    assert set(uses_cupy) <= set(GPU_PAGES), set(uses_cupy) - set(GPU_PAGES)
+    assert {"dask.md", "xarray.md", "quickstart.md", "zarr.md"} <= {p.name for p in GPU_PAGES}
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("page", GPU_PAGES, ids=[p.relative_to(ROOT).as_posix() for p in GPU_PAGES])
+@pytest.mark.usefixtures("restore_config")
+def test_page_gpu_blocks_run_on_the_gpu(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``pytest -m gpu tests/docs`` on the GPU machine: the pages with GPU code run, their guarded parts too."""
+    from gdsstore.engine import cuda
+
+    assert cuda.device_count() > 0
+    monkeypatch.chdir(tmp_path)
+    assert _run_page_blocks(page) > 0
+    out = capsys.readouterr().out
+    assert SKIPPED_GPU_BLOCK not in out, out
 
 
 # -- settings ----------------------------------------------------------------------------------------
