@@ -13,22 +13,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gdsstore._version import __version__
-from gdsstore.errors import (
-    CuFileRequiredError,
-    GDSStoreError,
-    GPUUnavailableError,
-    MissingOptionalDependencyError,
-    RangeMismatchError,
-    RemoteIOError,
-    SettingError,
-)
-
 if TYPE_CHECKING:
     from gdsstore._config import config
+    from gdsstore._version import __version__
     from gdsstore.adapters.zarr_store import GDSStore
     from gdsstore.doctor import doctor
     from gdsstore.engine import open
+    from gdsstore.errors import (
+        CuFileRequiredError,
+        GDSStoreError,
+        GPUUnavailableError,
+        MissingOptionalDependencyError,
+        RangeMismatchError,
+        RemoteIOError,
+        SettingError,
+    )
     from gdsstore.gpu.enable import enable_gpu
     from gdsstore.trace import Trace, trace
 
@@ -50,12 +49,17 @@ __all__ = [
     "trace",
 ]
 
-# Imported on first use. zarr imports this package for its codec-pipeline and codec entry points
-# (gdsstore.gpu.*), in every environment where gdsstore is installed: the settings (donfig + yaml),
-# the doctor, the engine and the GPU pieces load only when a name here is used.
+# Imported on first use, the exceptions and the version too. zarr imports this package for its
+# codec-pipeline and codec entry points (gdsstore.gpu.*), in every environment where gdsstore is
+# installed: the settings (donfig + yaml), the doctor, the engine and the GPU pieces load only when a
+# name here is used.
 # ``trace`` and ``doctor`` are modules made callable, so `gdsstore.trace()`/`gdsstore.doctor()` work
 # whether the name or the submodule was imported first.
 _LAZY = {
+    "__version__": ("gdsstore._version", "__version__"),
+    **{name: ("gdsstore.errors", name) for name in (
+        "CuFileRequiredError", "GDSStoreError", "GPUUnavailableError", "MissingOptionalDependencyError",
+        "RangeMismatchError", "RemoteIOError", "SettingError")},
     "config": ("gdsstore._config", "config"),
     "doctor": ("gdsstore.doctor", None),
     "open": ("gdsstore.engine", "open"),
