@@ -98,6 +98,33 @@ def kvikio_futures(url: str) -> Fetch | str:
     return run
 
 
+def kvikio_sized(url: str, threads: int) -> Fetch | str:
+    """kvikio with the size asked of the server (``open_http`` without ``nbytes``: a HEAD in C++),
+    the opens spread over ``threads`` Python threads."""
+    try:
+        import kvikio
+        import kvikio.defaults
+    except Exception as exc:
+        return f"kvikio not importable ({type(exc).__name__})"
+    from concurrent.futures import ThreadPoolExecutor
+
+    kvikio.defaults.set({"num_threads": 16})
+    ex = ThreadPoolExecutor(threads)
+
+    def run(keys: list[str], sizes: list[int]) -> list[Any]:
+        outs = [np.empty(n, np.uint8) for n in sizes]
+        files = list(ex.map(lambda k: kvikio.RemoteFile.open_http(f"{url}/{k}"), keys))
+        assert [f.nbytes() for f in files] == sizes
+        futs = [f.pread(o) for f, o in zip(files, outs)]
+        for fu in futs:
+            fu.get()
+        for f in files:
+            f.close()
+        return outs
+
+    return run
+
+
 def tensorstore_reads(url: str) -> Fetch | str:
     try:
         import tensorstore as ts
@@ -141,6 +168,8 @@ def main() -> int:
                 "gdsstore HTTPBackend.get x64 threads": gds_get(url),
                 "obstore get_async gather": obstore_gather(url),
                 "kvikio RemoteFile pread, 16 threads": kvikio_futures(url),
+                "kvikio open_http (HEAD) + pread, 1 opener": kvikio_sized(url, 1),
+                "kvikio open_http (HEAD) + pread, 16 openers": kvikio_sized(url, 16),
                 "tensorstore http kvstore": tensorstore_reads(url),
             }
             for name, (keys, sizes, srcs) in sets.items():

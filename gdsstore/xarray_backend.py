@@ -235,7 +235,10 @@ def _placed_zarr_store_class() -> Any:
             return self._array.get_orthogonal_selection(key, prototype=self.prototype)
 
         def _vindex(self, key: Any) -> Any:
-            return self._array.get_coordinate_selection(key, prototype=self.prototype)
+            # zarr's coordinate selection converts with numpy and fails on GPU buffers: points are
+            # read into host memory, then copied where the placement says
+            return _placed(self._array.get_coordinate_selection(key, prototype=prototype_for("host")),
+                           self.gdsstore_placement)
 
         async def _async_getitem(self, key: Any) -> Any:
             return await self._array._async_array.getitem(key, prototype=self.prototype)
@@ -244,7 +247,8 @@ def _placed_zarr_store_class() -> Any:
             return await self._array._async_array.get_orthogonal_selection(key, prototype=self.prototype)
 
         async def _async_vindex(self, key: Any) -> Any:
-            return await self._array._async_array.get_coordinate_selection(key, prototype=self.prototype)
+            got = await self._array._async_array.get_coordinate_selection(key, prototype=prototype_for("host"))
+            return _placed(got, self.gdsstore_placement)
 
     class PlacedZarrStore(ZarrStore):  # type: ignore[misc]
         """xarray's ZarrStore with a placement (host or device) per variable."""
@@ -276,6 +280,17 @@ def _placed_zarr_store_class() -> Any:
 
 
 _PLACED_STORE: Any = None
+
+
+def _placed(host: Any, placement: Placement) -> Any:
+    """A host array where its placement says (a device copy for ``"device"``)."""
+    if placement != "device":
+        return host
+    from gdsstore.engine import cuda
+
+    cp = cuda.cupy_or_none()
+    assert cp is not None  # a device placement is only chosen where CuPy is
+    return cp.asarray(host)
 
 
 def _drop_nan_fill(var: Any) -> None:

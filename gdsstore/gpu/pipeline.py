@@ -86,6 +86,9 @@ class GDSCodecPipeline(CodecPipeline):
     def __repr__(self) -> str:
         return f"GDSCodecPipeline(delegate={self.delegate!r})"
 
+    def __reduce__(self) -> tuple[type[GDSCodecPipeline], tuple[FusedCodecPipeline]]:
+        return type(self), (self.delegate,)  # pickled for dask workers: rebuilt through __init__
+
     # -- construction (zarr's CodecPipeline contract) --
 
     @classmethod

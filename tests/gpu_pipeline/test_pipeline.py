@@ -204,3 +204,18 @@ def test_small_windows_give_the_same_result(arrays: dict[Any, Any], monkeypatch:
         store, ref = arrays[("zstd+crc32c", sharded, "gds")]
         with gdsstore.enable_gpu(buffers=False):
             np.testing.assert_array_equal(_open(store)[:], ref)
+
+
+def test_pipeline_is_immutable_hashable_and_pickles() -> None:
+    """dask ships the pipeline to worker processes: it must pickle, and stay equal and immutable."""
+    import pickle
+
+    from zarr.codecs import BytesCodec, ZstdCodec
+
+    from gdsstore.gpu.pipeline import GDSCodecPipeline
+
+    p = GDSCodecPipeline.from_codecs([BytesCodec(), ZstdCodec(level=3)])
+    q = pickle.loads(pickle.dumps(p))
+    assert q == p and hash(q) == hash(p) and q.codecs == p.codecs
+    with pytest.raises(AttributeError, match="immutable"):
+        q.delegate = p.delegate  # type: ignore[misc]

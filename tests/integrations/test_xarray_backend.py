@@ -158,7 +158,7 @@ def test_device_dask_manager_blocks_come_from_read_block(tmp_path: Path, xarray_
     written = write_reference(tmp_path / "d.zarr")
     manager = xarray_backend.DeviceDaskManager()
     ds = xr.open_dataset(tmp_path / "d.zarr", engine=xarray_engine, consolidated=False, chunks={},
-                         chunked_array_type=manager)
+                         chunked_array_type=manager, device=False)  # host data, on any machine
     data = ds["temperature"].data
     assert data.chunks == ((6,) * 4, (8, 8), (10, 10)) and type(data._meta) is np.ndarray
     layer = dict(data.dask.layers[data.name])
