@@ -306,6 +306,28 @@ def page_cache_ceiling(nbytes: int, threads: int, where: str) -> float:
     return nbytes / statistics.median(times) / 1e9
 
 
+def files_ceiling(nbytes: int, threads: int, where: str, files: int = 256) -> float:
+    """``threads`` threads write ``files`` new files of ``nbytes / files`` each into the page cache (the
+    shape of a chunked array's write: one object per chunk, no rename), GB/s, median of 3."""
+    piece = nbytes // files
+    buf = memoryview(np.ones(piece, dtype=np.uint8))
+    times = []
+    for rep in range(3):
+        folder = os.path.join(where, f"ceiling-{rep}")
+        os.makedirs(folder)
+
+        def one(i: int, folder: str = folder) -> None:
+            with open(os.path.join(folder, str(i)), "wb") as f:
+                f.write(buf)
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, range(files)))
+        times.append(time.perf_counter() - t0)
+        shutil.rmtree(folder)
+    return piece * files / statistics.median(times) / 1e9
+
+
 GPU_WORKLOADS: dict[str, tuple[int, int | None, str, float]] = {
     "chunks 1024², none": (1024, None, "none", 1.3),
     "chunks 1024², zstd": (1024, None, "zstd", 5.0),
@@ -321,8 +343,10 @@ def run_gpu(args: argparse.Namespace, log: Callable[[str], None]) -> list[dict[s
     tmp = tempfile.mkdtemp(prefix="write-bench-gpu-", dir=args.tmp)
     rows = []
     try:
-        ceiling = page_cache_ceiling(src.nbytes, 16, tmp)
-        log(f"16-thread page-cache write ceiling: {ceiling:.2f} GB/s")
+        ceilings = {"page cache, 16 threads, one file": page_cache_ceiling(src.nbytes, 16, tmp),
+                    "page cache, 16 threads, 256 files": files_ceiling(src.nbytes, 16, tmp)}
+        ceiling = max(ceilings.values())
+        log(f"16-thread page-cache write ceilings: {ceilings}")
         place, check = functools.partial(_fresh_place, tmp), _check_and_remove(host)
         for name, (chunk, shard, codec, target) in GPU_WORKLOADS.items():
             log(f"GPU {name}")
@@ -332,7 +356,7 @@ def run_gpu(args: argparse.Namespace, log: Callable[[str], None]) -> list[dict[s
             }
             t = measure(contenders, src, args.rounds, log)
             row = _row(name, int(src.nbytes), t, "zarr LocalStore + enable_gpu", target)
-            row["ceiling"] = {"page cache, 16 threads": ceiling}
+            row["ceiling"] = ceilings
             row["of_ceiling"] = row["gbps"]["gdsstore"] / ceiling
             rows.append(row)
     finally:
@@ -365,7 +389,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         ceil = ", ".join(f"{k}: {v:.2f} GB/s" for k, v in r.get("ceiling", {}).items())
         if "of_ceiling" in r:
-            ceil += f" ({r['of_ceiling']:.0%} of it)"
+            ceil += f" ({r['of_ceiling']:.0%} of the higher)"
         lines.append(
             f"| {r['workload']} | {r['gbps']['gdsstore']:.3f} | {r['anchor']} | {r['gbps'][r['anchor']]:.3f} "
             f"| {r['ratio']:.2f}x (≥{r['target_ratio']}x) "
