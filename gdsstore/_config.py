@@ -301,6 +301,14 @@ class Settings:
         "remote.concurrency", default_threads(), _int(1, 4096),
         "Range requests in flight at once for one remote read.", _THREADS_DOC,
     )  # fmt: skip
+    remote_wave_concurrency: int = _setting(
+        "remote.wave_concurrency", 64, _int(1, 4096),
+        """Requests in flight at once when many remote objects or ranges are read together (a zarr
+        selection through the pipeline, `GDSStore.get_partial_values`, the fsspec `cat_ranges` and `cat` of
+        many paths): one wave, each whole object one GET with no size lookup first, touching ranges of an
+        object one request. Higher than `remote.concurrency` (ranges of one large object), because the wave's
+        requests are small and each mostly waits on the server.""",
+    )  # fmt: skip
     remote_max_range_size: int = _setting(
         "remote.max_range_size", 32 << 20, _int(1, 1 << 40),
         """Largest range one remote request asks for. A read is split into `remote.concurrency` ranges of

@@ -52,6 +52,7 @@ from gdsstore.engine.remote.reader import (
 )
 from gdsstore.engine.remote.redact import Scrubber, redact_url
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
+from gdsstore.engine.remote.wave import WaveReads
 
 __all__ = [
     "HTTPBackend",
@@ -513,22 +514,28 @@ class HTTPSource:
                 "its bytes would mix two versions: read it again"
             )
 
-    def open_first(self, nbytes: int) -> FirstRange:
-        """``GET bytes=0-(nbytes-1)`` before the size is known; follows redirects like :meth:`stat`."""
-        what = f"GET {self.url} bytes=0-{nbytes - 1}"
+    def open_first(self, nbytes: int, offset: int = 0) -> FirstRange:
+        """``GET bytes=offset-(offset+nbytes-1)`` before the size is known; follows redirects like
+        :meth:`stat`. Past the end (416): an empty body."""
+        req = RangeRequest(offset, nbytes)
+        what = f"GET {self.url} {req.header}"
         for _ in range(_MAX_REDIRECTS + 1):
-            resp = self._get(RangeRequest(0, nbytes))
+            resp = self._get_fast(req, what) or self._get(req)
             if resp.status not in _REDIRECTS:
                 break
             self._follow(resp, what)
         else:
             raise RemoteIOError(f"{what}: more than {_MAX_REDIRECTS} redirects")
         if resp.status == 416:
-            # An empty object has no byte 0; without "bytes */0" (S3 omits it) the caller stats first.
-            empty = resp.headers.get("Content-Range", "").strip().endswith("/0")
+            # No byte at the offset: an empty object, or a range past the end ("bytes */size"; S3 may
+            # omit it, then the caller stats first).
+            cr = resp.headers.get("Content-Range", "").strip()
+            total = int(cr.rpartition("/")[2]) if cr.startswith("bytes */") and cr[8:].isdigit() else None
             drop(resp)
-            return FirstRange(NoBody(), 0, 0 if empty else None)
-        n, total = _verified(resp, what, lambda: check_first_response(resp.status, resp.headers, nbytes, what))
+            return FirstRange(NoBody(), 0, total)
+        n, total = _verified(
+            resp, what, lambda: check_first_response(resp.status, resp.headers, nbytes, what, offset)
+        )
         self._remember_etag(resp.headers)
         self.last_headers = resp.headers
         return FirstRange(HTTPBody(resp, n, what), n, total)
@@ -577,7 +584,7 @@ class HTTPSource:
         return HTTPBody(resp, req.nbytes, what)
 
 
-class HTTPBackend(Backend):
+class HTTPBackend(WaveReads, Backend):
     """Read-only objects under an HTTP(S) root (a web server: no listing, no writes)."""
 
     writable = False

@@ -59,6 +59,7 @@ from gdsstore.engine.remote.http_transport import (
 from gdsstore.engine.remote.reader import Body, FirstRange, RangeRequest, get_object
 from gdsstore.engine.remote.redact import Scrubber
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError
+from gdsstore.engine.remote.wave import WaveReads
 
 __all__ = ["S3Backend", "S3Client", "S3Source", "get_s3_client", "parse_s3_url", "s3_upload"]
 
@@ -525,17 +526,17 @@ class S3Source:
         except OSError as exc:
             raise type(exc)(str(exc).replace(src.url, self.url)) from None  # name s3://, not the presigned URL
 
-    def open_first(self, nbytes: int) -> FirstRange:
+    def open_first(self, nbytes: int, offset: int = 0) -> FirstRange:
         src = self._source()
         try:
-            first = src.open_first(nbytes)
+            first = src.open_first(nbytes, offset)
         except OSError as exc:
             raise type(exc)(str(exc).replace(src.url, self.url)) from None
         self._pin_version(src.last_headers)
         return first
 
 
-class S3Backend(Backend):
+class S3Backend(WaveReads, Backend):
     """Objects under ``s3://bucket/prefix``: keys are relative to the prefix."""
 
     def __init__(self, root: str, storage_options: dict[str, Any] | None = None) -> None:
@@ -554,6 +555,13 @@ class S3Backend(Backend):
     def _full(self, key: str, where: str) -> str:
         check_remote_key(key, where)
         return f"{self.prefix}/{key}" if self.prefix else key
+
+    def source(self, key: str, where: str) -> S3Source:
+        """The range source of ``key`` (one object)."""
+        full = self._full(key, where)
+        if not full or full.endswith("/"):
+            raise FileNotFoundError(f"{where}: {key!r} is not an object key")
+        return S3Source(self._client, self.bucket, full)
 
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile

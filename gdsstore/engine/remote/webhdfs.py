@@ -34,9 +34,17 @@ from gdsstore.engine.remote.http_transport import (
     get_client,
     raise_for_status,
 )
-from gdsstore.engine.remote.reader import Body, FirstRange, RangeRequest, check_length_response, get_object
+from gdsstore.engine.remote.reader import (
+    Body,
+    FirstRange,
+    NoBody,
+    RangeRequest,
+    check_length_response,
+    get_object,
+)
 from gdsstore.engine.remote.redact import Scrubber
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
+from gdsstore.engine.remote.wave import WaveReads
 
 __all__ = ["WebHDFSBackend", "WebHDFSClient", "WebHDFSSource"]
 
@@ -190,9 +198,9 @@ class WebHDFSSource:
             raise
         return HTTPBody(resp, req.nbytes, what)
 
-    def open_first(self, nbytes: int) -> FirstRange:
-        what = f"OPEN {self.url} offset=0 length={nbytes}"
-        resp = self._open(RangeRequest(0, nbytes), what)
+    def open_first(self, nbytes: int, offset: int = 0) -> FirstRange:
+        what = f"OPEN {self.url} offset={offset} length={nbytes}"
+        resp = self._open(RangeRequest(offset, nbytes), what)
         length = resp.headers.get("Content-Length")
         if resp.status != 200 or length is None or not length.isdigit() or int(length) > nbytes:
             drop(resp)
@@ -200,13 +208,15 @@ class WebHDFSSource:
                 raise RemoteIOError(f"{what}: unexpected status {resp.status}")
             # No usable length (chunked answer): learn the size first, then read the range.
             size = self.stat()
-            return FirstRange(self.open_range(RangeRequest(0, min(nbytes, size)), size), min(nbytes, size), size)
+            n = max(0, min(nbytes, size - offset))
+            body = self.open_range(RangeRequest(offset, n), size) if n else NoBody()
+            return FirstRange(body, n, size)
         n = int(length)
-        # A short answer is the whole file; a full one may have more after it (size unknown).
-        return FirstRange(HTTPBody(resp, n, what), n, n if n < nbytes else None)
+        # A short answer ends the file; a full one may have more after it (size unknown).
+        return FirstRange(HTTPBody(resp, n, what), n, offset + n if n < nbytes else None)
 
 
-class WebHDFSBackend(Backend):
+class WebHDFSBackend(WaveReads, Backend):
     """Files under ``webhdfs://host:port/path``; keys are paths relative to it."""
 
     def __init__(self, root: str, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -222,6 +232,10 @@ class WebHDFSBackend(Backend):
         check_remote_key(key, where)  # the path is percent-encoded whole by op_url
         key = key.rstrip("/")
         return f"{self._root}/{key}" if key else (self._root or "/")
+
+    def source(self, key: str, where: str) -> WebHDFSSource:
+        """The range source of ``key`` (one file)."""
+        return WebHDFSSource(self._client, self._path(key, where))
 
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile
