@@ -37,7 +37,6 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from gdsstore import policy
 from gdsstore.engine.backend import Backend, ObjectInfo, check_key
-from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote import rawhttp
 from gdsstore.engine.remote.reader import (
     Body,
@@ -47,7 +46,6 @@ from gdsstore.engine.remote.reader import (
     RangeRequest,
     check_first_response,
     check_range_response,
-    get_object,
     parse_content_range,
 )
 from gdsstore.engine.remote.redact import Scrubber, redact_url
@@ -622,12 +620,6 @@ class HTTPBackend(WaveReads, Backend):
         src = self.source(key, "HTTPBackend.info()")
         size = RetryPolicy.from_settings().call(src.stat, f"HEAD {src.url}")
         return ObjectInfo(key, size)
-
-    def get(self, key: str, alloc: Any, byte_range: ByteRange | None = None) -> Any:
-        # docstring inherited
-        if byte_range is None:
-            return get_object(self.source(key, "HTTPBackend.get()"), alloc)  # one round trip for small objects
-        return super().get(key, alloc, byte_range)
 
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
         raise PermissionError(f"HTTPBackend.put(): {self.url} is read-only (key {key!r})")

@@ -48,7 +48,6 @@ from gdsstore import policy
 from gdsstore._optional import require
 from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
-from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote.http_transport import (
     HTTPClient,
     HTTPSource,
@@ -56,7 +55,7 @@ from gdsstore.engine.remote.http_transport import (
     get_client,
     retry_after,
 )
-from gdsstore.engine.remote.reader import Body, FirstRange, RangeRequest, get_object
+from gdsstore.engine.remote.reader import Body, FirstRange, RangeRequest
 from gdsstore.engine.remote.redact import Scrubber
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError
 from gdsstore.engine.remote.wave import WaveReads
@@ -572,15 +571,6 @@ class S3Backend(WaveReads, Backend):
         if check_remote_mode(mode, where) == "rb":
             return RemoteFile(S3Source(self._client, self.bucket, full))
         return RemoteWriteFile(f"s3://{self.bucket}/{full}", lambda data, dev: s3_upload(self._client, self.bucket, full, data, device=dev))
-
-    def get(self, key: str, alloc: Any, byte_range: ByteRange | None = None) -> Any:
-        # docstring inherited
-        if byte_range is None:  # one round trip for small objects (no HEAD first)
-            full = self._full(key, "S3Backend.get()")
-            if not full or full.endswith("/"):
-                raise FileNotFoundError(f"S3Backend.get(): {key!r} is not an object key")
-            return get_object(S3Source(self._client, self.bucket, full), alloc)
-        return super().get(key, alloc, byte_range)
 
     def info(self, key: str) -> ObjectInfo:
         full = self._full(key, "S3Backend.info()")

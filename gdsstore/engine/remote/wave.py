@@ -37,7 +37,7 @@ from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 from gdsstore.engine.remote.reader import RangeSource, get_object
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
 
-__all__ = ["Wave", "WaveReads", "read_wave"]
+__all__ = ["Wave", "WaveReads", "get_one", "read_wave"]
 
 _ALIGN = 64  # slots start on a cache line (nvCOMP wants 8-16 bytes)
 _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
@@ -165,6 +165,19 @@ def _fetch(source: RangeSource, r: _Request, room: _Room, where: str) -> None:
         r.got, r.base = -1, -1
 
 
+def get_one(source: RangeSource, alloc: Callable[[int], Any], byte_range: ByteRange | None) -> Any:
+    """One object, or a range of it (zarr's clamping), into ``alloc(n)``: one request (more for a
+    large object), no size lookup first except for a suffix. Returns the buffer."""
+    if byte_range is None:
+        return get_object(source, alloc)
+    if byte_range.kind == "suffix":
+        size = RetryPolicy.from_settings().call(source.stat, f"stat {source.url}")
+        a, n = byte_range.resolve(size)
+        return get_object(source, alloc, offset=a, limit=n)
+    limit = None if byte_range.kind == "offset" else byte_range.nbytes
+    return get_object(source, alloc, offset=byte_range.start, limit=limit)
+
+
 def _place(reqs: list[_Request], ranges: Sequence[ByteRange | None], n: int) -> tuple[np.ndarray, np.ndarray]:
     """Each item's place in the buffer: its request's, moved by where it starts in it (clamped)."""
     offsets = np.zeros(n, dtype=np.int64)
@@ -280,6 +293,11 @@ class WaveReads:
 
     def source(self, key: str, where: str) -> RangeSource:
         raise NotImplementedError
+
+    def get(self, key: str, alloc: Any, byte_range: ByteRange | None = None) -> Any:
+        """Read ``key`` (or a range of it) into ``alloc(n)``: one request for a small object or range,
+        no size lookup first (a suffix range looks the size up)."""
+        return get_one(self.source(key, f"{type(self).__name__}.get()"), alloc, byte_range)
 
     def get_many(
         self,
