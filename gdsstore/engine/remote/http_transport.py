@@ -603,6 +603,8 @@ class HTTPBackend(WaveReads, Backend):
 
     def _key_url(self, key: str, where: str) -> str:
         parts = urlsplit(self._root)
+        if not parts.query and not parts.fragment:
+            return f"{self._root}/{key_to_url_path(key, where)}"  # the same URL, without re-parsing the root
         path = parts.path.rstrip("/") + "/" + key_to_url_path(key, where)
         return parts._replace(path=path).geturl()
 
