@@ -309,6 +309,14 @@ class Settings:
         object one request. Higher than `remote.concurrency` (ranges of one large object), because the wave's
         requests are small and each mostly waits on the server.""",
     )  # fmt: skip
+    remote_pipeline_depth: int = _setting(
+        "remote.pipeline_depth", 32, _int(0, 4096),
+        """In a wave over plain `http://` (`remote.fast_http`), requests sent ahead on one connection, in one
+        write, before their answers are read in order (HTTP/1.1 pipelining): one system call for many small
+        requests instead of one per request and side. An answer the wave cannot take that way (an error, a
+        redirect, an object larger than `task_size`, a connection the server closes) is asked again the usual
+        way, with retries. `0` or `1`: one request per connection at a time.""",
+    )  # fmt: skip
     remote_max_range_size: int = _setting(
         "remote.max_range_size", 32 << 20, _int(1, 1 << 40),
         """Largest range one remote request asks for. A read is split into `remote.concurrency` ranges of

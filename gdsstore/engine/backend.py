@@ -143,7 +143,7 @@ class Backend(abc.ABC):
     ) -> Wave:
         """Read ``keys`` (whole, or ``ranges[i]`` of each, zarr's clamping) into one buffer from
         ``alloc(nbytes) -> (uint8 array, owner)``, in one wave of concurrent requests with no size
-        lookup (backends with :attr:`waves`; see :func:`gdsstore.engine.remote.wave.read_wave` for
+        lookup (backends with :attr:`waves`; see ``gdsstore.engine.remote.wave.read_wave`` for
         ``options``: ``expect``, ``exact``, ``max_gap``, ``errors``...).
 
         Raises:

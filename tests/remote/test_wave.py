@@ -38,6 +38,13 @@ def objects(n: int, seed: int, top: int = 200_000) -> dict[str, bytes]:
 # -- the wave itself, on the fault server ------------------------------------------------------------
 
 
+@pytest.fixture(params=[32, 0], ids=["pipelined", "one-per-connection"])
+def depth(request: pytest.FixtureRequest) -> Any:
+    """Both ways a wave sends requests: pipelined on few connections, or one at a time per connection."""
+    with gdsstore.config.set({"remote.pipeline_depth": request.param}):
+        yield request.param
+
+
 @pytest.fixture
 def objs(faults: FaultServer) -> dict[str, bytes]:
     """Objects of 0 to 200 KB (up to 4 ranges of 64 KiB each) on the fault server."""
@@ -50,7 +57,7 @@ def wave_of(faults: FaultServer, mode: str = "ok", count: int | str = 0) -> Back
     return backend_for(f"http://127.0.0.1:{faults.port}/{mode}/{count}")
 
 
-def test_whole_objects_one_get_each_no_size_lookup(faults: FaultServer, objs: dict[str, bytes]) -> None:
+def test_whole_objects_one_get_each_no_size_lookup(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
     keys = [*objs, "o/missing"]
     with gdsstore.config.set({"task_size": 1 << 20}):
         w = wave_of(faults).get_many(keys, None, host)
@@ -60,7 +67,7 @@ def test_whole_objects_one_get_each_no_size_lookup(faults: FaultServer, objs: di
     assert np.all(w.offsets[w.sizes > 0] % 64 == 0)  # every slot starts on a cache line
 
 
-def test_touching_ranges_share_a_request_and_clamp(faults: FaultServer, objs: dict[str, bytes]) -> None:
+def test_touching_ranges_share_a_request_and_clamp(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
     data = objs["o/3"]
     n = len(data)
     brs = [ByteRange("range", 100, 200), ByteRange("range", 200, 300), ByteRange("range", 0, 100),
@@ -75,7 +82,7 @@ def test_touching_ranges_share_a_request_and_clamp(faults: FaultServer, objs: di
 
 
 @pytest.mark.parametrize("mode", ["503", "reset", "truncate", "slow"])
-def test_wave_recovers_from_faults(faults: FaultServer, objs: dict[str, bytes], mode: str) -> None:
+def test_wave_recovers_from_faults(faults: FaultServer, objs: dict[str, bytes], mode: str, depth: int) -> None:
     faults.slow_seconds = 0.6
     with gdsstore.config.set({"remote.timeout": 0.3, "remote.wave_concurrency": 8}):
         w = wave_of(faults, mode, 2).get_many(list(objs), None, host)
@@ -85,14 +92,14 @@ def test_wave_recovers_from_faults(faults: FaultServer, objs: dict[str, bytes], 
 
 
 @pytest.mark.parametrize("mode", ["503", "reset", "truncate"])
-def test_wave_fails_with_the_url_and_the_reason(faults: FaultServer, objs: dict[str, bytes], mode: str) -> None:
+def test_wave_fails_with_the_url_and_the_reason(faults: FaultServer, objs: dict[str, bytes], mode: str, depth: int) -> None:
     with gdsstore.config.set({"remote.timeout": 0.3}), pytest.raises(RemoteIOError) as info:
         wave_of(faults, mode, "always").get_many(list(objs), None, host)
     assert f"127.0.0.1:{faults.port}/{mode}/always/o/" in str(info.value)
     assert "failed after 4 attempt(s) (remote.max_attempts=4)" in str(info.value)
 
 
-def test_wave_returns_each_failure_in_its_place(faults: FaultServer, objs: dict[str, bytes]) -> None:
+def test_wave_returns_each_failure_in_its_place(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
     faults.objects["o/bad"] = b"x" * 100
     b = backend_for(f"http://127.0.0.1:{faults.port}")
     keys = ["ok/0/o/1", "503/always/o/bad", "ok/0/o/nope"]
@@ -102,7 +109,7 @@ def test_wave_returns_each_failure_in_its_place(faults: FaultServer, objs: dict[
     assert w.view(0).tobytes() == objs["o/1"] and w.view(1) is None and w.view(2) is None
 
 
-def test_wave_refuses_a_server_ignoring_range(faults: FaultServer, objs: dict[str, bytes]) -> None:
+def test_wave_refuses_a_server_ignoring_range(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
     b = wave_of(faults, "ignore-range", "always")
     # Whole objects: the 200 is exactly what was asked (the whole object), so the bytes are right.
     w = b.get_many(list(objs), None, host)
@@ -114,18 +121,36 @@ def test_wave_refuses_a_server_ignoring_range(faults: FaultServer, objs: dict[st
 
 
 @pytest.mark.parametrize("mode", ["wrong-range", "short-range"])
-def test_wave_refuses_mismatched_ranges(faults: FaultServer, objs: dict[str, bytes], mode: str) -> None:
+def test_wave_refuses_mismatched_ranges(faults: FaultServer, objs: dict[str, bytes], mode: str, depth: int) -> None:
     with pytest.raises(RangeMismatchError):
         wave_of(faults, mode, "always").get_many([k for k, v in objs.items() if v], None, host)
 
 
+def test_wave_never_takes_an_answer_nobody_asked_for(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
+    # After each correct body the server queues a well-formed 206 nobody asked for (wrong bytes).
+    keys = [k for k, v in objs.items() if v]
+    w = wave_of(faults, "queue-extra", "always").get_many(keys, None, host, errors="return")
+    assert w.errors is not None
+    for i, k in enumerate(keys):  # the right bytes, or an error (a small body arrives with the extra one)
+        assert (w.errors[i] is not None and w.view(i) is None) or w.view(i).tobytes() == objs[k], k
+    assert any(e is None for e in w.errors)
+
+
+@pytest.mark.parametrize("depth", [0, 32])
 @pytest.mark.parametrize("mode", ["replaced", "replaced-412"])
-def test_wave_never_mixes_a_replaced_object(faults: FaultServer, mode: str) -> None:
+def test_wave_never_mixes_a_replaced_object(faults: FaultServer, mode: str, depth: int) -> None:
     old, new = payload(300_000, seed=8), payload(300_000, seed=9)
     faults.objects.update({"big": old, "big.v2": new})
-    # The first GET (the object's first 64 KiB) sees the old object; its other ranges the new one.
-    with pytest.raises(RangeMismatchError, match="changed while it was being read"):
-        wave_of(faults, mode, 1).get_many(["big"], None, host)
+    # The first GET of the read (the object's first 64 KiB) sees the old object, its other ranges the
+    # new one. Pipelined, a first answer with more to follow is asked again the usual way: one GET more.
+    with gdsstore.config.set({"remote.pipeline_depth": depth}):
+        with pytest.raises(RangeMismatchError, match="changed while it was being read"):
+            wave_of(faults, mode, 1 if depth == 0 else 2).get_many(["big"], None, host)
+        # A replacement before the read began is no mix: the new object, whole.
+        faults.reset()
+        faults.objects.update({"big": old, "big.v2": new})
+        w = wave_of(faults, mode, 0).get_many(["big"], None, host)
+    assert w.view(0).tobytes() == new
 
 
 def test_wave_of_exact_ranges_refuses_a_short_object(faults: FaultServer, objs: dict[str, bytes]) -> None:

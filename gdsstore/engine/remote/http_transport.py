@@ -538,6 +538,19 @@ class HTTPSource:
         self.last_headers = resp.headers
         return FirstRange(HTTPBody(resp, n, what), n, total)
 
+    def pipeline_request(self, req: RangeRequest) -> tuple[tuple[str, int], bytes] | None:
+        """The connection key and bytes of the ranged GET of ``req``, to send pipelined with others on
+        one connection (:func:`rawhttp.pipeline`); None where only the usual path may ask (TLS,
+        ``remote.fast_http`` off, an ETag already pinned by an earlier answer)."""
+        if not policy.settings().remote_fast_http or not self._url.startswith("http://") or self._etag:
+            return None
+        h = dict(self._headers)
+        h["Range"] = req.header
+        try:
+            return rawhttp.request_bytes(self._url, h)
+        except (rawhttp.Unsupported, ValueError):
+            return None
+
     def _get_fast(self, req: RangeRequest, what: str) -> Any:
         """The ranged GET through :mod:`rawhttp` (plain http, ``remote.fast_http``), or None to use
         urllib3 (TLS, a response it cannot take)."""

@@ -525,6 +525,11 @@ class S3Source:
         except OSError as exc:
             raise type(exc)(str(exc).replace(src.url, self.url)) from None  # name s3://, not the presigned URL
 
+    def pipeline_request(self, req: RangeRequest) -> tuple[tuple[str, int], bytes] | None:
+        """The presigned ranged GET of ``req`` for a pipelined wave (None: version-aware reads, which
+        pin the version the first answer names, take the usual path)."""
+        return None if self._c.version_aware else self._source().pipeline_request(req)
+
     def open_first(self, nbytes: int, offset: int = 0) -> FirstRange:
         src = self._source()
         try:

@@ -34,7 +34,8 @@ from gdsstore import policy
 from gdsstore.engine.backend import Wave
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
-from gdsstore.engine.remote.reader import RangeSource, get_object
+from gdsstore.engine.remote import rawhttp
+from gdsstore.engine.remote.reader import RangeRequest, RangeSource, check_first_response, get_object
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
 
 __all__ = ["Wave", "WaveReads", "get_one", "read_wave"]
@@ -144,16 +145,22 @@ def _plan(
     return reqs, fixed
 
 
-def _fetch(source: RangeSource, r: _Request, room: _Room, where: str) -> None:
-    """One request of the wave: its bytes land in ``room``; a missing key leaves ``r.got`` at -1."""
+def _slot(r: _Request, room: _Room, url: str, where: str) -> Callable[[int], np.ndarray]:
+    """Where the ``n`` bytes of ``r`` land (an object or range not of its expected size is an error)."""
 
     def alloc(n: int) -> np.ndarray:
         if r.expect is not None and n != r.expect:
             what = "object" if r.limit is None else f"range at {r.offset}"
-            raise RemoteIOError(f"{where}: {source.url}: the {what} is {n} bytes, not the {r.expect} expected")
+            raise RemoteIOError(f"{where}: {url}: the {what} is {n} bytes, not the {r.expect} expected")
         r.got = n
         return room.take(r, n)
 
+    return alloc
+
+
+def _fetch(source: RangeSource, r: _Request, room: _Room, where: str) -> None:
+    """One request of the wave: its bytes land in ``room``; a missing key leaves ``r.got`` at -1."""
+    alloc = _slot(r, room, source.url, where)
     try:
         if r.suffix is not None:
             size = RetryPolicy.from_settings().call(source.stat, f"stat {source.url}")
@@ -163,6 +170,75 @@ def _fetch(source: RangeSource, r: _Request, room: _Room, where: str) -> None:
             get_object(source, alloc, offset=r.offset, limit=r.limit, traced=False)
     except _MISSING:
         r.got, r.base = -1, -1
+
+
+class _Again(Exception):
+    """A pipelined answer the wave does not take: the request goes the usual way."""
+
+
+_Take = Callable[[int, Any, int], "memoryview | None"]  # (status, headers, length) -> where the body goes
+
+
+def _answer(r: _Request, want: int, url: str, room: _Room, where: str) -> _Take:
+    def handle(status: int, headers: Any, length: int) -> memoryview | None:
+        if status == 404:
+            r.got, r.base = -1, -1
+            return None
+        if status not in (200, 206):
+            raise rawhttp.Stop  # an error or a redirect: the usual way follows, retries, maps it
+        what = f"GET {url} bytes={r.offset}-{r.offset + want - 1}"
+        n, total = check_first_response(status, headers, want, what, r.offset)
+        end = total if r.limit is None else min(total, r.offset + r.limit)
+        if r.offset + n != end or length != n:
+            raise _Again  # more follows (larger than task_size): the usual way reads it in ranges
+        return memoryview(_slot(r, room, url, where)(n))
+
+    return handle
+
+
+def _pipelined(backend: Any, reqs: list[_Request], room: _Room, where: str, s: policy.Settings) -> list[int]:
+    """Send the requests that can go pipelined (plain HTTP), ``remote.pipeline_depth`` at a time per
+    connection; returns the indices of the requests still to ask the usual way."""
+    plans: dict[tuple[str, int], list[tuple[int, bytes, _Take]]] = {}
+    left: list[int] = []
+    for k, r in enumerate(reqs):
+        want = s.task_size if r.limit is None else min(r.limit, s.task_size)
+        try:
+            src = backend.source(r.key, where) if r.suffix is None and want > 0 else None
+        except (ValueError, OSError):
+            src = None  # the usual way raises it, in its place
+        ask = getattr(src, "pipeline_request", None)
+        planned = ask(RangeRequest(r.offset, want)) if ask is not None else None
+        if src is None or planned is None:
+            left.append(k)
+            continue
+        plans.setdefault(planned[0], []).append((k, planned[1], _answer(r, want, src.url, room, where)))
+    groups: list[tuple[tuple[str, int], list[tuple[int, bytes, _Take]]]] = []
+    for key, items in plans.items():
+        conns = max(1, min(s.remote_wave_concurrency, -(-len(items) // s.remote_pipeline_depth)))
+        per = -(-len(items) // conns)
+        groups += [(key, items[a : a + per]) for a in range(0, len(items), per)]
+    again: list[int] = []
+
+    def run(g: int) -> int:
+        key, items = groups[g]
+
+        def handle(i: int, status: int, headers: Any, length: int) -> memoryview | None:
+            try:
+                return items[i][2](status, headers, length)
+            except _Again:  # a good answer with more to follow: the usual way reads it whole
+                again.append(items[i][0])
+                return None
+            except Exception as exc:  # not the answer asked for: the usual way asks again and says why
+                raise rawhttp.Stop from exc
+
+        done = rawhttp.pipeline(key, [b for _, b, _ in items], handle, s.remote_pipeline_depth,
+                                s.remote_connect_timeout, s.remote_timeout)
+        again.extend(k for k, _, _ in items[done:])
+        return 0
+
+    run_pieces([_bind(run, g) for g in range(len(groups))], [0] * len(groups), s.remote_wave_concurrency).result()
+    return sorted(set(left + again))  # a batch refused after its answers were read: once each
 
 
 def get_one(source: RangeSource, alloc: Callable[[int], Any], byte_range: ByteRange | None) -> Any:
@@ -260,7 +336,8 @@ def read_wave(
         return 0
 
     try:
-        run_pieces([_bind(piece, k) for k in range(len(reqs))], [0] * len(reqs), s.remote_wave_concurrency).result()
+        todo = _pipelined(backend, reqs, buf, where, s) if s.remote_pipeline_depth > 1 else range(len(reqs))
+        run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), s.remote_wave_concurrency).result()
         if errs and errors == "raise":
             raise errs[min(errs)]
         buf.settle(reqs, alloc, free)
@@ -274,8 +351,8 @@ def read_wave(
         for k, exc in errs.items():
             for i in reqs[k].members:
                 item_errors[i] = exc
-    if _trace.active() and "route" in sources:
-        src = sources["route"]
+    if _trace.active() and reqs:
+        src = sources.get("route") or backend.source(reqs[0].key, where)
         reason = f"wave: concurrent requests, no size lookup (remote.wave_concurrency {s.remote_wave_concurrency})"
         _trace.record("read", src.route, reason, int(sizes.clip(0).sum()), time.perf_counter() - t0,
                       getattr(backend, "url", ""), None, requests=len(reqs))
