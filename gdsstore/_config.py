@@ -301,6 +301,22 @@ class Settings:
         "remote.concurrency", default_threads(), _int(1, 4096),
         "Range requests in flight at once for one remote read.", _THREADS_DOC,
     )  # fmt: skip
+    remote_wave_concurrency: int = _setting(
+        "remote.wave_concurrency", 64, _int(1, 4096),
+        """Requests in flight at once when many remote objects or ranges are read together (a zarr
+        selection through the pipeline, `GDSStore.get_partial_values`, the fsspec `cat_ranges` and `cat` of
+        many paths): one wave, each whole object one GET with no size lookup first, touching ranges of an
+        object one request. Higher than `remote.concurrency` (ranges of one large object), because the wave's
+        requests are small and each mostly waits on the server.""",
+    )  # fmt: skip
+    remote_pipeline_depth: int = _setting(
+        "remote.pipeline_depth", 32, _int(0, 4096),
+        """In a wave over plain `http://` (`remote.fast_http`), requests sent ahead on one connection, in one
+        write, before their answers are read in order (HTTP/1.1 pipelining): one system call for many small
+        requests instead of one per request and side. An answer the wave cannot take that way (an error, a
+        redirect, an object larger than `task_size`, a connection the server closes) is asked again the usual
+        way, with retries. `0` or `1`: one request per connection at a time.""",
+    )  # fmt: skip
     remote_max_range_size: int = _setting(
         "remote.max_range_size", 32 << 20, _int(1, 1 << 40),
         """Largest range one remote request asks for. A read is split into `remote.concurrency` ranges of

@@ -35,6 +35,7 @@ class TraceEvent:
     seconds: float
     path: str = ""
     device: int | None = None  # CUDA device of the buffer, None for host memory
+    requests: int = 1  # requests sent (a remote wave is one event of many requests)
 
 
 @dataclass
@@ -69,21 +70,26 @@ class Trace:
         return {e.route for e in list(self.events)}
 
     def by_reason(self) -> dict[tuple[str, str, str], dict[str, Any]]:
-        """Totals keyed by ``(op, route, reason)``."""
+        """Totals keyed by ``(op, route, reason)``: ``ops`` (events), ``requests``, ``bytes``, ``seconds``."""
         out: dict[tuple[str, str, str], dict[str, Any]] = {}
         for e in list(self.events):
-            t = out.setdefault((e.op, e.route, e.reason), {"ops": 0, "bytes": 0, "seconds": 0.0})
+            t = out.setdefault((e.op, e.route, e.reason), {"ops": 0, "requests": 0, "bytes": 0, "seconds": 0.0})
             t["ops"] += 1
+            t["requests"] += e.requests
             t["bytes"] += e.nbytes
             t["seconds"] += e.seconds
         return out
 
     def __str__(self) -> str:
-        rows = [("op", "route", "reason", "ops", "bytes", "seconds", "GB/s")]
-        for (op, route, reason), t in sorted(self.by_reason().items()):
+        by_reason = self.by_reason()
+        # A "requests" column only where some row sent more requests than it has events (a wave).
+        waves = any(t["requests"] != t["ops"] for t in by_reason.values())
+        rows = [("op", "route", "reason", "ops", *(("requests",) if waves else ()), "bytes", "seconds", "GB/s")]
+        for (op, route, reason), t in sorted(by_reason.items()):
             secs = t["seconds"]
             rate = f"{t['bytes'] / secs / 1e9:.2f}" if secs > 0 else "-"
-            rows.append((op, route, reason, str(t["ops"]), fmt_bytes(t["bytes"]), f"{secs:.4f}", rate))
+            reqs = (str(t["requests"]),) if waves else ()
+            rows.append((op, route, reason, str(t["ops"]), *reqs, fmt_bytes(t["bytes"]), f"{secs:.4f}", rate))
         if len(rows) == 1:
             rows.append(("-", "-", "no engine operations recorded", "0", "0 B", "0", "-"))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -127,11 +133,13 @@ def record(
     seconds: float,
     path: str = "",
     device: int | None = None,
+    requests: int = 1,
 ) -> None:
-    """Record one operation into every active trace (no-op when none is)."""
+    """Record one operation into every active trace (no-op when none is); ``requests``: how many
+    requests it sent (a remote wave records one event for all of them)."""
     if not _ACTIVE:
         return
-    ev = TraceEvent(op, route, reason, nbytes, seconds, path, device)
+    ev = TraceEvent(op, route, reason, nbytes, seconds, path, device, requests)
     for t in list(_ACTIVE):
         t.add(ev)
 

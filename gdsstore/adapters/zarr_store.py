@@ -155,6 +155,43 @@ def _read_ranges(
         ]
 
 
+def _host_alloc(n: int) -> tuple[np.ndarray, None]:
+    return np.empty(n, dtype=np.uint8), None
+
+
+def _wave(
+    backend: Backend,
+    prototype: BufferPrototype,
+    keys: Sequence[str],
+    ranges: Sequence[ByteRange | None],
+    where: str,
+    max_gap: int = 0,
+    max_coalesced: int | None = None,
+) -> list[Buffer | None]:
+    """Many keys or ranges of a remote backend in one wave of concurrent requests, no size lookups
+    (:meth:`~gdsstore.engine.backend.Backend.get_many`); each item a view of the wave's one buffer
+    (None: missing)."""
+    w = backend.get_many(keys, ranges, _host_alloc, max_gap=max_gap, max_bytes=max_coalesced, where=where)
+    views = [w.view(i) for i in range(len(keys))]
+    return [None if v is None else prototype.buffer.from_array_like(v) for v in views]
+
+
+def _wave_ranges(
+    backend: Backend,
+    key: str,
+    prototype: BufferPrototype,
+    ranges: Sequence[ByteRange | None],
+    max_gap: int = _MAX_GAP_BYTES,
+    max_coalesced: int = _MAX_COALESCED_BYTES,
+) -> list[list[tuple[int, Buffer]]] | None:
+    """:func:`_read_ranges` of a remote backend: one wave, one group; None if ``key`` is absent."""
+    where = f"GDSStore.get_ranges({key!r})"
+    bufs = _wave(backend, prototype, [key] * len(ranges), ranges, where, max_gap, max_coalesced)
+    if ranges and all(b is None for b in bufs):
+        return None
+    return [[(i, b) for i, b in enumerate(bufs) if b is not None]]
+
+
 def _found(groups: list[list[tuple[int, Buffer]]] | None, key: str) -> list[list[tuple[int, Buffer]]]:
     """zarr's get_ranges contract: a missing key is a FileNotFoundError inside an exception group."""
     if groups is None:
@@ -398,6 +435,10 @@ class GDSStore(Store):
         if not by_key:
             return out
         await self._ensure_open()
+        if self._waves(prototype):
+            keys = [key for key, _ in requests]
+            ranges = [_to_byte_range(r, where) for _, r in requests]
+            return await asyncio.to_thread(_wave, self.backend, prototype, keys, ranges, where)
 
         async def one(key: str, items: list[tuple[int, ByteRange | None]]) -> None:
             groups = await asyncio.to_thread(
@@ -427,8 +468,9 @@ class GDSStore(Store):
         """
         ranges = self._ranges(key, byte_ranges, "GDSStore.get_ranges()")
         await self._ensure_open()
+        read = _wave_ranges if self._waves(prototype) else _read_ranges
         groups = await asyncio.to_thread(
-            _read_ranges, self.backend, key, prototype, ranges, max_gap_bytes, max_coalesced_bytes
+            read, self.backend, key, prototype, ranges, max_gap_bytes, max_coalesced_bytes
         )
         for group in _found(groups, key):
             yield group
@@ -445,8 +487,13 @@ class GDSStore(Store):
         """Blocking :meth:`get_ranges`, flattened (zarr's sync sharding path reads through it)."""
         ranges = self._ranges(key, byte_ranges, "GDSStore.get_ranges_sync()")
         self._ensure_open_sync()
-        groups = _read_ranges(self.backend, key, prototype, ranges, max_gap_bytes, max_coalesced_bytes)
+        read = _wave_ranges if self._waves(prototype) else _read_ranges
+        groups = read(self.backend, key, prototype, ranges, max_gap_bytes, max_coalesced_bytes)
         return [item for group in _found(groups, key) for item in group]
+
+    def _waves(self, prototype: BufferPrototype) -> bool:
+        """Many-key reads go in one wave: a remote backend, into host buffers."""
+        return self.backend.waves and not _is_device_buffer(prototype.buffer)
 
     @staticmethod
     def _ranges(key: str, byte_ranges: Sequence[ByteRequest | None], where: str) -> list[ByteRange | None]:

@@ -11,7 +11,7 @@ All methods block; async adapters run them through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,7 +19,7 @@ from gdsstore.engine import registry
 from gdsstore.engine.file import BaseFile
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 
-__all__ = ["Backend", "ByteRange", "ObjectInfo", "backend_for", "check_key", "coalesce_ranges"]
+__all__ = ["Backend", "ByteRange", "ObjectInfo", "Wave", "backend_for", "check_key", "coalesce_ranges"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,35 @@ def check_key(key: str, where: str) -> str:
 Alloc = Callable[[int], Any]
 
 
+@dataclass
+class Wave:
+    """Many objects or byte ranges read together into one buffer (:meth:`Backend.get_many`).
+
+    Attributes:
+        host: ``uint8`` numpy array holding every item.
+        offsets: ``int64`` array: where item ``i`` starts in ``host``.
+        sizes: ``int64`` array: its length; ``-1``: missing (or failed, with ``errors="return"``).
+        owner: what the caller's ``alloc`` returned beside the array (a pinned buffer to give back).
+        errors: per item, the exception that failed it (``errors="return"`` only), else None.
+        requests: how many requests the wave sent (retries not counted).
+    """
+
+    host: Any
+    offsets: Any
+    sizes: Any
+    owner: Any = None
+    errors: list[BaseException | None] | None = None
+    requests: int = 0
+
+    def view(self, i: int) -> Any:
+        """Item ``i`` as a view of :attr:`host`, or None when missing or failed."""
+        n = int(self.sizes[i])
+        if n < 0:
+            return None
+        a = int(self.offsets[i])
+        return self.host[a : a + n]
+
+
 class Backend(abc.ABC):
     """Storage under one root. Subclasses implement the abstract methods; the rest has defaults."""
 
@@ -63,6 +92,8 @@ class Backend(abc.ABC):
     writable: bool = True
     #: Can ``list`` (a plain web server cannot).
     listable: bool = True
+    #: Reads many keys in one wave of concurrent requests (:meth:`get_many`): the remote backends.
+    waves: bool = False
 
     @property
     @abc.abstractmethod
@@ -101,6 +132,24 @@ class Backend(abc.ABC):
                 if got != nbytes:
                     raise OSError(f"{type(self).__name__}.get(): short read of {key!r}: {got} of {nbytes} bytes")
             return buf
+
+    def get_many(
+        self,
+        keys: Sequence[str],
+        ranges: Sequence[ByteRange | None] | None,
+        alloc: Callable[[int], tuple[Any, Any]],
+        free: Callable[[Any], None] = lambda owner: None,
+        **options: Any,
+    ) -> Wave:
+        """Read ``keys`` (whole, or ``ranges[i]`` of each, zarr's clamping) into one buffer from
+        ``alloc(nbytes) -> (uint8 array, owner)``, in one wave of concurrent requests with no size
+        lookup (backends with :attr:`waves`; see ``gdsstore.engine.remote.wave.read_wave`` for
+        ``options``: ``expect``, ``exact``, ``max_gap``, ``errors``...).
+
+        Raises:
+            NotImplementedError: a backend without waves (local files use the batched ``preadv``).
+        """
+        raise NotImplementedError(f"{type(self).__name__}.get_many(): no waves here (waves=False)")
 
     @abc.abstractmethod
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:

@@ -2,7 +2,7 @@
 
 One pool serves local pieces, remote ranges, batched chunk reads and the adapters' background work. It
 is created on first use (never at import), sized by the settings (``max(num_threads,
-remote.concurrency)``), and dropped in a forked child (``os.register_at_fork``), which gets a fresh
+remote.concurrency, remote.wave_concurrency)``), and dropped in a forked child (``os.register_at_fork``), which gets a fresh
 one on its first request: the parent's worker threads do not exist in the child, so a request queued
 on the inherited pool would wait forever.
 
@@ -31,12 +31,13 @@ __all__ = ["PiecesFuture", "completed", "engine_pool", "map_all", "run_pieces"]
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
-_settings_size = 0  # max(num_threads, remote.concurrency) when the pool was built
+_settings_size = 0  # the settings' size when the pool was built
 _pool_lock = threading.Lock()
 
 
 def engine_pool(min_workers: int = 1) -> ThreadPoolExecutor:
-    """The process's engine pool: ``max(num_threads, remote.concurrency)`` threads, grown (never
+    """The process's engine pool: ``max(num_threads, remote.concurrency, remote.wave_concurrency)``
+    threads (started as work arrives), grown (never
     shrunk) to ``min_workers`` when a request asks for more.
 
     Rebuilt when those settings change (the old pool finishes its queue and goes); a request that asks
@@ -46,7 +47,8 @@ def engine_pool(min_workers: int = 1) -> ThreadPoolExecutor:
 
     global _pool, _pool_size, _settings_size
     s = policy.settings()
-    want = max(s.num_threads, s.remote_concurrency)
+    # The wave's bound too: a pool grown mid-read would shut down the pool a window prefetch holds.
+    want = max(s.num_threads, s.remote_concurrency, s.remote_wave_concurrency)
     with _pool_lock:
         same_settings = _pool is not None and _settings_size == want
         if not same_settings or _pool_size < min_workers:

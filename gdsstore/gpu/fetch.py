@@ -58,27 +58,53 @@ class Fetcher:
 
 
 class EngineFetcher(Fetcher):
-    """Fetches through a gdsstore backend."""
+    """Fetches through a gdsstore backend: local files by the batched ``preadv``, remote objects in
+    one wave of concurrent requests per window (:func:`gdsstore.gpu.staging.stage_wave`)."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+        self._seen = [0, 0]  # bytes and objects of unknown size read so far: the room the next wave sets aside
 
     def _local(self) -> bool:
         from gdsstore.engine.localfs import LocalBackend
 
         return isinstance(self.backend, LocalBackend)
 
+    def _room(self, unknown: int, pinned: bool) -> int | None:
+        """Pinned room for ``unknown`` objects of unknown size: a quarter more than those seen so far
+        average (pinning is paid for every byte); host room is free until touched (the wave's default)."""
+        nbytes, count = self._seen
+        if not pinned or not count:
+            return None
+        return unknown * (nbytes // count + nbytes // count // 4 + 64)
+
+    def _learn(self, st: staging.Staged, unknown: np.ndarray) -> staging.Staged:
+        sizes = st.sizes[unknown]
+        self._seen[0] += int(sizes.clip(0).sum())
+        self._seen[1] += int((sizes >= 0).sum())
+        return st
+
     def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> staging.Staged:
-        return staging.stage_from_backend(
-            self.backend, [staging.Fetch(getter.path, br) for getter, br in items], pinned=pinned
-        )
+        fetches = [staging.Fetch(getter.path, br) for getter, br in items]
+        if not self.backend.waves:
+            return staging.stage_from_backend(self.backend, fetches, pinned=pinned)
+        unknown = np.array([br is None or br.kind != "range" for _, br in items], dtype=bool)
+        room = self._room(int(unknown.sum()), pinned)
+        return self._learn(staging.stage_from_backend(self.backend, fetches, pinned=pinned, room=room), unknown)
 
     def whole(
         self, keys: list[str], expect: np.ndarray | None, pinned: bool, device: int | None = None
     ) -> staging.Staged | None:
-        """Whole objects from local files: of known size (``expect``, uncompressed chunks) without
-        size lookups, else sized by one batched ``stat``; ``device``: staged on that GPU. ``None``
-        when the backend is not local."""
+        """Whole objects: local files of known size (``expect``, uncompressed chunks) without size
+        lookups, else sized by one batched ``stat`` (``device``: staged on that GPU); remote objects
+        in one wave, each one GET (``expect``: an object of another size is an error), landed in
+        pinned host memory when ``pinned``. ``None``: neither (the caller uses ``__call__``)."""
+        if self.backend.waves:
+            if expect is not None:
+                return staging.stage_wave(self.backend, keys, None, pinned=pinned, expect=expect)
+            unknown = np.ones(len(keys), dtype=bool)
+            room = self._room(len(keys), pinned)
+            return self._learn(staging.stage_wave(self.backend, keys, None, pinned=pinned, room=room), unknown)
         if not self._local():
             return None
         return staging.stage_local(self.backend, keys, pinned=pinned, expect=expect, device=device)
@@ -91,10 +117,14 @@ class EngineFetcher(Fetcher):
         pinned: bool,
         device: int | None = None,
     ) -> staging.Staged:
-        """Local files: exact ranges without looking sizes up (``device``: staged on that GPU)."""
+        """Exact ranges without looking sizes up: local files (``device``: staged on that GPU), remote
+        objects in one wave (touching ranges of one object share a request)."""
+        keys = [getter.path for getter in getters]
+        if self.backend.waves:
+            brs = [ByteRange("range", a, b) for a, b in zip(starts.tolist(), stops.tolist())]
+            return staging.stage_wave(self.backend, keys, brs, pinned=pinned, exact=True)
         if not self._local():
             return super().ranges(getters, starts, stops, pinned)
-        keys = [getter.path for getter in getters]
         return staging.stage_local(self.backend, keys, starts, stops, pinned=pinned, device=device)
 
 

@@ -26,7 +26,15 @@ from gdsstore.engine import batch, bounce, cuda
 from gdsstore.engine.pool import map_all
 from gdsstore.engine.ranges import ByteRange
 
-__all__ = ["Fetch", "Staged", "stage_from_backend", "stage_from_host_buffers", "stage_local", "to_device"]
+__all__ = [
+    "Fetch",
+    "Staged",
+    "stage_from_backend",
+    "stage_from_host_buffers",
+    "stage_local",
+    "stage_wave",
+    "to_device",
+]
 
 _ALIGN = 64
 
@@ -311,8 +319,39 @@ def _checked_sizes(
     return sizes
 
 
-def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool) -> Staged:
-    """Read every fetch through the engine into one host (pinned when ``pinned``) buffer.
+def _give_back(owner: Any) -> None:
+    if owner is not None:
+        _pinned_pool.put(owner)
+
+
+def stage_wave(
+    backend: Any,
+    keys: Sequence[str],
+    ranges: Sequence[ByteRange | None] | None,
+    *,
+    pinned: bool,
+    expect: np.ndarray | None = None,
+    exact: bool = False,
+    room: int | None = None,
+) -> Staged:
+    """A remote backend's objects or ranges in one wave of concurrent requests, no size lookups
+    (:meth:`~gdsstore.engine.backend.Backend.get_many`), landed in one host (pinned when ``pinned``)
+    buffer. ``expect``: whole objects' sizes when known; ``exact``: ranges inside their objects;
+    ``room``: bytes to set aside for objects of unknown size.
+
+    Raises:
+        OSError: a request failed for good (its URL and the reason).
+    """
+    w = backend.get_many(
+        keys, ranges, lambda n: _alloc(n, pinned), _give_back,
+        expect=expect, exact=exact, room=room, where="stage_from_backend()",
+    )  # fmt: skip
+    return Staged(w.host, w.offsets, w.sizes, w.owner)
+
+
+def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool, room: int | None = None) -> Staged:
+    """Read every fetch through the engine into one host (pinned when ``pinned``) buffer: local files
+    by the batched ``preadv``, remote objects in one wave (``room``: see :func:`stage_wave`).
 
     Missing keys give ``None`` slots. Ranges follow zarr's clamping contract.
     """
@@ -322,6 +361,8 @@ def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool) 
         return stage_local(
             backend, [f.key for f in fetches], pinned=pinned, ranges=[f.byte_range for f in fetches]
         )
+    if backend.waves:
+        return stage_wave(backend, [f.key for f in fetches], [f.byte_range for f in fetches], pinned=pinned, room=room)
     where = map_parallel(lambda f: _resolve(backend, f), fetches)
     sizes = np.array([-1 if w is None else w[1] for w in where], dtype=np.int64)
     offs, total = _layout(sizes)

@@ -31,8 +31,9 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
+import numpy as np
 from fsspec.asyn import AsyncFileSystem
 from fsspec.core import has_magic
 from fsspec.implementations.chained import ChainedFileSystem
@@ -50,7 +51,7 @@ from gdsstore.adapters.fsspec.paths import (
 )
 from gdsstore.engine.backend import Backend, ObjectInfo, backend_for
 from gdsstore.engine.pool import map_all
-from gdsstore.engine.ranges import RangeRead, start_range_reads
+from gdsstore.engine.ranges import ByteRange, RangeRead, start_range_reads
 
 __all__ = ["GDSFileSystem", "GDSLocalFileSystem"]
 
@@ -88,6 +89,28 @@ def _atomic_copy(src: str, dst: str, *, exclusive: bool = False, where: str) -> 
     from gdsstore.engine.localfs import atomic_copy  # local copies only: the entry point stays light
 
     atomic_copy(src, dst, exclusive=exclusive, where=where)
+
+
+def _host_alloc(n: int) -> tuple[np.ndarray, None]:
+    return np.empty(n, dtype=np.uint8), None
+
+
+def _byte_range(start: int | None, end: int | None) -> ByteRange | Literal[False] | None:
+    """fsspec's ``start``/``end`` as a range that needs no size lookup (None: the whole object), or
+    False when it does (a negative ``end``, or a negative ``start`` with an ``end``).
+
+    Examples:
+        >>> _byte_range(None, None), _byte_range(-3, None).kind, _byte_range(2, 5).nbytes, _byte_range(0, -1)
+        (None, 'suffix', 3, False)
+    """
+    if start is not None and start < 0:
+        return ByteRange("suffix", -start) if end is None else False
+    if end is not None and end < 0:
+        return False
+    a = start or 0
+    if end is None:
+        return None if a == 0 else ByteRange("offset", a)
+    return ByteRange("range", a, max(a, end))
 
 
 def _view(b: BytesBuilder) -> memoryview:
@@ -437,12 +460,82 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
     # -- reads ----------------------------------------------------------------------------------------
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
-        """Bytes ``[start, end)`` of ``path`` (None: from the start / to the end; negative: from the end)."""
+        """Bytes ``[start, end)`` of ``path`` (None: from the start / to the end; negative: from the end).
+
+        Remote objects: one GET, no size lookup first (unless ``end`` is negative or ``start`` is with an ``end``).
+        """
         path = self._strip_protocol(path)
         backend, key = self._locate(path)
+        br = _byte_range(start, end)
+        if backend.waves and br is not False:
+            return self._get_bytes(backend, key, path, br)
         with self._open_engine(backend, key, path, "GDSFileSystem.cat_file()") as f:
             offset, nbytes = resolve_range(start, end, f.size)
             return read_bytes(f, offset, nbytes, f"GDSFileSystem.cat_file({path!r})")
+
+    def _get_bytes(self, backend: Backend, key: str, path: str, br: ByteRange | None) -> bytes:
+        """``key`` (or ``br`` of it) as ``bytes`` filled in place, in one request (remote backends)."""
+        made: list[BytesBuilder] = []
+
+        def alloc(n: int) -> memoryview:
+            made.append(BytesBuilder(n))
+            return made[-1].view
+
+        try:
+            backend.get(key, alloc, br)
+        except IsADirectoryError:
+            raise IsADirectoryError(f"GDSFileSystem.cat_file(): {path!r} is a directory") from None
+        except FileNotFoundError:
+            raise FileNotFoundError(f"GDSFileSystem.cat_file(): no such file: {path!r}") from None
+        return made[-1].to_bytes()
+
+    def _cat_wave(self, paths: list[str]) -> list[Any]:
+        """Whole remote objects, one wave per backend: ``bytes``, or the exception of a path."""
+        out: list[Any] = [None] * len(paths)
+        self._wave_into(out, paths, list(range(len(paths))), [None] * len(paths), 0, "GDSFileSystem.cat()")
+        return out
+
+    def _wave_into(
+        self, out: list[Any], paths: list[str], idxs: list[int], ranges: list[ByteRange | None], gap: int, where: str
+    ) -> None:
+        """Items ``idxs`` (``paths[i]``, ``ranges[k]`` of it) in one wave per backend: ``out[i]`` gets
+        ``bytes`` or the exception that failed the item (FileNotFoundError for a missing file)."""
+        groups: dict[int, tuple[Backend, list[int], list[str], list[ByteRange | None]]] = {}
+        for i, br in zip(idxs, ranges):
+            try:
+                backend, key = self._locate(paths[i])
+            except Exception as exc:
+                out[i] = exc
+                continue
+            g = groups.setdefault(id(backend), (backend, [], [], []))
+            g[1].append(i)
+            g[2].append(key)
+            g[3].append(br)
+        for backend, members, keys, brs in groups.values():
+            w = backend.get_many(keys, brs, _host_alloc, errors="return", max_gap=gap, max_bytes=_MAX_BLOCK,
+                                 where=where)
+            for k, i in enumerate(members):
+                v = w.view(k)
+                err = w.errors[k] if w.errors else None
+                missing = FileNotFoundError(f"{where}: no such file: {paths[i]!r}")
+                out[i] = err if err is not None else (missing if v is None else v.tobytes())
+
+    async def _cat(
+        self, path: Any, recursive: bool = False, on_error: str = "raise", batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Whole files: remote ones in one wave of concurrent GETs (no size lookups), else fsspec's way."""
+        if self.is_local or kwargs:
+            return await super()._cat(path, recursive, on_error, batch_size, **kwargs)
+        paths = await self._expand_path(path, recursive=recursive)
+        out = await asyncio.to_thread(self._cat_wave, paths)
+        if on_error == "raise":
+            for x in out:
+                if isinstance(x, BaseException):
+                    raise x
+        if len(paths) > 1 or isinstance(path, list) or paths[0] != self._strip_protocol(path):
+            return {k: v for k, v in zip(paths, out) if on_error != "omit" or not isinstance(v, BaseException)}
+        return out[0]
 
     def _open_engine(self, backend: Backend, key: str, path: str, where: str) -> Any:
         try:
@@ -478,9 +571,18 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
             )
         gap = max_gap if max_gap is not None else (_MAX_GAP_LOCAL if self.is_local else _MAX_GAP_REMOTE)
         out: list[Any] = [None] * n
+        stripped = [self._strip_protocol(p) for p in paths]
+        rest = list(range(n))
+        if not self.is_local:
+            # One wave of concurrent requests, no size lookups, for every range that needs no size.
+            brs = [_byte_range(s_list[i], e_list[i]) for i in range(n)]
+            sized = [i for i in rest if brs[i] is not False]
+            rest = [i for i in rest if brs[i] is False]
+            self._wave_into(out, stripped, sized, [brs[i] or None for i in sized], gap,
+                            "GDSFileSystem.cat_ranges()")
         by_path: dict[str, list[int]] = {}
-        for i, p in enumerate(paths):
-            by_path.setdefault(self._strip_protocol(p), []).append(i)
+        for i in rest:
+            by_path.setdefault(stripped[i], []).append(i)
         items = list(by_path.items())
         for b in range(0, len(items), _OPEN_BATCH):
             self._cat_ranges_batch(items[b : b + _OPEN_BATCH], s_list, e_list, gap, out)

@@ -37,7 +37,6 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from gdsstore import policy
 from gdsstore.engine.backend import Backend, ObjectInfo, check_key
-from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote import rawhttp
 from gdsstore.engine.remote.reader import (
     Body,
@@ -47,11 +46,11 @@ from gdsstore.engine.remote.reader import (
     RangeRequest,
     check_first_response,
     check_range_response,
-    get_object,
     parse_content_range,
 )
 from gdsstore.engine.remote.redact import Scrubber, redact_url
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
+from gdsstore.engine.remote.wave import WaveReads
 
 __all__ = [
     "HTTPBackend",
@@ -513,25 +512,44 @@ class HTTPSource:
                 "its bytes would mix two versions: read it again"
             )
 
-    def open_first(self, nbytes: int) -> FirstRange:
-        """``GET bytes=0-(nbytes-1)`` before the size is known; follows redirects like :meth:`stat`."""
-        what = f"GET {self.url} bytes=0-{nbytes - 1}"
+    def open_first(self, nbytes: int, offset: int = 0) -> FirstRange:
+        """``GET bytes=offset-(offset+nbytes-1)`` before the size is known; follows redirects like
+        :meth:`stat`. Past the end (416): an empty body."""
+        req = RangeRequest(offset, nbytes)
+        what = f"GET {self.url} {req.header}"
         for _ in range(_MAX_REDIRECTS + 1):
-            resp = self._get(RangeRequest(0, nbytes))
+            resp = self._get_fast(req, what) or self._get(req)
             if resp.status not in _REDIRECTS:
                 break
             self._follow(resp, what)
         else:
             raise RemoteIOError(f"{what}: more than {_MAX_REDIRECTS} redirects")
         if resp.status == 416:
-            # An empty object has no byte 0; without "bytes */0" (S3 omits it) the caller stats first.
-            empty = resp.headers.get("Content-Range", "").strip().endswith("/0")
+            # No byte at the offset: an empty object, or a range past the end ("bytes */size"; S3 may
+            # omit it, then the caller stats first).
+            cr = resp.headers.get("Content-Range", "").strip()
+            total = int(cr.rpartition("/")[2]) if cr.startswith("bytes */") and cr[8:].isdigit() else None
             drop(resp)
-            return FirstRange(NoBody(), 0, 0 if empty else None)
-        n, total = _verified(resp, what, lambda: check_first_response(resp.status, resp.headers, nbytes, what))
+            return FirstRange(NoBody(), 0, total)
+        n, total = _verified(
+            resp, what, lambda: check_first_response(resp.status, resp.headers, nbytes, what, offset)
+        )
         self._remember_etag(resp.headers)
         self.last_headers = resp.headers
         return FirstRange(HTTPBody(resp, n, what), n, total)
+
+    def pipeline_request(self, req: RangeRequest) -> tuple[tuple[str, int], bytes] | None:
+        """The connection key and bytes of the ranged GET of ``req``, to send pipelined with others on
+        one connection (:func:`rawhttp.pipeline`); None where only the usual path may ask (TLS,
+        ``remote.fast_http`` off, an ETag already pinned by an earlier answer)."""
+        if not policy.settings().remote_fast_http or not self._url.startswith("http://") or self._etag:
+            return None
+        h = dict(self._headers)
+        h["Range"] = req.header
+        try:
+            return rawhttp.request_bytes(self._url, h)
+        except (rawhttp.Unsupported, ValueError):
+            return None
 
     def _get_fast(self, req: RangeRequest, what: str) -> Any:
         """The ranged GET through :mod:`rawhttp` (plain http, ``remote.fast_http``), or None to use
@@ -577,7 +595,7 @@ class HTTPSource:
         return HTTPBody(resp, req.nbytes, what)
 
 
-class HTTPBackend(Backend):
+class HTTPBackend(WaveReads, Backend):
     """Read-only objects under an HTTP(S) root (a web server: no listing, no writes)."""
 
     writable = False
@@ -598,6 +616,8 @@ class HTTPBackend(Backend):
 
     def _key_url(self, key: str, where: str) -> str:
         parts = urlsplit(self._root)
+        if not parts.query and not parts.fragment:
+            return f"{self._root}/{key_to_url_path(key, where)}"  # the same URL, without re-parsing the root
         path = parts.path.rstrip("/") + "/" + key_to_url_path(key, where)
         return parts._replace(path=path).geturl()
 
@@ -615,12 +635,6 @@ class HTTPBackend(Backend):
         src = self.source(key, "HTTPBackend.info()")
         size = RetryPolicy.from_settings().call(src.stat, f"HEAD {src.url}")
         return ObjectInfo(key, size)
-
-    def get(self, key: str, alloc: Any, byte_range: ByteRange | None = None) -> Any:
-        # docstring inherited
-        if byte_range is None:
-            return get_object(self.source(key, "HTTPBackend.get()"), alloc)  # one round trip for small objects
-        return super().get(key, alloc, byte_range)
 
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
         raise PermissionError(f"HTTPBackend.put(): {self.url} is read-only (key {key!r})")

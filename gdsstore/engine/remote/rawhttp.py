@@ -26,12 +26,12 @@ import struct
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["RawResponse", "Unsupported", "close_all", "get", "recv_waitall"]
+__all__ = ["RawResponse", "Stop", "Unsupported", "close_all", "get", "pipeline", "recv_waitall", "request_bytes"]
 
 _MAX_HEADER = 64 << 10
 
@@ -285,13 +285,12 @@ def _exchange(conn: _Conn, request: bytes) -> RawResponse:
     return RawResponse(conn, status, headers, rest, length, close)
 
 
-def get(url: str, headers: Mapping[str, str], connect_timeout: float, timeout: float) -> RawResponse:
-    """``GET url`` on this thread's kept-alive connection to its host (a new one when needed).
+def request_bytes(url: str, headers: Mapping[str, str]) -> tuple[tuple[str, int], bytes]:
+    """The connection key and the bytes of ``GET url`` with ``headers``.
 
     Raises:
-        Unsupported: not plain HTTP, or a response the caller must read with a full client
-            (the connection is closed; nothing was consumed from any other request).
-        OSError: connection failures and timeouts (the caller's retry policy decides).
+        Unsupported: not plain HTTP.
+        ValueError: CR, LF or NUL in the request line or a header.
     """
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
@@ -300,9 +299,34 @@ def get(url: str, headers: Mapping[str, str], connect_timeout: float, timeout: f
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     lines = [f"GET {target} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
-    if any(c in line for line in lines for c in "\r\n\x00"):
+    text = "\r\n".join(lines)
+    # Exactly the separators just joined: no CR, LF or NUL inside a line (one pass over the text).
+    if "\x00" in text or text.count("\n") != len(lines) - 1 or text.count("\r") != len(lines) - 1:
         raise ValueError("rawhttp.get(): CR, LF or NUL in the request line or a header; refusing to send it")
-    request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return key, (text + "\r\n\r\n").encode("latin-1")
+
+
+def _idle_conn(key: tuple[str, int], connect_timeout: float, timeout: float) -> _Conn:
+    """This thread's kept-alive connection to ``key`` when it can carry a request, else a new one."""
+    conn = _pool().pop(key, None)
+    if conn is not None and not _idle_and_alive(conn.sock):
+        conn.sock.close()  # closed by the server, or bytes nobody asked for: never reuse it
+        conn = None
+    if conn is None:
+        return _connect(key, connect_timeout, timeout)
+    conn.sock.settimeout(timeout)
+    return conn
+
+
+def get(url: str, headers: Mapping[str, str], connect_timeout: float, timeout: float) -> RawResponse:
+    """``GET url`` on this thread's kept-alive connection to its host (a new one when needed).
+
+    Raises:
+        Unsupported: not plain HTTP, or a response the caller must read with a full client
+            (the connection is closed; nothing was consumed from any other request).
+        OSError: connection failures and timeouts (the caller's retry policy decides).
+    """
+    key, request = request_bytes(url, headers)
     pool = _pool()
     conn = pool.pop(key, None)
     if conn is not None and not _idle_and_alive(conn.sock):
@@ -323,3 +347,119 @@ def get(url: str, headers: Mapping[str, str], connect_timeout: float, timeout: f
     except BaseException:
         conn.sock.close()
         raise
+
+
+class _Stream:
+    """Responses read back to back from one connection (answers to pipelined requests)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        self.pos = 0
+
+    def _fill(self) -> None:
+        if self.pos:
+            del self.buf[: self.pos]
+            self.pos = 0
+        chunk = self.sock.recv(1 << 18)
+        if not chunk:
+            raise ConnectionResetError("connection closed before the response")
+        self.buf += chunk
+
+    def head(self) -> tuple[int, _Headers, int, bool]:
+        """The next response's status, headers, body length and whether the server closes after it.
+
+        Raises:
+            Unsupported: no Content-Length (chunked): the stream cannot go on.
+        """
+        while (end := self.buf.find(b"\r\n\r\n", self.pos)) < 0:
+            if len(self.buf) - self.pos > _MAX_HEADER:
+                raise ConnectionError("HTTP response headers larger than 64 KiB")
+            self._fill()
+        status, headers = _parse_head(bytes(self.buf[self.pos : end]))
+        self.pos = end + 4
+        cl = headers.get("content-length")
+        if headers.get("transfer-encoding") or cl is None:
+            raise Unsupported("no Content-Length")
+        return status, headers, int(cl), "close" in headers.get("connection", "").lower()
+
+    def body(self, dst: memoryview | None, n: int) -> None:
+        """The next ``n`` body bytes into ``dst`` (``len(dst) == n``), or dropped (``dst`` None)."""
+        have = min(n, len(self.buf) - self.pos)
+        if dst is not None:
+            dst[:have] = self.buf[self.pos : self.pos + have]
+        self.pos += have
+        while have < n:
+            if dst is not None and n - have >= 1 << 16:
+                got = recv_waitall(self.sock, dst[have:n])  # large: straight into place
+                if got < n - have:
+                    raise ConnectionResetError(f"connection closed after {have + got} of {n} body bytes")
+                return
+            self._fill()
+            k = min(n - have, len(self.buf))
+            if dst is not None:
+                dst[have : have + k] = self.buf[:k]
+            self.pos = k
+            have += k
+
+    @property
+    def drained(self) -> bool:
+        return self.pos == len(self.buf)
+
+
+class Stop(Exception):
+    """Raised by a pipeline's handler: this answer is not what was asked (the stream may be out of
+    step), stop reading the connection."""
+
+
+# handle(i, status, headers, length) -> where the body goes (len == length), or None to drop it.
+Handler = Callable[[int, int, Mapping[str, str], int], "memoryview | None"]
+
+
+def pipeline(
+    key: tuple[str, int],
+    requests: Sequence[bytes],
+    handle: Handler,
+    depth: int,
+    connect_timeout: float,
+    timeout: float,
+) -> int:
+    """Send ``requests`` (from :func:`request_bytes`) on one kept-alive connection to ``key``,
+    ``depth`` at a time in one write, and read their answers in order: ``handle`` says where each
+    body goes, or raises :class:`Stop`. Returns how many answers were taken; the others had none (the
+    server closed, a response this client cannot read, a timeout, an answer ``handle`` refused):
+    the caller asks for them again its usual way.
+
+    Responses are matched to requests by order alone, as HTTP/1.1 says. So that an answer nobody
+    asked for (a broken proxy) cannot shift the others onto the wrong requests, reading stops at the
+    first answer ``handle`` refuses, and a batch after which more bytes wait on the connection counts
+    as unanswered (the caller asks again for all of it).
+    """
+    conn = _idle_conn(key, connect_timeout, timeout)
+    stream = _Stream(conn.sock)
+    done = 0
+    try:
+        while done < len(requests):
+            batch = requests[done : done + depth]
+            conn.sock.sendall(b"".join(batch))
+            for k in range(len(batch)):
+                status, headers, length, close = stream.head()
+                stream.body(handle(done + k, status, headers, length), length)
+                if close and k + 1 < len(batch):
+                    raise ConnectionAbortedError("the server closes the connection")
+            if not stream.drained or not _idle_and_alive(conn.sock):
+                raise ConnectionAbortedError("bytes nobody asked for follow the answers")
+            done += len(batch)
+            if close:
+                break
+    except (OSError, Unsupported, ConnectionError, Stop):
+        conn.sock.close()
+        return done
+    except BaseException:
+        conn.sock.close()
+        raise
+    if close:
+        conn.sock.close()
+    else:
+        _pool()[conn.key] = conn
+    return done

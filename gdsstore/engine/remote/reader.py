@@ -145,11 +145,14 @@ def check_range_response(
     raise RangeMismatchError(f"{what}: unexpected status {status} for a range request")
 
 
-def check_first_response(status: int, headers: Mapping[str, str], nbytes: int, what: str) -> tuple[int, int]:
-    """Check the answer to ``Range: bytes=0-(nbytes-1)`` sent without knowing the object's size.
+def check_first_response(
+    status: int, headers: Mapping[str, str], nbytes: int, what: str, offset: int = 0
+) -> tuple[int, int]:
+    """Check the answer to ``Range: bytes=offset-(offset+nbytes-1)`` sent without knowing the object's size.
 
-    Returns ``(bytes in this body, object size)``: a ``206`` must start at 0, carry the total and end
-    at ``min(nbytes, total) - 1``; a ``200`` is the whole object (its Content-Length is the size).
+    Returns ``(bytes in this body, object size)``: a ``206`` must start at ``offset``, carry the total
+    and end at ``min(offset + nbytes, total) - 1``; a ``200`` (only when ``offset`` is 0) is the
+    whole object (its Content-Length is the size).
     """
     _check_identity(headers, what)
     length = _content_length(headers, what)
@@ -160,12 +163,19 @@ def check_first_response(status: int, headers: Mapping[str, str], nbytes: int, w
             raise RangeMismatchError(f"{what}: {exc}") from None
         if total is None:
             raise RangeMismatchError(f"{what}: the server does not tell the object's size (Content-Range */*)")
-        if first != 0 or last != min(nbytes, total) - 1:
-            raise RangeMismatchError(f"{what}: asked bytes=0-{nbytes - 1}, got Content-Range {headers.get('Content-Range')!r}")
-        if length is not None and length != last + 1:
-            raise RangeMismatchError(f"{what}: Content-Length {length} for a {last + 1}-byte range")
-        return last + 1, total
+        if first != offset or last != min(offset + nbytes, total) - 1:
+            raise RangeMismatchError(
+                f"{what}: asked bytes={offset}-{offset + nbytes - 1}, got Content-Range {headers.get('Content-Range')!r}"
+            )
+        if length is not None and length != last + 1 - first:
+            raise RangeMismatchError(f"{what}: Content-Length {length} for a {last + 1 - first}-byte range")
+        return last + 1 - first, total
     if status == 200:
+        if offset:
+            raise RangeNotSupportedError(
+                f"{what}: the server ignored the Range header (200 with the whole object); "
+                "partial reads need a server that supports range requests"
+            )
         if length is None:
             raise RangeMismatchError(f"{what}: 200 without Content-Length: the object's size is unknown")
         return length, length
@@ -196,7 +206,7 @@ class FirstRange:
     """The answer to "the first ``n`` bytes", sent before the size is known."""
 
     body: Body
-    nbytes: int  # bytes this body carries, from offset 0
+    nbytes: int  # bytes this body carries, from the offset asked
     total: int | None  # the object's size when the answer tells it
 
 
@@ -228,8 +238,9 @@ class RangeSource(Protocol):
         """Ask for ``req``; return its verified body (raise TransientError to be retried)."""
         ...
 
-    def open_first(self, nbytes: int) -> FirstRange:
-        """Ask for the first ``nbytes`` (clamped to the object) without knowing its size."""
+    def open_first(self, nbytes: int, offset: int = 0) -> FirstRange:
+        """Ask for ``nbytes`` from ``offset`` (clamped to the object) without knowing its size; past
+        the end: an empty body (``total`` the size when the answer tells it)."""
         ...
 
     # Optional: ``version() -> Hashable``, the object's identity now (one request). Sources whose
@@ -410,34 +421,54 @@ class RemoteFile(BaseFile):
             raise
 
 
-def get_object(source: RangeSource, alloc: Callable[[int], Any]) -> Any:
-    """Read a whole object into ``alloc(size)``: one request when it fits in ``task_size``.
+def get_object(
+    source: RangeSource,
+    alloc: Callable[[int], Any],
+    *,
+    offset: int = 0,
+    limit: int | None = None,
+    traced: bool = True,
+) -> Any:
+    """Read a whole object (or its bytes from ``offset``, at most ``limit`` of them) into ``alloc(n)``:
+    one request when it fits in ``task_size``.
 
     The first range is asked before the size is known (its answer tells the size), so a small object
     (a zarr chunk or metadata document) costs one round trip instead of a stat plus a read; the rest of
-    a larger object follows as concurrent ranges. Raises FileNotFoundError/PermissionError as the server says.
+    a larger object follows as concurrent ranges. ``n`` is what the object holds there (zarr's
+    clamping: 0 from an offset past its end). ``traced=False``: no trace row (a wave records one for
+    all its requests). Raises FileNotFoundError/PermissionError as the server says.
     """
     s = policy.settings()
     retry = RetryPolicy.from_settings(s)
     what = f"GET {source.url}"
     t0 = time.perf_counter()
     attempts = [0]
+    want = s.task_size if limit is None else min(limit, s.task_size)
 
     def open_first() -> FirstRange:
         attempts[0] += 1
-        return source.open_first(s.task_size)
+        return source.open_first(want, offset) if offset else source.open_first(want)
 
-    first = retry.call(open_first, what)
+    first = retry.call(open_first, what) if want else FirstRange(NoBody(), 0, None)
     got = [0]
     try:
         total = first.total
-        if total is None:  # WebHDFS: a full first range does not tell whether more follows
+        if total is None and (limit is None or first.nbytes < limit):
+            # WebHDFS: a full first range does not tell whether more follows
             total = retry.call(source.stat, f"stat {source.url}")
-        buf = alloc(total)
+        end = offset + first.nbytes if total is None else min(total, offset + (limit if limit is not None else total))
+        nbytes = max(0, end - offset)
+        if first.nbytes > nbytes:
+            raise RangeNotSupportedError(
+                f"{what}: the server sent {first.nbytes} bytes for a {nbytes}-byte range (it ignored the Range header)"
+            )
+        buf = alloc(nbytes)
         b = as_io_buffer(buf, writable=True, where="Backend.get()")
-        landing = _Landing(b, 0, s)
+        landing = _Landing(b, offset, s)
         try:
-            landing.land(first.body, RangeRequest(0, first.nbytes), lambda k: got.__setitem__(0, got[0] + k), what)
+            landing.land(
+                first.body, RangeRequest(offset, first.nbytes), lambda k: got.__setitem__(0, got[0] + k), what
+            )
             first.body.finish()
         except Exception as exc:
             if not is_transient(exc):
@@ -453,12 +484,14 @@ def get_object(source: RangeSource, alloc: Callable[[int], Any]) -> Any:
     except BaseException:
         first.body.abort()
         raise
-    rest = split_ranges(got[0], total - got[0], policy.remote_range_size(total - got[0], s))
-    RemoteFile(source, size=total)._run(b, rest, 0, s, None, landing, first_attempts_used=attempts[0]).result()
+    if got[0] < nbytes:
+        rest = split_ranges(offset + got[0], nbytes - got[0], policy.remote_range_size(nbytes - got[0], s))
+        size = total if total is not None else end
+        RemoteFile(source, size=size)._run(b, rest, offset, s, None, landing, first_attempts_used=attempts[0]).result()
     landing.wait()
-    if _trace.active():
-        d = policy.decide_remote(scheme=source.scheme, device=b.is_device, nbytes=total, s=s)
-        _trace.record("read", d.route, d.reason, total, time.perf_counter() - t0, source.url, b.device)
+    if traced and _trace.active():
+        d = policy.decide_remote(scheme=source.scheme, device=b.is_device, nbytes=nbytes, s=s)
+        _trace.record("read", d.route, d.reason, nbytes, time.perf_counter() - t0, source.url, b.device)
     return buf
 
 

@@ -33,6 +33,8 @@ def redact_url(url: str) -> str:
         >>> redact_url("https://u:pw@host/b/k?X-Amz-Signature=abc&op=OPEN")
         'https://host/b/k?X-Amz-Signature=***&op=OPEN'
     """
+    if url.startswith(("http://", "https://")) and "@" not in url and "?" not in url and "#" not in url:
+        return url  # nothing to mask (the common case, once per chunk of a wave)
     parts = urlsplit(url)
     netloc = parts.netloc.rsplit("@", 1)[-1]
     query = parts.query
@@ -153,6 +155,8 @@ class Scrubber:
 
     def add_url(self, url: str) -> None:
         """Register the secret parts of ``url``: userinfo and each query value that is not harmless."""
+        if "@" not in url and "?" not in url:
+            return  # no userinfo, no query: nothing secret
         parts = urlsplit(url)
         if "@" in parts.netloc:
             self.add(parts.netloc.rsplit("@", 1)[0])

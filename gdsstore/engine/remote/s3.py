@@ -48,7 +48,6 @@ from gdsstore import policy
 from gdsstore._optional import require
 from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
-from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote.http_transport import (
     HTTPClient,
     HTTPSource,
@@ -56,9 +55,10 @@ from gdsstore.engine.remote.http_transport import (
     get_client,
     retry_after,
 )
-from gdsstore.engine.remote.reader import Body, FirstRange, RangeRequest, get_object
+from gdsstore.engine.remote.reader import Body, FirstRange, RangeRequest
 from gdsstore.engine.remote.redact import Scrubber
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError
+from gdsstore.engine.remote.wave import WaveReads
 
 __all__ = ["S3Backend", "S3Client", "S3Source", "get_s3_client", "parse_s3_url", "s3_upload"]
 
@@ -525,17 +525,22 @@ class S3Source:
         except OSError as exc:
             raise type(exc)(str(exc).replace(src.url, self.url)) from None  # name s3://, not the presigned URL
 
-    def open_first(self, nbytes: int) -> FirstRange:
+    def pipeline_request(self, req: RangeRequest) -> tuple[tuple[str, int], bytes] | None:
+        """The presigned ranged GET of ``req`` for a pipelined wave (None: version-aware reads, which
+        pin the version the first answer names, take the usual path)."""
+        return None if self._c.version_aware else self._source().pipeline_request(req)
+
+    def open_first(self, nbytes: int, offset: int = 0) -> FirstRange:
         src = self._source()
         try:
-            first = src.open_first(nbytes)
+            first = src.open_first(nbytes, offset)
         except OSError as exc:
             raise type(exc)(str(exc).replace(src.url, self.url)) from None
         self._pin_version(src.last_headers)
         return first
 
 
-class S3Backend(Backend):
+class S3Backend(WaveReads, Backend):
     """Objects under ``s3://bucket/prefix``: keys are relative to the prefix."""
 
     def __init__(self, root: str, storage_options: dict[str, Any] | None = None) -> None:
@@ -555,6 +560,13 @@ class S3Backend(Backend):
         check_remote_key(key, where)
         return f"{self.prefix}/{key}" if self.prefix else key
 
+    def source(self, key: str, where: str) -> S3Source:
+        """The range source of ``key`` (one object)."""
+        full = self._full(key, where)
+        if not full or full.endswith("/"):
+            raise FileNotFoundError(f"{where}: {key!r} is not an object key")
+        return S3Source(self._client, self.bucket, full)
+
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile
         from gdsstore.engine.remote.writer import RemoteWriteFile, check_remote_mode
@@ -564,15 +576,6 @@ class S3Backend(Backend):
         if check_remote_mode(mode, where) == "rb":
             return RemoteFile(S3Source(self._client, self.bucket, full))
         return RemoteWriteFile(f"s3://{self.bucket}/{full}", lambda data, dev: s3_upload(self._client, self.bucket, full, data, device=dev))
-
-    def get(self, key: str, alloc: Any, byte_range: ByteRange | None = None) -> Any:
-        # docstring inherited
-        if byte_range is None:  # one round trip for small objects (no HEAD first)
-            full = self._full(key, "S3Backend.get()")
-            if not full or full.endswith("/"):
-                raise FileNotFoundError(f"S3Backend.get(): {key!r} is not an object key")
-            return get_object(S3Source(self._client, self.bucket, full), alloc)
-        return super().get(key, alloc, byte_range)
 
     def info(self, key: str) -> ObjectInfo:
         full = self._full(key, "S3Backend.info()")

@@ -25,7 +25,6 @@ import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
-from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote.http_transport import (
     HTTPBody,
     HTTPClient,
@@ -34,9 +33,16 @@ from gdsstore.engine.remote.http_transport import (
     get_client,
     raise_for_status,
 )
-from gdsstore.engine.remote.reader import Body, FirstRange, RangeRequest, check_length_response, get_object
+from gdsstore.engine.remote.reader import (
+    Body,
+    FirstRange,
+    NoBody,
+    RangeRequest,
+    check_length_response,
+)
 from gdsstore.engine.remote.redact import Scrubber
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
+from gdsstore.engine.remote.wave import WaveReads
 
 __all__ = ["WebHDFSBackend", "WebHDFSClient", "WebHDFSSource"]
 
@@ -190,23 +196,33 @@ class WebHDFSSource:
             raise
         return HTTPBody(resp, req.nbytes, what)
 
-    def open_first(self, nbytes: int) -> FirstRange:
-        what = f"OPEN {self.url} offset=0 length={nbytes}"
-        resp = self._open(RangeRequest(0, nbytes), what)
+    def open_first(self, nbytes: int, offset: int = 0) -> FirstRange:
+        what = f"OPEN {self.url} offset={offset} length={nbytes}"
+        if offset:
+            # HDFS refuses an offset past the end (403 IOException) where HTTP says 416: size it first.
+            return self._sized_first(nbytes, offset)
+        resp = self._open(RangeRequest(offset, nbytes), what)
         length = resp.headers.get("Content-Length")
         if resp.status != 200 or length is None or not length.isdigit() or int(length) > nbytes:
             drop(resp)
             if resp.status != 200:
                 raise RemoteIOError(f"{what}: unexpected status {resp.status}")
             # No usable length (chunked answer): learn the size first, then read the range.
-            size = self.stat()
-            return FirstRange(self.open_range(RangeRequest(0, min(nbytes, size)), size), min(nbytes, size), size)
+            return self._sized_first(nbytes, offset)
         n = int(length)
-        # A short answer is the whole file; a full one may have more after it (size unknown).
-        return FirstRange(HTTPBody(resp, n, what), n, n if n < nbytes else None)
+        # A short answer ends the file; a full one may have more after it (size unknown).
+        return FirstRange(HTTPBody(resp, n, what), n, offset + n if n < nbytes else None)
 
 
-class WebHDFSBackend(Backend):
+    def _sized_first(self, nbytes: int, offset: int) -> FirstRange:
+        """The first range after a GETFILESTATUS: clamped to the file, empty past its end."""
+        size = self.stat()
+        n = max(0, min(nbytes, size - offset))
+        body = self.open_range(RangeRequest(offset, n), size) if n else NoBody()
+        return FirstRange(body, n, size)
+
+
+class WebHDFSBackend(WaveReads, Backend):
     """Files under ``webhdfs://host:port/path``; keys are paths relative to it."""
 
     def __init__(self, root: str, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -223,6 +239,10 @@ class WebHDFSBackend(Backend):
         key = key.rstrip("/")
         return f"{self._root}/{key}" if key else (self._root or "/")
 
+    def source(self, key: str, where: str) -> WebHDFSSource:
+        """The range source of ``key`` (one file)."""
+        return WebHDFSSource(self._client, self._path(key, where))
+
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile
         from gdsstore.engine.remote.writer import RemoteWriteFile, check_remote_mode
@@ -232,12 +252,6 @@ class WebHDFSBackend(Backend):
         if check_remote_mode(mode, where) == "rb":
             return RemoteFile(WebHDFSSource(self._client, path))
         return RemoteWriteFile(self._client.display(path), lambda data, dev: webhdfs_upload(self._client, path, data, device=dev))
-
-    def get(self, key: str, alloc: Any, byte_range: ByteRange | None = None) -> Any:
-        # docstring inherited
-        if byte_range is None:  # one OPEN for small files (no GETFILESTATUS first)
-            return get_object(WebHDFSSource(self._client, self._path(key, "WebHDFSBackend.get()")), alloc)
-        return super().get(key, alloc, byte_range)
 
     def info(self, key: str) -> ObjectInfo:
         st = self._client.status(self._path(key, "WebHDFSBackend.info()"))

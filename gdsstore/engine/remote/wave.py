@@ -1,0 +1,388 @@
+"""One wave of concurrent requests: many objects (or byte ranges of them) of one remote backend,
+read into one buffer.
+
+Every request of a selection starts at once, at most ``remote.wave_concurrency`` in flight, with no
+size lookup before it: a whole object is one GET whose answer tells its size
+(:func:`~gdsstore.engine.remote.reader.get_object`, which also fetches the rest of a large object as
+concurrent ranges); byte ranges of one object that touch or overlap (closer than ``max_gap``) become one
+request (:func:`~gdsstore.engine.ranges.coalesce_ranges`) and are split back. Retries, the
+``Range``/``Content-Range`` checks and the object-changed check (ETag, version id, modification
+time) are the reader's, per request.
+
+Bodies land straight in one buffer from the caller's ``alloc`` (pinned host memory for the GPU
+pipeline): ranges and objects of known size in slots laid out before the wave starts, objects of
+unknown size in the room after them, taken in the order their answers arrive. Only when that room
+runs out do the late objects land in their own buffers and the whole is copied once into a larger one.
+
+A missing key is a ``-1`` size (zarr's "no such chunk"); any other failure fails its item with the
+URL and the reason (``errors="raise"``: the first one is raised once every request has stopped;
+``"return"``: each failed item gets its exception). One trace row per wave.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+import gdsstore.trace as _trace
+from gdsstore import policy
+from gdsstore.engine.backend import Wave
+from gdsstore.engine.pool import run_pieces
+from gdsstore.engine.ranges import ByteRange, coalesce_ranges
+from gdsstore.engine.remote import rawhttp
+from gdsstore.engine.remote.reader import RangeRequest, RangeSource, check_first_response, get_object
+from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
+
+__all__ = ["Wave", "WaveReads", "get_one", "read_wave"]
+
+_ALIGN = 64  # slots start on a cache line (nvCOMP wants 8-16 bytes)
+_MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
+# Room set aside per object of unknown size, and in all: host memory is only committed where bytes
+# land, so generous room costs nothing; more than this costs one copy at the end.
+_ROOM = 1 << 20
+_ROOM_MAX = 1 << 30
+
+Alloc = Callable[[int], tuple[np.ndarray, Any]]
+
+
+def _pad(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+@dataclass
+class _Request:
+    """One request: ``key`` from ``offset`` (``limit`` bytes at most, None: to the end)."""
+
+    key: str
+    offset: int
+    limit: int | None
+    members: list[int]
+    slot: int = -1  # offset of a slot laid out before the wave; -1: room taken when the size is known
+    expect: int | None = None  # the size the answer must have (a chunk of known size, an exact range)
+    suffix: int | None = None  # the last ``suffix`` bytes (the size is looked up first)
+    base: int = -1  # where its bytes landed in the wave's buffer
+    got: int = -1  # how many landed; -1: missing
+    side: np.ndarray | None = field(default=None, repr=False)  # landed outside the buffer (no room)
+
+
+class _Room:
+    """The wave's buffer: fixed slots first, then room handed out as answers tell sizes."""
+
+    def __init__(self, fixed: int, room: int, alloc: Alloc) -> None:
+        self.buf, self.owner = alloc(fixed + room)
+        self.used = fixed
+        self.cap = fixed + room
+        self.overflow = False
+        self._lock = threading.Lock()
+
+    def take(self, r: _Request, n: int) -> np.ndarray:
+        if r.slot >= 0:
+            r.base = r.slot
+            return self.buf[r.slot : r.slot + n]
+        with self._lock:
+            if self.used + n <= self.cap:
+                r.base = self.used
+                self.used += _pad(n)
+                return self.buf[r.base : r.base + n]
+            self.overflow = True
+        r.side = np.empty(n, dtype=np.uint8)
+        return r.side
+
+    def settle(self, reqs: list[_Request], alloc: Alloc, free: Callable[[Any], None]) -> None:
+        """Copy items that landed outside the buffer (no room was left) and the buffer into one."""
+        if not self.overflow:
+            return
+        total = self.used + sum(_pad(r.side.nbytes) for r in reqs if r.side is not None)
+        buf, owner = alloc(total)
+        buf[: self.used] = self.buf[: self.used]
+        at = self.used
+        for r in reqs:
+            if r.side is not None:
+                n = r.side.nbytes
+                buf[at : at + n] = r.side
+                r.base, r.side = at, None
+                at += _pad(n)
+        free(self.owner)
+        self.buf, self.owner, self.used = buf, owner, total
+
+
+def _plan(
+    keys: Sequence[str],
+    ranges: Sequence[ByteRange | None],
+    expect: np.ndarray | None,
+    exact: bool,
+    max_gap: int,
+    max_bytes: int,
+) -> tuple[list[_Request], int]:
+    """The requests of a wave and the bytes of its fixed slots."""
+    reqs: list[_Request] = []
+    by_key: dict[str, list[int]] = {}
+    for i, (key, br) in enumerate(zip(keys, ranges)):
+        if br is None:
+            want = None if expect is None else int(expect[i])
+            reqs.append(_Request(key, 0, None, [i], expect=want))
+        elif br.kind == "range":
+            by_key.setdefault(key, []).append(i)
+        elif br.kind == "offset":
+            reqs.append(_Request(key, br.start, None, [i]))
+        else:
+            reqs.append(_Request(key, 0, None, [i], suffix=br.start))
+    for key, idxs in by_key.items():
+        spans = [(ranges[i].start, max(ranges[i].start, ranges[i].end or 0)) for i in idxs]  # type: ignore[union-attr]
+        for a, b, group in coalesce_ranges(spans, max_gap, max_bytes):
+            reqs.append(_Request(key, a, b - a, [idxs[k] for k in group], expect=(b - a) if exact else None))
+    fixed = 0
+    for r in reqs:
+        n = r.expect if r.expect is not None else r.limit
+        if n is not None:
+            r.slot = fixed
+            fixed += _pad(n)
+    return reqs, fixed
+
+
+def _slot(r: _Request, room: _Room, url: str, where: str) -> Callable[[int], np.ndarray]:
+    """Where the ``n`` bytes of ``r`` land (an object or range not of its expected size is an error)."""
+
+    def alloc(n: int) -> np.ndarray:
+        if r.expect is not None and n != r.expect:
+            what = "object" if r.limit is None else f"range at {r.offset}"
+            raise RemoteIOError(f"{where}: {url}: the {what} is {n} bytes, not the {r.expect} expected")
+        r.got = n
+        return room.take(r, n)
+
+    return alloc
+
+
+def _fetch(source: RangeSource, r: _Request, room: _Room, where: str) -> None:
+    """One request of the wave: its bytes land in ``room``; a missing key leaves ``r.got`` at -1."""
+    alloc = _slot(r, room, source.url, where)
+    try:
+        if r.suffix is not None:
+            size = RetryPolicy.from_settings().call(source.stat, f"stat {source.url}")
+            a, n = ByteRange("suffix", r.suffix).resolve(size)
+            get_object(source, alloc, offset=a, limit=n, traced=False)
+        else:
+            get_object(source, alloc, offset=r.offset, limit=r.limit, traced=False)
+    except _MISSING:
+        r.got, r.base = -1, -1
+
+
+class _Again(Exception):
+    """A pipelined answer the wave does not take: the request goes the usual way."""
+
+
+_Take = Callable[[int, Any, int], "memoryview | None"]  # (status, headers, length) -> where the body goes
+
+
+def _answer(r: _Request, want: int, url: str, room: _Room, where: str) -> _Take:
+    def handle(status: int, headers: Any, length: int) -> memoryview | None:
+        if status == 404:
+            r.got, r.base = -1, -1
+            return None
+        if status not in (200, 206):
+            raise rawhttp.Stop  # an error or a redirect: the usual way follows, retries, maps it
+        what = f"GET {url} bytes={r.offset}-{r.offset + want - 1}"
+        n, total = check_first_response(status, headers, want, what, r.offset)
+        end = total if r.limit is None else min(total, r.offset + r.limit)
+        if r.offset + n != end or length != n:
+            raise _Again  # more follows (larger than task_size): the usual way reads it in ranges
+        return memoryview(_slot(r, room, url, where)(n))
+
+    return handle
+
+
+def _pipelined(backend: Any, reqs: list[_Request], room: _Room, where: str, s: policy.Settings) -> list[int]:
+    """Send the requests that can go pipelined (plain HTTP), ``remote.pipeline_depth`` at a time per
+    connection; returns the indices of the requests still to ask the usual way."""
+    plans: dict[tuple[str, int], list[tuple[int, bytes, _Take]]] = {}
+    left: list[int] = []
+    for k, r in enumerate(reqs):
+        want = s.task_size if r.limit is None else min(r.limit, s.task_size)
+        try:
+            src = backend.source(r.key, where) if r.suffix is None and want > 0 else None
+        except (ValueError, OSError):
+            src = None  # the usual way raises it, in its place
+        ask = getattr(src, "pipeline_request", None)
+        planned = ask(RangeRequest(r.offset, want)) if ask is not None else None
+        if src is None or planned is None:
+            left.append(k)
+            continue
+        plans.setdefault(planned[0], []).append((k, planned[1], _answer(r, want, src.url, room, where)))
+    groups: list[tuple[tuple[str, int], list[tuple[int, bytes, _Take]]]] = []
+    for key, items in plans.items():
+        conns = max(1, min(s.remote_wave_concurrency, -(-len(items) // s.remote_pipeline_depth)))
+        per = -(-len(items) // conns)
+        groups += [(key, items[a : a + per]) for a in range(0, len(items), per)]
+    again: list[int] = []
+
+    def run(g: int) -> int:
+        key, items = groups[g]
+
+        def handle(i: int, status: int, headers: Any, length: int) -> memoryview | None:
+            try:
+                return items[i][2](status, headers, length)
+            except _Again:  # a good answer with more to follow: the usual way reads it whole
+                again.append(items[i][0])
+                return None
+            except Exception as exc:  # not the answer asked for: the usual way asks again and says why
+                raise rawhttp.Stop from exc
+
+        done = rawhttp.pipeline(key, [b for _, b, _ in items], handle, s.remote_pipeline_depth,
+                                s.remote_connect_timeout, s.remote_timeout)
+        again.extend(k for k, _, _ in items[done:])
+        return 0
+
+    run_pieces([_bind(run, g) for g in range(len(groups))], [0] * len(groups), s.remote_wave_concurrency).result()
+    return sorted(set(left + again))  # a batch refused after its answers were read: once each
+
+
+def get_one(source: RangeSource, alloc: Callable[[int], Any], byte_range: ByteRange | None) -> Any:
+    """One object, or a range of it (zarr's clamping), into ``alloc(n)``: one request (more for a
+    large object), no size lookup first except for a suffix. Returns the buffer."""
+    if byte_range is None:
+        return get_object(source, alloc)
+    if byte_range.kind == "suffix":
+        size = RetryPolicy.from_settings().call(source.stat, f"stat {source.url}")
+        a, n = byte_range.resolve(size)
+        return get_object(source, alloc, offset=a, limit=n)
+    limit = None if byte_range.kind == "offset" else byte_range.nbytes
+    return get_object(source, alloc, offset=byte_range.start, limit=limit)
+
+
+def _place(reqs: list[_Request], ranges: Sequence[ByteRange | None], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each item's place in the buffer: its request's, moved by where it starts in it (clamped)."""
+    offsets = np.zeros(n, dtype=np.int64)
+    sizes = np.full(n, -1, dtype=np.int64)
+    for r in reqs:
+        if r.got < 0:
+            continue
+        for i in r.members:
+            br = ranges[i]
+            if br is None or br.kind != "range":
+                offsets[i], sizes[i] = r.base, r.got
+            else:
+                a = br.start - r.offset
+                offsets[i] = r.base + a
+                sizes[i] = max(0, min(br.end or 0, r.offset + r.got) - br.start) if a <= r.got else 0
+    return offsets, sizes
+
+
+def read_wave(
+    backend: Any,
+    keys: Sequence[str],
+    ranges: Sequence[ByteRange | None] | None,
+    alloc: Alloc,
+    free: Callable[[Any], None] = lambda owner: None,
+    *,
+    expect: np.ndarray | None = None,
+    exact: bool = False,
+    room: int | None = None,
+    max_gap: int = 0,
+    max_bytes: int | None = None,
+    errors: Literal["raise", "return"] = "raise",
+    where: str = "read_wave()",
+) -> Wave:
+    """Read ``keys`` (whole, or ``ranges[i]`` of each) of a remote ``backend`` in one wave.
+
+    Args:
+        backend: a remote backend (``backend.source(key, where)`` gives a key's range source).
+        keys: the objects, one per item (a key may repeat).
+        ranges: per item, a byte range (zarr's clamping) or None for the whole object; None: all whole.
+        alloc: ``alloc(nbytes) -> (uint8 array, owner)``: the wave's buffer.
+        free: gives an owner back (when the buffer had to grow and was replaced).
+        expect: whole objects' sizes when known (chunks without compression): no room to guess, and
+            an object of another size is an error.
+        exact: the ranges lie inside their objects (shard index entries): a shorter answer is an error.
+        room: bytes to set aside for whole objects of unknown size (default: 1 MiB per such object,
+            1 GiB at most); more, if needed, costs one copy.
+        max_gap: ranges of one object at most this far apart share a request (0: touching ones).
+        max_bytes: a shared request stays within this (default ``remote.max_range_size``).
+        errors: ``"raise"`` the first failure, or ``"return"`` each in :attr:`Wave.errors`.
+        where: the caller, for messages.
+
+    Returns:
+        The :class:`Wave`.
+
+    Raises:
+        OSError: a request failed for good (``errors="raise"``), naming its URL and the reason.
+    """
+    s = policy.settings()
+    items = list(ranges) if ranges is not None else [None] * len(keys)
+    reqs, fixed = _plan(keys, items, expect, exact, max_gap, max_bytes or s.remote_max_range_size)
+    open_sized = sum(1 for r in reqs if r.slot < 0)
+    t0 = time.perf_counter()
+    buf = _Room(fixed, room if room is not None else min(open_sized * _ROOM, _ROOM_MAX), alloc)
+    failed = threading.Event()
+    errs: dict[int, BaseException] = {}
+    sources: dict[str, RangeSource] = {}
+
+    def piece(k: int) -> int:
+        r = reqs[k]
+        if failed.is_set() and errors == "raise":
+            return 0  # another request failed for good: the wave is lost, stop asking
+        try:
+            src = backend.source(r.key, where)
+            sources.setdefault("route", src)
+            _fetch(src, r, buf, where)
+        except BaseException as exc:
+            r.got = -1
+            errs[k] = exc
+            failed.set()
+        return 0
+
+    try:
+        todo = _pipelined(backend, reqs, buf, where, s) if s.remote_pipeline_depth > 1 else range(len(reqs))
+        run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), s.remote_wave_concurrency).result()
+        if errs and errors == "raise":
+            raise errs[min(errs)]
+        buf.settle(reqs, alloc, free)
+    except BaseException:
+        free(buf.owner)
+        raise
+    offsets, sizes = _place(reqs, items, len(keys))
+    item_errors: list[BaseException | None] | None = None
+    if errors == "return":
+        item_errors = [None] * len(keys)
+        for k, exc in errs.items():
+            for i in reqs[k].members:
+                item_errors[i] = exc
+    if _trace.active() and reqs:
+        src = sources.get("route") or backend.source(reqs[0].key, where)
+        reason = f"wave: concurrent requests, no size lookup (remote.wave_concurrency {s.remote_wave_concurrency})"
+        _trace.record("read", src.route, reason, int(sizes.clip(0).sum()), time.perf_counter() - t0,
+                      getattr(backend, "url", ""), None, requests=len(reqs))
+    return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs))
+
+
+def _bind(fn: Callable[[int], int], k: int) -> Callable[[], int]:
+    return lambda: fn(k)
+
+
+class WaveReads:
+    """The remote backends' :meth:`~gdsstore.engine.backend.Backend.get_many`: one :func:`read_wave`."""
+
+    waves = True
+
+    def source(self, key: str, where: str) -> RangeSource:
+        raise NotImplementedError
+
+    def get(self, key: str, alloc: Any, byte_range: ByteRange | None = None) -> Any:
+        """Read ``key`` (or a range of it) into ``alloc(n)``: one request for a small object or range,
+        no size lookup first (a suffix range looks the size up)."""
+        return get_one(self.source(key, f"{type(self).__name__}.get()"), alloc, byte_range)
+
+    def get_many(
+        self,
+        keys: Sequence[str],
+        ranges: Sequence[ByteRange | None] | None,
+        alloc: Alloc,
+        free: Callable[[Any], None] = lambda owner: None,
+        **options: Any,
+    ) -> Wave:
+        # docstring inherited
+        return read_wave(self, keys, ranges, alloc, free, **options)

@@ -1,0 +1,303 @@
+"""One wave of concurrent requests per selection (gdsstore/engine/remote/wave.py): whole objects
+with no size lookup, touching ranges in one request, missing keys as missing, every fault of the
+fault server either recovered or failed with the URL and the reason (never wrong bytes), one trace
+row per wave, and a per-chunk cost that does not grow with the number of chunks (nginx and moto S3)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from servers.faults import FaultServer
+from servers.moto_s3 import MotoServer
+from servers.nginx import NginxServer
+from zarr.storage import LocalStore
+
+import gdsstore
+from gdsstore.engine.backend import Backend, ByteRange, backend_for
+from gdsstore.engine.remote import RangeMismatchError, RangeNotSupportedError, RemoteIOError
+
+from .conftest import payload
+
+
+def host(n: int) -> tuple[np.ndarray, None]:
+    return np.empty(n, dtype=np.uint8), None
+
+
+def objects(n: int, seed: int, top: int = 200_000) -> dict[str, bytes]:
+    rng = np.random.default_rng(seed)
+    return {f"o/{i}": payload(int(rng.integers(0, top)), seed=seed * 1000 + i) for i in range(n)}
+
+
+# -- the wave itself, on the fault server ------------------------------------------------------------
+
+
+@pytest.fixture(params=[32, 0], ids=["pipelined", "one-per-connection"])
+def depth(request: pytest.FixtureRequest) -> Any:
+    """Both ways a wave sends requests: pipelined on few connections, or one at a time per connection."""
+    with gdsstore.config.set({"remote.pipeline_depth": request.param}):
+        yield request.param
+
+
+@pytest.fixture
+def objs(faults: FaultServer) -> dict[str, bytes]:
+    """Objects of 0 to 200 KB (up to 4 ranges of 64 KiB each) on the fault server."""
+    data = objects(24, seed=5)
+    faults.objects.update(data)
+    return data
+
+
+def wave_of(faults: FaultServer, mode: str = "ok", count: int | str = 0) -> Backend:
+    return backend_for(f"http://127.0.0.1:{faults.port}/{mode}/{count}")
+
+
+def test_whole_objects_one_get_each_no_size_lookup(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
+    keys = [*objs, "o/missing"]
+    with gdsstore.config.set({"task_size": 1 << 20}):
+        w = wave_of(faults).get_many(keys, None, host)
+    assert [None if w.view(i) is None else w.view(i).tobytes() for i in range(len(keys))] == [*objs.values(), None]
+    assert [e[0] for e in faults.log].count("HEAD") == 0
+    assert len(faults.log) == len(keys) == w.requests  # one GET per object, the missing one too
+    assert np.all(w.offsets[w.sizes > 0] % 64 == 0)  # every slot starts on a cache line
+
+
+def test_touching_ranges_share_a_request_and_clamp(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
+    data = objs["o/3"]
+    n = len(data)
+    brs = [ByteRange("range", 100, 200), ByteRange("range", 200, 300), ByteRange("range", 0, 100),
+           ByteRange("range", n - 10, n + 50), ByteRange("offset", n - 7), ByteRange("suffix", 5),
+           ByteRange("range", n + 5, n + 9)]
+    w = wave_of(faults).get_many(["o/3"] * len(brs), brs, host)
+    for i, br in enumerate(brs):
+        a, k = br.resolve(n)
+        assert w.view(i).tobytes() == data[a : a + k], br
+    gets = [e[2] for e in faults.log if e[0] == "GET"]
+    assert "bytes=0-299" in gets  # the three touching ranges: one request
+
+
+@pytest.mark.parametrize("mode", ["503", "reset", "truncate", "slow"])
+def test_wave_recovers_from_faults(faults: FaultServer, objs: dict[str, bytes], mode: str, depth: int) -> None:
+    faults.slow_seconds = 0.6
+    with gdsstore.config.set({"remote.timeout": 0.3, "remote.wave_concurrency": 8}):
+        w = wave_of(faults, mode, 2).get_many(list(objs), None, host)
+    assert [w.view(i).tobytes() for i in range(len(objs))] == list(objs.values())
+    broken = sum(1 for e in faults.log if e[0] == "GET") - len(objs)
+    assert broken >= 2 * sum(1 for d in objs.values() if d)  # each non-empty object failed twice first
+
+
+@pytest.mark.parametrize("mode", ["503", "reset", "truncate"])
+def test_wave_fails_with_the_url_and_the_reason(faults: FaultServer, objs: dict[str, bytes], mode: str, depth: int) -> None:
+    with gdsstore.config.set({"remote.timeout": 0.3}), pytest.raises(RemoteIOError) as info:
+        wave_of(faults, mode, "always").get_many(list(objs), None, host)
+    assert f"127.0.0.1:{faults.port}/{mode}/always/o/" in str(info.value)
+    assert "failed after 4 attempt(s) (remote.max_attempts=4)" in str(info.value)
+
+
+def test_wave_returns_each_failure_in_its_place(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
+    faults.objects["o/bad"] = b"x" * 100
+    b = backend_for(f"http://127.0.0.1:{faults.port}")
+    keys = ["ok/0/o/1", "503/always/o/bad", "ok/0/o/nope"]
+    w = b.get_many(keys, None, host, errors="return")
+    assert w.errors is not None and w.errors[0] is None and w.errors[2] is None
+    assert isinstance(w.errors[1], RemoteIOError) and "503/always/o/bad" in str(w.errors[1])
+    assert w.view(0).tobytes() == objs["o/1"] and w.view(1) is None and w.view(2) is None
+
+
+def test_wave_refuses_a_server_ignoring_range(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
+    b = wave_of(faults, "ignore-range", "always")
+    # Whole objects: the 200 is exactly what was asked (the whole object), so the bytes are right.
+    w = b.get_many(list(objs), None, host)
+    assert [w.view(i).tobytes() for i in range(len(objs))] == list(objs.values())
+    big = max(objs, key=lambda k: len(objs[k]))
+    for br in (ByteRange("range", 0, 10), ByteRange("range", 10, 20), ByteRange("offset", 5)):
+        with pytest.raises(RangeNotSupportedError, match="ignored the Range header"):
+            b.get_many([big], [br], host)
+
+
+@pytest.mark.parametrize("mode", ["wrong-range", "short-range"])
+def test_wave_refuses_mismatched_ranges(faults: FaultServer, objs: dict[str, bytes], mode: str, depth: int) -> None:
+    with pytest.raises(RangeMismatchError):
+        wave_of(faults, mode, "always").get_many([k for k, v in objs.items() if v], None, host)
+
+
+def test_wave_never_takes_an_answer_nobody_asked_for(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
+    # After each correct body the server queues a well-formed 206 nobody asked for (wrong bytes).
+    keys = [k for k, v in objs.items() if v]
+    w = wave_of(faults, "queue-extra", "always").get_many(keys, None, host, errors="return")
+    assert w.errors is not None
+    for i, k in enumerate(keys):  # the right bytes, or an error (a small body arrives with the extra one)
+        assert (w.errors[i] is not None and w.view(i) is None) or w.view(i).tobytes() == objs[k], k
+    assert any(e is None for e in w.errors)
+
+
+@pytest.mark.parametrize("depth", [0, 32])
+@pytest.mark.parametrize("mode", ["replaced", "replaced-412"])
+def test_wave_never_mixes_a_replaced_object(faults: FaultServer, mode: str, depth: int) -> None:
+    old, new = payload(300_000, seed=8), payload(300_000, seed=9)
+    faults.objects.update({"big": old, "big.v2": new})
+    # The first GET of the read (the object's first 64 KiB) sees the old object, its other ranges the
+    # new one. Pipelined, a first answer with more to follow is asked again the usual way: one GET more.
+    with gdsstore.config.set({"remote.pipeline_depth": depth}):
+        with pytest.raises(RangeMismatchError, match="changed while it was being read"):
+            wave_of(faults, mode, 1 if depth == 0 else 2).get_many(["big"], None, host)
+        # A replacement before the read began is no mix: the new object, whole.
+        faults.reset()
+        faults.objects.update({"big": old, "big.v2": new})
+        w = wave_of(faults, mode, 0).get_many(["big"], None, host)
+    assert w.view(0).tobytes() == new
+
+
+def test_wave_of_exact_ranges_refuses_a_short_object(faults: FaultServer, objs: dict[str, bytes]) -> None:
+    n = len(objs["o/2"])
+    with pytest.raises(RemoteIOError, match=f"range at 0 is {n} bytes, not the {n + 1} expected"):
+        wave_of(faults).get_many(["o/2"], [ByteRange("range", 0, n + 1)], host, exact=True)
+    with pytest.raises(RemoteIOError, match=f"object is {n} bytes, not the {n - 1} expected"):
+        wave_of(faults).get_many(["o/2"], None, host, expect=np.array([n - 1]))
+
+
+def test_room_overflow_lands_every_object(faults: FaultServer, objs: dict[str, bytes]) -> None:
+    # Room for almost nothing: the late objects land on their own and are copied in once.
+    w = wave_of(faults).get_many(list(objs), None, host, room=1000)
+    assert [w.view(i).tobytes() for i in range(len(objs))] == list(objs.values())
+
+
+def test_one_trace_row_per_wave(faults: FaultServer, objs: dict[str, bytes]) -> None:
+    with gdsstore.trace() as t:
+        for _ in range(3):
+            wave_of(faults).get_many(list(objs), None, host)
+    rows = t.by_reason()
+    assert len(rows) == 1 and len(t.events) == 3, str(t)
+    ((op, route, reason), row), = rows.items()
+    assert (op, route, row["requests"], row["bytes"]) == ("read", "http", 3 * len(objs), 3 * sum(map(len, objs.values())))
+    assert reason.startswith("wave") and "requests" in str(t).splitlines()[0]
+
+
+# -- no HEAD before GET through the fsspec filesystem and the zarr store ------------------------------
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = tmp_path_factory.mktemp("logged")
+    os.chmod(root, 0o755)
+    srv = NginxServer(str(root), access_log=True)
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+def test_fsspec_whole_reads_are_one_get(logged: NginxServer) -> None:
+    import fsspec
+
+    data = objects(5, seed=6, top=60_000)  # one request each (task_size is 64 KiB here)
+    for k, v in data.items():
+        os.makedirs(os.path.join(logged.root, "f", os.path.dirname(k)), exist_ok=True)
+        with open(os.path.join(logged.root, "f", k), "wb") as f:
+            f.write(v)
+    fs = fsspec.filesystem("gds", target_protocol="http")
+    urls = [logged.url(f"f/{k}") for k in data]
+    before = len(logged.requests())
+    assert fs.cat_file(urls[0]) == data["o/0"]
+    assert fs.cat_file(urls[1], start=5, end=50) == data["o/1"][5:50]
+    got = fs.cat(urls)
+    assert [got[u] for u in urls] == list(data.values())
+    assert fs.cat_ranges(urls, [0] * 5, [10] * 5) == [v[:10] for v in data.values()]
+    lines = logged.requests()[before:]
+    assert len(lines) == 2 + 5 + 5 and all(line.startswith("GET ") for line in lines), lines
+
+
+def test_zarr_selection_is_one_get_per_chunk(logged: NginxServer) -> None:
+    path = os.path.join(logged.root, "z.zarr")
+    z = zarr.create_array(LocalStore(path), shape=(64, 64), chunks=(8, 8), dtype="f4", compressors=None)
+    ref = np.arange(64 * 64, dtype="f4").reshape(64, 64)
+    z[:] = ref
+    before = len(logged.requests())
+    with gdsstore.enable_gpu(buffers=False), gdsstore.trace() as t:
+        assert np.array_equal(zarr.open_array(gdsstore.GDSStore(logged.url("z.zarr")), mode="r")[:], ref)
+    lines = logged.requests()[before:]
+    assert all(line.startswith("GET ") for line in lines), lines
+    assert sum("/z.zarr/c/" in line for line in lines) == 64
+    waves = [e for e in t.events if e.reason.startswith("wave")]
+    assert len(waves) >= 1 and sum(e.requests for e in waves) == 64, str(t)
+
+
+def test_store_partial_values_in_one_wave(logged: NginxServer) -> None:
+    from zarr.abc.store import RangeByteRequest
+    from zarr.core.buffer import default_buffer_prototype
+
+    data = objects(6, seed=7, top=60_000)
+    for k, v in data.items():
+        os.makedirs(os.path.join(logged.root, "p", "o"), exist_ok=True)
+        with open(os.path.join(logged.root, "p", k), "wb") as f:
+            f.write(v)
+    store = gdsstore.GDSStore(logged.url("p"), read_only=True)
+    reqs = [(k, None) for k in data] + [("o/1", RangeByteRequest(3, 9)), ("o/none", None)]
+    with gdsstore.trace() as t:
+        out = zarr.core.sync.sync(store.get_partial_values(default_buffer_prototype(), reqs))
+    assert [None if b is None else b.to_bytes() for b in out] == [*data.values(), data["o/1"][3:9], None]
+    assert len(t.events) == 1 and t.events[0].requests == len(reqs), str(t)
+
+
+# -- the per-chunk cost of 10,000 chunks is that of 1,000 --------------------------------------------
+
+
+def chunked(path: str, n: int) -> np.ndarray:
+    """A 1-d array of ``n`` chunks of 64 bytes, no compression, at ``path`` (its chunk files written
+    directly: zarr's bytes codec stores exactly these bytes)."""
+    zarr.create_array(LocalStore(path), shape=(n * 16,), chunks=(16,), dtype="<u4", compressors=None, fill_value=0)
+    ref = np.arange(1, n * 16 + 1, dtype="<u4")
+    os.makedirs(os.path.join(path, "c"), exist_ok=True)
+    raw = ref.view(np.uint8).reshape(n, 64)
+    for i in range(n):
+        with open(os.path.join(path, "c", str(i)), "wb") as f:
+            f.write(raw[i].tobytes())
+    return ref
+
+
+def per_chunk(open_store: Callable[[], Any], ref: np.ndarray, n: int, rounds: int = 2) -> float:
+    """The best of ``rounds`` reads of the whole array, in seconds per chunk (results checked)."""
+    best = float("inf")
+    for _ in range(rounds):
+        with gdsstore.enable_gpu(buffers=False):
+            z = zarr.open_array(open_store(), mode="r")
+            t0 = time.perf_counter()
+            x = z[:]
+            best = min(best, time.perf_counter() - t0)
+        assert np.array_equal(x, ref)
+    return best / n
+
+
+def assert_scales(open_at: Callable[[str], Any], refs: dict[int, np.ndarray], rounds: int = 2) -> None:
+    small = per_chunk(lambda: open_at("a1000"), refs[1000], 1000, rounds=rounds + 1)
+    large = per_chunk(lambda: open_at("a10000"), refs[10000], 10000, rounds=rounds)
+    assert large <= 1.5 * small, f"{large * 1e6:.0f} us/chunk at 10,000 chunks, {small * 1e6:.0f} at 1,000"
+
+
+def test_ten_thousand_chunks_cost_what_one_thousand_do_nginx(nginx: NginxServer) -> None:
+    refs = {n: chunked(os.path.join(nginx.root, f"scale/a{n}"), n) for n in (1000, 10000)}
+    assert_scales(lambda name: gdsstore.GDSStore(nginx.url(f"scale/{name}"), read_only=True), refs)
+
+
+@pytest.mark.slow  # moto stores about 250 objects/s here: the upload takes most of the time
+def test_ten_thousand_chunks_cost_what_one_thousand_do_s3(moto: MotoServer, s3: dict[str, Any], tmp_path: Any) -> None:
+    opts = {k: v for k, v in s3.items() if k != "client"}
+    refs = {n: chunked(str(tmp_path / f"a{n}"), n) for n in (1000, 10000)}
+    files = [(str(p), str(p.relative_to(tmp_path))) for p in tmp_path.rglob("*") if p.is_file()]
+
+    def put(item: tuple[str, str]) -> None:
+        with open(item[0], "rb") as f:
+            s3["client"].put_object(Bucket="test-bucket", Key=f"scale/{item[1]}", Body=f.read())
+
+    with ThreadPoolExecutor(16) as ex:
+        list(ex.map(put, files))
+    assert_scales(
+        lambda name: gdsstore.GDSStore(f"s3://test-bucket/scale/{name}", read_only=True, storage_options=opts),
+        refs,
+        rounds=1,
+    )
