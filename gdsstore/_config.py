@@ -332,6 +332,13 @@ class Settings:
         less Python per request under the GIL than urllib3. TLS, redirects, size lookups, chunked bodies and
         writes always use urllib3. `False`: urllib3 for everything.""",
     )  # fmt: skip
+    remote_native: bool = _setting(
+        "remote.native", True, _bool,
+        """A wave's requests of known size (uncompressed chunks, shard ranges) go through kvikio's libcurl pool
+        where kvikio and a CUDA driver are present (plain URLs only: no custom headers or client
+        certificates; S3 through presigned URLs); every request it fails is asked again through gdsstore's
+        own client. `False`: gdsstore's client for everything.""",
+    )  # fmt: skip
     remote_backoff_base: float = _setting(
         "remote.backoff_base", 0.1, _float(0.0, 3600.0, strict=False),
         """Seconds: the first retry waits up to this long; each further retry doubles the cap (exponential

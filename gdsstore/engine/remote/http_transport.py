@@ -137,6 +137,7 @@ class HTTPClient:
                  maxsize: int = 16) -> None:
         self._kw = self._pool_kwargs(verify, cert, maxsize)
         self._pool = self._new_pool()
+        self.default_tls = verify is True and cert is None  # what a native client (kvikio) also does
         _all_clients.add(self)
 
     @staticmethod
@@ -537,6 +538,13 @@ class HTTPSource:
         self._remember_etag(resp.headers)
         self.last_headers = resp.headers
         return FirstRange(HTTPBody(resp, n, what), n, total)
+
+    def native_url(self) -> str | None:
+        """The URL a native client (:mod:`gdsstore.engine.remote.native`) may fetch as it is: no custom
+        headers, default TLS settings, no ETag pinned by an earlier answer; else None."""
+        if self._etag or set(self._headers) != {"Accept-Encoding"} or not self._client.default_tls:
+            return None
+        return self._url
 
     def pipeline_request(self, req: RangeRequest) -> tuple[tuple[str, int], bytes] | None:
         """The connection key and bytes of the ranged GET of ``req``, to send pipelined with others on

@@ -58,14 +58,14 @@ def native_reader() -> Any | None:
     CUDA driver present), else ``None``. kvikio's thread pool is sized to ``remote.wave_concurrency``
     at most 64 when it is at kvikio's default (one thread) and ``KVIKIO_NTHREADS`` is not set."""
     s = policy.settings()
-    if not getattr(s, "remote_native", True):
+    if not s.remote_native:
         return None
     with _lock:
         if "kvikio" not in _state:
             _state["kvikio"] = _load()
         kv = _state["kvikio"]
         if kv is not None and "threads" not in _state:
-            _state["threads"] = _size_pool(kv, min(64, int(getattr(s, "remote_wave_concurrency", 16))))
+            _state["threads"] = _size_pool(kv, min(64, s.remote_wave_concurrency))
     return kv
 
 

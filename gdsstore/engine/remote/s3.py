@@ -510,6 +510,10 @@ class S3Source:
                 self._signed_at = now
             return self._http
 
+    def native_url(self) -> str | None:
+        """A presigned GET of the object for a native client, when it needs no extra headers."""
+        return self._source().native_url()
+
     def _pin_version(self, headers: Any) -> None:
         """version_aware: after the first answer, every range is asked of that version (re-presigned)."""
         vid = headers.get("x-amz-version-id")

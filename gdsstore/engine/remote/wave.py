@@ -34,7 +34,7 @@ from gdsstore import policy
 from gdsstore.engine.backend import Wave
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
-from gdsstore.engine.remote import rawhttp
+from gdsstore.engine.remote import native, rawhttp
 from gdsstore.engine.remote.reader import RangeRequest, RangeSource, check_first_response, get_object
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
 
@@ -196,12 +196,43 @@ def _answer(r: _Request, want: int, url: str, room: _Room, where: str) -> _Take:
     return handle
 
 
-def _pipelined(backend: Any, reqs: list[_Request], room: _Room, where: str, s: policy.Settings) -> list[int]:
-    """Send the requests that can go pipelined (plain HTTP), ``remote.pipeline_depth`` at a time per
+def _native(backend: Any, reqs: list[_Request], room: _Room, where: str) -> tuple[list[int], int]:
+    """The requests of known size through kvikio's libcurl pool (:mod:`.native`) where it runs; returns
+    the indices of the requests still to ask (those it did not take or failed) and how many it landed."""
+    kv = native.native_reader()
+    if kv is None:
+        return list(range(len(reqs))), 0
+    picked: list[int] = []
+    asks: list[native.NativeRequest] = []
+    for k, r in enumerate(reqs):
+        if r.expect is None or r.expect == 0 or r.suffix is not None or r.slot < 0:
+            continue
+        try:
+            url = getattr(backend.source(r.key, where), "native_url", lambda: None)()
+        except (ValueError, OSError):
+            url = None  # the usual way raises it, in its place
+        if url is not None:
+            picked.append(k)
+            asks.append(native.NativeRequest(url, r.offset, r.expect, room.buf[r.slot : r.slot + r.expect],
+                                             whole=r.limit is None))
+    done = set()
+    for k, err in zip(picked, native.read_native(kv, asks) if asks else []):
+        if err is None:
+            r = reqs[k]
+            r.base, r.got = r.slot, int(r.expect or 0)
+            done.add(k)
+    return [k for k in range(len(reqs)) if k not in done], len(done)
+
+
+def _pipelined(
+    backend: Any, reqs: list[_Request], ks: Sequence[int], room: _Room, where: str, s: policy.Settings
+) -> list[int]:
+    """Send the requests ``ks`` that can go pipelined (plain HTTP), ``remote.pipeline_depth`` at a time per
     connection; returns the indices of the requests still to ask the usual way."""
     plans: dict[tuple[str, int], list[tuple[int, bytes, _Take]]] = {}
     left: list[int] = []
-    for k, r in enumerate(reqs):
+    for k in ks:
+        r = reqs[k]
         want = s.task_size if r.limit is None else min(r.limit, s.task_size)
         try:
             src = backend.source(r.key, where) if r.suffix is None and want > 0 else None
@@ -336,7 +367,9 @@ def read_wave(
         return 0
 
     try:
-        todo = _pipelined(backend, reqs, buf, where, s) if s.remote_pipeline_depth > 1 else range(len(reqs))
+        todo, landed_natively = _native(backend, reqs, buf, where)
+        if s.remote_pipeline_depth > 1:
+            todo = _pipelined(backend, reqs, todo, buf, where, s)
         run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), s.remote_wave_concurrency).result()
         if errs and errors == "raise":
             raise errs[min(errs)]
@@ -354,6 +387,8 @@ def read_wave(
     if _trace.active() and reqs:
         src = sources.get("route") or backend.source(reqs[0].key, where)
         reason = f"wave: concurrent requests, no size lookup (remote.wave_concurrency {s.remote_wave_concurrency})"
+        if landed_natively:
+            reason = "wave: kvikio's libcurl pool for requests of known size, the rest concurrent"
         _trace.record("read", src.route, reason, int(sizes.clip(0).sum()), time.perf_counter() - t0,
                       getattr(backend, "url", ""), None, requests=len(reqs))
     return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs))
