@@ -333,11 +333,12 @@ class Settings:
         writes always use urllib3. `False`: urllib3 for everything.""",
     )  # fmt: skip
     remote_native: bool = _setting(
-        "remote.native", True, _bool,
-        """A wave's requests of known size (uncompressed chunks, shard ranges) go through kvikio's libcurl pool
-        where kvikio and a CUDA driver are present (plain URLs only: no custom headers or client
-        certificates; S3 through presigned URLs); every request it fails is asked again through gdsstore's
-        own client. `False`: gdsstore's client for everything.""",
+        "remote.native", False, _bool,
+        """`True`: a wave's whole objects and shard ranges go through kvikio's libcurl pool where kvikio and a
+        CUDA driver are present (plain URLs: no custom headers or client certificates; S3 through presigned
+        URLs), several times faster for small chunks; every request it fails is asked again through
+        gdsstore's own client. Off by default: kvikio does not check `Content-Range`, so a server that
+        answers a range with other or fewer bytes has them taken as data. Turn it on for servers you trust.""",
     )  # fmt: skip
     remote_backoff_base: float = _setting(
         "remote.backoff_base", 0.1, _float(0.0, 3600.0, strict=False),

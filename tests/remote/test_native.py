@@ -1,7 +1,8 @@
-"""The wave's native route (gdsstore/engine/remote/native.py): kvikio's libcurl pool for requests of known
-size, on GPU machines. Every request it does not land right goes through gdsstore's own client, so each
-fault of the fault server ends as it does without it: the right bytes, or an error naming the URL and the
-reason, never wrong bytes. Off the GPU machine the route is off (kvikio needs the CUDA driver)."""
+"""The wave's native route (gdsstore/engine/remote/native.py, ``remote.native``, off by default): kvikio's
+libcurl pool for whole objects and exact ranges, on GPU machines. Every request kvikio fails goes through
+gdsstore's own client, so transport faults end as they do without it. What kvikio does not check is
+pinned here too: a server answering a range with other bytes (a wrong or short ``Content-Range``) gets
+its bytes taken, which is why the route is opt-in, for servers one trusts."""
 
 from __future__ import annotations
 
@@ -39,15 +40,25 @@ def sizes(objs: dict[str, bytes]) -> np.ndarray:
     return np.array([len(v) for v in objs.values()], dtype=np.int64)
 
 
-def test_the_route_is_off_without_a_cuda_driver_or_when_turned_off() -> None:
-    with gdsstore.config.set({"remote.native": False}):
-        assert native.native_reader() is None
+def _native_here() -> bool:
+    with gdsstore.config.set({"remote.native": True}):
+        return native.native_reader() is not None
+
+
+def test_the_route_is_off_by_default_and_without_a_cuda_driver() -> None:
+    assert native.native_reader() is None  # opt-in: kvikio does not check Content-Range
     if not cuda.gpu_available():
-        assert native.native_reader() is None  # kvikio's remote I/O loads libcuda even for host buffers
+        assert not _native_here()  # kvikio's remote I/O loads libcuda even for host buffers
 
 
-needs_native = pytest.mark.skipif(native.native_reader() is None,
+needs_native = pytest.mark.skipif(not _native_here(),
                                   reason="the native route needs kvikio and a CUDA driver (GPU machine)")
+
+
+@pytest.fixture(autouse=True)
+def native_on() -> Any:
+    with gdsstore.config.set({"remote.native": True}):
+        yield
 
 
 @pytest.mark.gpu
@@ -76,7 +87,12 @@ def test_faults_recover_through_the_usual_client(faults: FaultServer, objs: dict
 
 @pytest.mark.gpu
 @needs_native
-@pytest.mark.parametrize("mode", ["ignore-range", "wrong-range", "short-range", "queue-extra"])
+@pytest.mark.parametrize("mode", [
+    "ignore-range", "queue-extra",
+    *(pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=(
+        "kvikio takes a 206 of another range, or a short one (its tail left as it was), as the range asked: "
+        "seen on the H200; why remote.native is off by default"))) for m in ("wrong-range", "short-range")),
+])
 def test_lying_servers_never_give_wrong_bytes(faults: FaultServer, objs: dict[str, bytes], mode: str) -> None:
     big = max(objs, key=lambda k: len(objs[k]))
     brs = [ByteRange("range", 10, 2000), ByteRange("range", 50_000, 60_000)]
@@ -118,3 +134,27 @@ def test_zarr_array_of_uncompressed_chunks_over_http_is_read_natively(faults: Fa
 
 def cuda_get(a: Any) -> np.ndarray:
     return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+@pytest.mark.gpu
+@needs_native
+def test_native_requests_are_one_size_question_and_one_get_per_chunk(faults: FaultServer, objs: dict[str, bytes]) -> None:
+    """Whole objects: kvikio asks each object's size (HEAD, in C++) so that a larger stored object is never
+    read as a prefix, then one GET; exact ranges: one GET each, no HEAD."""
+    faults.log.clear()
+    wave_of(faults).get_many(list(objs), None, host, expect=sizes(objs))
+    methods = [e[0] for e in faults.log]
+    assert methods.count("HEAD") == len(objs) and methods.count("GET") == len(objs), methods
+    faults.log.clear()
+    wave_of(faults).get_many(["n/1", "n/2"], [ByteRange("range", 0, 100), ByteRange("range", 0, 100)], host, exact=True)
+    assert [e[0] for e in faults.log] == ["GET", "GET"]
+
+
+@pytest.mark.gpu
+@needs_native
+def test_whole_objects_of_unknown_size_land_through_kvikio(faults: FaultServer, objs: dict[str, bytes]) -> None:
+    keys = [*objs, "n/missing"]
+    with gdsstore.trace() as t:
+        w = wave_of(faults).get_many(keys, None, host, room=1000)  # little room: late objects land aside
+    assert [None if w.view(i) is None else w.view(i).tobytes() for i in range(len(keys))] == [*objs.values(), None]
+    assert any("kvikio" in reason for (_op, _route, reason) in t.by_reason()), str(t)

@@ -9,24 +9,32 @@ client (``benchmarks/probe_transports.py``; the A/B is on the docs' Performance 
 kvikio needs the CUDA driver even for host buffers, so this route exists only on GPU machines, and it
 takes only what it can do without losing a check:
 
-- a request of known size: a whole object whose size the array's metadata fixes (an uncompressed chunk),
-  or a byte range known to lie inside its object (a shard's index entry);
-- a whole object's size is checked against the server's (``RemoteFile.open_http`` asks it, in C++), so a
-  stored object of another size is never read as a prefix;
+- a whole object: its size is asked of the server (``RemoteFile.open_http``, a HEAD in C++), and where
+  the array's metadata fixes it (an uncompressed chunk) checked against it, so a stored object of another
+  size is never read as a prefix; or a byte range known to lie inside its object (a shard's index entry);
 - one request per object or range: one response, one version of the object;
 - a plain URL: HTTP(S) without custom headers or client certificates, or S3 through a presigned URL.
 
+The size is asked just before the read: an object replaced in between by a larger one would be read as
+its prefix. A zarr chunk keeps its size (uncompressed) or ends in a checked frame (zstd, gzip, lz4,
+blosc), so such a read fails in decoding; the usual client, which pins the ETag, is what ``remote.native``
+``False`` gives where objects change under readers.
+
+What kvikio does not check, and why the route is opt-in (``remote.native``, off by default): the
+``Content-Range`` of an answer. On the H200 a fault server answering a range with another range, or with
+fewer bytes, had its bytes taken as the range asked (``tests/remote/test_native.py`` pins this); gdsstore's
+own client refuses both. Turn it on for servers you trust (your own nginx, S3).
+
 Anything else, and every request kvikio fails (a missing key, a 5xx after kvikio's own retries, a server
 that ignores ``Range``, a short body), goes through gdsstore's own reader, which knows what each failure
-means (``FileNotFoundError`` for a missing chunk, retries, ``Content-Range`` checks). ``remote.native``
-turns the route off.
+means (``FileNotFoundError`` for a missing chunk, retries, ``Content-Range`` checks).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,13 +52,18 @@ _state: dict[str, Any] = {}
 
 @dataclass
 class NativeRequest:
-    """``size`` bytes of ``url`` from ``offset`` into ``dest``; ``whole``: the object is exactly ``size``."""
+    """``size`` bytes of ``url`` from ``offset`` into ``dest``; ``whole``: the object is exactly ``size``.
+
+    A whole object of unknown size has ``size`` -1 and a ``dest`` that takes the size the server gives
+    and returns where the bytes go; ``got`` is set to it.
+    """
 
     url: str
     offset: int
     size: int
-    dest: np.ndarray
+    dest: np.ndarray | Callable[[int], np.ndarray]
     whole: bool
+    got: int = -1
 
 
 def native_reader() -> Any | None:
@@ -89,34 +102,63 @@ def _size_pool(kv: Any, threads: int) -> int:
     return current
 
 
-def read_native(kv: Any, requests: Sequence[NativeRequest]) -> list[BaseException | None]:
-    """Issue every request at once on kvikio's pool and wait for all; per request, ``None`` (its bytes
-    landed in ``dest``) or why it failed (the caller retries it through its own reader)."""
-    errs: list[BaseException | None] = [None] * len(requests)
-    files: list[Any] = []
-    futures: list[tuple[int, Any]] = []
+def read_native(kv: Any, requests: Sequence[NativeRequest], openers: int = 1) -> list[BaseException | None]:
+    """Issue every request on kvikio's pool and wait for all; per request, ``None`` (its bytes landed in
+    ``dest``) or why it failed (the caller asks it again through its own client). Whole objects are
+    opened (their size asked) ``openers`` at a time on the engine pool; each read starts as soon as its
+    object is open."""
+    from gdsstore.engine.pool import map_all
+
+    n = len(requests)
+    errs: list[BaseException | None] = [None] * n
+    files: list[Any] = [None] * n
+    futures: list[Any] = [None] * n
+
+    def start(i: int) -> int:
+        try:
+            files[i], futures[i] = _start(kv, requests[i])
+        except Exception as exc:  # one failure must not stop the wave's other requests
+            errs[i] = exc
+        return 0
+
     try:
-        for i, r in enumerate(requests):
-            try:
-                if r.whole:
-                    f = kv.RemoteFile.open_http(r.url)  # asks the size: the object must be exactly r.size
-                    files.append(f)
-                    if int(f.nbytes()) != r.size:
-                        raise RemoteIOError(f"native read: the object is {int(f.nbytes())} bytes, not {r.size}")
-                else:
-                    f = kv.RemoteFile.open_http(r.url, nbytes=r.offset + r.size)
-                    files.append(f)
-                futures.append((i, f.pread(r.dest, r.size, r.offset)))
-            except Exception as exc:  # one failure must not stop the wave's other requests
-                errs[i] = exc
-        for i, fut in futures:
+        if openers > 1 and n > 1 and any(r.whole for r in requests):
+            map_all(start, range(n), openers)
+        else:
+            for i in range(n):
+                start(i)
+        for i, fut in enumerate(futures):
+            if fut is None:
+                continue
             try:
                 got = int(fut.get())
-                if got != requests[i].size:
-                    errs[i] = RemoteIOError(f"native read: {got} of {requests[i].size} bytes")
+                if got != requests[i].got:
+                    errs[i] = RemoteIOError(f"native read: {got} of {requests[i].got} bytes")
             except Exception as exc:
                 errs[i] = exc
     finally:
         for f in files:
-            f.close()
+            if f is not None:
+                f.close()
     return errs
+
+
+def _start(kv: Any, r: NativeRequest) -> tuple[Any, Any]:
+    """Open ``r``'s object (a whole one: its size asked and checked) and start its read: ``(file, future)``."""
+    size = r.size
+    if r.whole:
+        f = kv.RemoteFile.open_http(r.url)  # asks the size: exactly r.size, never a prefix
+        if size < 0:
+            size = int(f.nbytes())
+        elif int(f.nbytes()) != size:
+            f.close()
+            raise RemoteIOError(f"native read: the object is {int(f.nbytes())} bytes, not {size}")
+    else:
+        f = kv.RemoteFile.open_http(r.url, nbytes=r.offset + size)
+    try:
+        dest = r.dest(size) if callable(r.dest) else r.dest
+        r.got = size
+        return f, (f.pread(dest, size, r.offset) if size else None)
+    except BaseException:
+        f.close()
+        raise

@@ -21,6 +21,7 @@ URL and the reason (``errors="raise"``: the first one is raised once every reque
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -197,29 +198,39 @@ def _answer(r: _Request, want: int, url: str, room: _Room, where: str) -> _Take:
 
 
 def _native(backend: Any, reqs: list[_Request], room: _Room, where: str) -> tuple[list[int], int]:
-    """The requests of known size through kvikio's libcurl pool (:mod:`.native`) where it runs; returns
-    the indices of the requests still to ask (those it did not take or failed) and how many it landed."""
+    """Whole objects and exact ranges through kvikio's libcurl pool (:mod:`.native`) where it runs;
+    returns the indices of the requests still to ask (those it did not take or failed) and how many
+    it landed."""
     kv = native.native_reader()
     if kv is None:
         return list(range(len(reqs))), 0
     picked: list[int] = []
     asks: list[native.NativeRequest] = []
     for k, r in enumerate(reqs):
-        if r.expect is None or r.expect == 0 or r.suffix is not None or r.slot < 0:
+        sized = r.expect is not None and r.expect > 0 and r.slot >= 0
+        whole = r.expect is None and r.limit is None and r.offset == 0  # its size comes with the answer
+        if r.suffix is not None or not (sized or whole):
             continue
         try:
             url = getattr(backend.source(r.key, where), "native_url", lambda: None)()
         except (ValueError, OSError):
             url = None  # the usual way raises it, in its place
-        if url is not None:
-            picked.append(k)
-            asks.append(native.NativeRequest(url, r.offset, r.expect, room.buf[r.slot : r.slot + r.expect],
-                                             whole=r.limit is None))
+        if url is None:
+            continue
+        picked.append(k)
+        if sized:
+            n = int(r.expect or 0)
+            asks.append(native.NativeRequest(url, r.offset, n, room.buf[r.slot : r.slot + n], whole=r.limit is None))
+        else:
+            asks.append(native.NativeRequest(url, 0, -1, functools.partial(room.take, r), whole=True))
     done = set()
-    for k, err in zip(picked, native.read_native(kv, asks) if asks else []):
+    errs = native.read_native(kv, asks, policy.settings().remote_wave_concurrency) if asks else []
+    for k, ask, err in zip(picked, asks, errs):
         if err is None:
             r = reqs[k]
-            r.base, r.got = r.slot, int(r.expect or 0)
+            if r.slot >= 0:
+                r.base = r.slot
+            r.got = ask.got
             done.add(k)
     return [k for k in range(len(reqs)) if k not in done], len(done)
 
@@ -388,7 +399,7 @@ def read_wave(
         src = sources.get("route") or backend.source(reqs[0].key, where)
         reason = f"wave: concurrent requests, no size lookup (remote.wave_concurrency {s.remote_wave_concurrency})"
         if landed_natively:
-            reason = "wave: kvikio's libcurl pool for requests of known size, the rest concurrent"
+            reason = "wave: kvikio's libcurl pool for whole objects and exact ranges, the rest concurrent"
         _trace.record("read", src.route, reason, int(sizes.clip(0).sum()), time.perf_counter() - t0,
                       getattr(backend, "url", ""), None, requests=len(reqs))
     return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs))
