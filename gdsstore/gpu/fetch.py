@@ -72,10 +72,13 @@ class EngineFetcher(Fetcher):
 
     def _room(self, unknown: int, pinned: bool) -> int | None:
         """Pinned room for ``unknown`` objects of unknown size: a quarter more than those seen so far
-        average (pinning is paid for every byte); host room is free until touched (the wave's default)."""
+        average, 256 KiB each before any was seen (pinning is paid for every byte); host room is free
+        until touched (None: the wave's default)."""
         nbytes, count = self._seen
-        if not pinned or not count:
+        if not pinned:
             return None
+        if not count:
+            return min(unknown * (256 << 10), 1 << 30)  # a first guess; more costs one copy, once
         return unknown * (nbytes // count + nbytes // count // 4 + 64)
 
     def _learn(self, st: staging.Staged, unknown: np.ndarray) -> staging.Staged:
