@@ -46,7 +46,11 @@ def _native_here() -> bool:
 
 
 def test_the_route_is_off_by_default_and_without_a_cuda_driver() -> None:
-    assert native.native_reader() is None  # opt-in: kvikio does not check Content-Range
+    from gdsstore import _config
+
+    assert dict(_config._flat(_config.DEFAULTS))["remote.native"] is False  # opt-in: no Content-Range checks
+    with gdsstore.config.set({"remote.native": False}):
+        assert native.native_reader() is None
     if not cuda.gpu_available():
         assert not _native_here()  # kvikio's remote I/O loads libcuda even for host buffers
 
