@@ -62,12 +62,14 @@ def test_one_engine_pool_sized_by_the_settings_never_created_at_import() -> None
         "import threading\n"
         "assert p._pool is None, 'a pool was created at import'\n"
         "assert not [t for t in threading.enumerate() if t.name.startswith('gdsstore')]\n"
-        "with gdsstore.config.set({'num_threads': 3, 'remote.concurrency': 5}):\n"
+        "with gdsstore.config.set({'num_threads': 3, 'remote.concurrency': 5, 'remote.wave_concurrency': 4}):\n"
+        "    print(p.engine_pool()._max_workers)\n"
+        "with gdsstore.config.set({'num_threads': 3, 'remote.concurrency': 5, 'remote.wave_concurrency': 7}):\n"
         "    print(p.engine_pool()._max_workers)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "5"
+    assert out.stdout.split() == ["5", "7"]
 
 
 def test_a_request_runs_at_most_its_concurrency_at_once() -> None:
