@@ -251,7 +251,8 @@ class Settings:
         """Most pinned (page-locked) host memory the engine's bounce buffers hold at once, local and remote
         together. When a new buffer would pass it, idle buffers of other sizes are freed first, then I/O waits
         for a buffer to come back. The default holds what 16 threads use (about 768 MiB); lower it where many
-        processes share a machine (dask-cuda workers). At least 1 MiB, and at least one bounce buffer.""",
+        processes share a machine (dask-cuda workers). At least 1 MiB, and at least one bounce buffer. The
+        GPU pipeline's staging buffers kept idle between windows are bounded by it too, separately.""",
     )  # fmt: skip
     direct_io_read: bool = _setting(
         "direct_io_read", False, _bool,

@@ -14,6 +14,7 @@ Slots are 64-byte aligned (nvCOMP wants 8-16 bytes; 64 keeps every chunk on its 
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -123,7 +124,11 @@ class Staged:
 
 
 class _PinnedPool:
-    """Reuses pinned buffers: ``cudaHostAlloc`` of hundreds of MiB costs more than reading them."""
+    """Reuses pinned buffers: ``cudaHostAlloc`` of hundreds of MiB costs more than reading them.
+
+    Idle buffers kept: at most ``keep``, and at most ``pinned_memory_limit`` bytes together (the
+    largest first); emptied in a forked child (the parent's CUDA context owns them).
+    """
 
     def __init__(self, keep: int = 4) -> None:
         self._free: list[Any] = []
@@ -141,13 +146,34 @@ class _PinnedPool:
         return cuda.PinnedBuffer(max(1 << 20, 1 << (max(nbytes, 1) - 1).bit_length()))
 
     def put(self, buf: Any) -> None:
+        limit = policy.settings().pinned_memory_limit
         with self._lock:
             self._free.append(buf)
             self._free.sort(key=lambda b: -b.nbytes)
-            del self._free[self._keep :]
+            kept: list[Any] = []
+            total = 0
+            for b in self._free:
+                if len(kept) < self._keep and total + b.nbytes <= limit:
+                    kept.append(b)
+                    total += b.nbytes
+            self._free = kept  # the others are freed as they go
+
+    def held(self) -> int:
+        """Bytes of idle pinned buffers kept for reuse."""
+        with self._lock:
+            return sum(b.nbytes for b in self._free)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: drop every buffer without freeing it (the parent's CUDA context owns it)."""
+        for b in self._free:
+            b.ptr = 0  # PinnedBuffer.__del__ frees nothing for ptr 0
+        self._free = []
+        self._lock = threading.Lock()
 
 
 _pinned_pool = _PinnedPool()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_pinned_pool.forget_after_fork)
 
 
 def map_parallel(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
