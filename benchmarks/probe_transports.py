@@ -77,30 +77,10 @@ def obstore_gather(url: str) -> Fetch:
     return lambda keys, sizes: loop.run_until_complete(all_of(keys))
 
 
-def kvikio_futures(url: str) -> Fetch | str:
-    try:
-        import kvikio
-        import kvikio.defaults
-    except Exception as exc:
-        return f"kvikio not importable ({type(exc).__name__})"
-    kvikio.defaults.set({"num_threads": 16})
-
-    def run(keys: list[str], sizes: list[int]) -> list[Any]:
-        outs = [np.empty(n, np.uint8) for n in sizes]
-        files = [kvikio.RemoteFile.open_http(f"{url}/{k}", nbytes=n) for k, n in zip(keys, sizes)]
-        futs = [f.pread(o) for f, o in zip(files, outs)]
-        for fu in futs:
-            fu.get()
-        for f in files:
-            f.close()
-        return outs
-
-    return run
-
-
-def kvikio_sized(url: str, threads: int) -> Fetch | str:
-    """kvikio with the size asked of the server (``open_http`` without ``nbytes``: a HEAD in C++),
-    the opens spread over ``threads`` Python threads."""
+def kvikio_reads(url: str, openers: int | None = None) -> Fetch | str:
+    """kvikio ``RemoteFile`` reads on its 16-thread pool. ``openers`` None: the sizes are given
+    (``open_http(url, nbytes=...)``, no request); else each size is asked of the server (a HEAD, in C++),
+    the opens spread over ``openers`` Python threads."""
     try:
         import kvikio
         import kvikio.defaults
@@ -109,12 +89,15 @@ def kvikio_sized(url: str, threads: int) -> Fetch | str:
     from concurrent.futures import ThreadPoolExecutor
 
     kvikio.defaults.set({"num_threads": 16})
-    ex = ThreadPoolExecutor(threads)
+    ex = ThreadPoolExecutor(openers or 1)
 
     def run(keys: list[str], sizes: list[int]) -> list[Any]:
         outs = [np.empty(n, np.uint8) for n in sizes]
-        files = list(ex.map(lambda k: kvikio.RemoteFile.open_http(f"{url}/{k}"), keys))
-        assert [f.nbytes() for f in files] == sizes
+        if openers is None:
+            files = [kvikio.RemoteFile.open_http(f"{url}/{k}", nbytes=n) for k, n in zip(keys, sizes)]
+        else:
+            files = list(ex.map(lambda k: kvikio.RemoteFile.open_http(f"{url}/{k}"), keys))
+            assert [f.nbytes() for f in files] == sizes
         futs = [f.pread(o) for f, o in zip(files, outs)]
         for fu in futs:
             fu.get()
@@ -167,9 +150,9 @@ def main() -> int:
                 "gdsstore stage_from_backend (today)": gds_stage(url),
                 "gdsstore HTTPBackend.get x64 threads": gds_get(url),
                 "obstore get_async gather": obstore_gather(url),
-                "kvikio RemoteFile pread, 16 threads": kvikio_futures(url),
-                "kvikio open_http (HEAD) + pread, 1 opener": kvikio_sized(url, 1),
-                "kvikio open_http (HEAD) + pread, 16 openers": kvikio_sized(url, 16),
+                "kvikio RemoteFile pread, 16 threads": kvikio_reads(url),
+                "kvikio open_http (HEAD) + pread, 1 opener": kvikio_reads(url, 1),
+                "kvikio open_http (HEAD) + pread, 16 openers": kvikio_reads(url, 16),
                 "tensorstore http kvstore": tensorstore_reads(url),
             }
             for name, (keys, sizes, srcs) in sets.items():

@@ -27,7 +27,10 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
 
-__all__ = ["CodecChain", "RawChunks", "decode_on_device", "decode_window", "is_device_spec", "raw_nbytes"]
+__all__ = [
+    "CodecChain", "RawChunks", "bytes_swap_width", "decode_on_device", "decode_window", "is_device_spec",
+    "raw_nbytes", "swap_bytes",
+]
 
 
 def is_device_spec(spec: ArraySpec) -> bool:
@@ -104,15 +107,8 @@ class CodecChain:
         return fmt in (None, "zstd") and not crc
 
     def swap_width(self, spec: ArraySpec) -> int:
-        """The element width whose bytes a device decode must reverse before zarr's ``bytes`` codec
-        views them (its byte order is not this machine's; CuPy has no non-native dtypes, so zarr's
-        view would read them as native), else 0."""
-        from zarr.codecs import BytesCodec
-
-        ab = self.array_part.codecs[-1]
-        dt = spec.dtype.to_native_dtype()
-        endian = getattr(ab.endian, "value", ab.endian) if isinstance(ab, BytesCodec) else None
-        return dt.itemsize if dt.itemsize > 1 and endian not in (None, sys.byteorder) else 0
+        """:func:`bytes_swap_width` of this chain's array-to-bytes codec for ``spec``'s dtype."""
+        return bytes_swap_width(self.array_part.codecs[-1], spec.dtype.to_native_dtype())
 
     def view_layout(self, spec: ArraySpec) -> Layout | None:
         """Shape and byte strides of a decoded chunk as a view of its raw bytes (``bytes`` codec in
@@ -126,10 +122,33 @@ class CodecChain:
         dt = spec.dtype.to_native_dtype()
         if dt.kind not in "biuf" or dt.itemsize not in (1, 2, 4, 8) or not dt.isnative:
             return None
-        endian = getattr(ab.endian, "value", ab.endian)
-        if dt.itemsize > 1 and endian not in (None, sys.byteorder):
+        if bytes_swap_width(ab, dt):
             return None
         return c_order_layout(tuple(spec.shape), dt.itemsize, [tuple(c.order) for c in transposes])
+
+
+def bytes_swap_width(codec: Any, dtype: np.dtype[Any]) -> int:
+    """The element width whose bytes must be reversed between a chunk's stored bytes and a native
+    array of ``dtype``: a ``bytes`` codec whose byte order is not this machine's; else 0. CuPy has no
+    non-native dtypes, so on the GPU zarr's own view would read such bytes as native.
+
+    Examples:
+        >>> import numpy as np
+        >>> from zarr.codecs import BytesCodec
+        >>> bytes_swap_width(BytesCodec(endian="big"), np.dtype("f4")), bytes_swap_width(BytesCodec(endian="big"), np.dtype("u1"))
+        (4, 0)
+    """
+    from zarr.codecs import BytesCodec
+
+    if not isinstance(codec, BytesCodec) or dtype.itemsize <= 1:
+        return 0
+    endian = getattr(codec.endian, "value", codec.endian)
+    return dtype.itemsize if endian not in (None, sys.byteorder) else 0
+
+
+def swap_bytes(raw: Any, width: int) -> Any:
+    """A copy of the byte array ``raw`` with each ``width``-byte element's bytes reversed (NumPy or CuPy)."""
+    return raw.reshape(-1, width)[:, ::-1].copy().reshape(-1)
 
 
 def device_pointer(a: Any) -> int:
@@ -360,11 +379,11 @@ def decode_window(
     out: list[NDBuffer | None] = [None] * n
     if device:
         raws = decode_on_device(chain, specs, staged)
+        width = chain.swap_width(specs[0]) if n else 0  # one array: one dtype for the window
         for i in range(n):
             raw = raws.array(i)
-            width = chain.swap_width(specs[i])
             if raw is not None and width:
-                raw = raw.reshape(-1, width)[:, ::-1].copy().reshape(-1)
+                raw = swap_bytes(raw, width)
             if raw is not None:
                 out[i] = chain.array_part.decode_chunk(
                     specs[i].prototype.buffer.from_array_like(raw), specs[i]

@@ -538,15 +538,15 @@ def _plan_shards(codec: ShardingCodec, batch: list[WriteItem], value: NDBuffer, 
 def _decode_stored(transform: Any, spec: ArraySpec, stored: np.ndarray) -> NDBuffer:
     """A stored inner chunk decoded into ``spec``'s buffer type. A ``bytes`` codec of the other byte
     order decodes on the host (CuPy has no non-native dtypes: zarr's view there reads them as native)."""
-    from gdsstore.gpu.decode import CodecChain
+    import dataclasses
 
-    if not CodecChain.of(transform.codecs).swap_width(spec):
+    from gdsstore.gpu.decode import bytes_swap_width
+
+    if not bytes_swap_width(transform._ab_codec, spec.dtype.to_native_dtype()):
         return transform.decode_chunk(spec.prototype.buffer.from_bytes(stored.tobytes()), spec)  # type: ignore[no-any-return]
-    from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import cpu
 
-    host_spec = ArraySpec(shape=spec.shape, dtype=spec.dtype, fill_value=spec.fill_value, config=spec.config,
-                          prototype=cpu.buffer_prototype)
+    host_spec = dataclasses.replace(spec, prototype=cpu.buffer_prototype)
     host = transform.decode_chunk(cpu.Buffer.from_bytes(stored.tobytes()), host_spec).as_numpy_array()
     return spec.prototype.nd_buffer.from_numpy_array(host.astype(host.dtype.newbyteorder("=")))  # type: ignore[no-any-return]
 

@@ -21,6 +21,7 @@ import numpy as np
 import gdsstore.trace as _trace
 from gdsstore.engine import cuda
 from gdsstore.gpu import nvcomp, write_plan
+from gdsstore.gpu.decode import bytes_swap_width, swap_bytes
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -124,15 +125,14 @@ def pack_raw(transform: Any, arrays: Sequence[Any]) -> tuple[Any, list[int], lis
     dt = datas[0].dtype
     if not all(isinstance(d, cp.ndarray) and d.dtype == dt for d in datas):
         return None
-    swap = dt.itemsize > 1 and ab.endian is not None and dt.newbyteorder(ab.endian) != dt
     sizes = [int(d.nbytes) for d in datas]
     offsets, total = write_plan.pack_offsets(sizes)
     packed = cp.empty(max(total, 1), dtype=cp.uint8)
     for d, o, n in zip(datas, offsets.tolist(), sizes):
         packed[o : o + n].view(dt).reshape(d.shape)[...] = d
-    if swap:  # the codec's byte order is not the arrays': reverse each element's bytes, one kernel
-        words = packed[:total].reshape(-1, dt.itemsize)
-        words[...] = words[:, ::-1].copy()
+    width = bytes_swap_width(ab, dt)
+    if width and total:  # the codec's byte order is not the arrays': one swap for the batch
+        packed[:total] = swap_bytes(packed[:total], width)
     return packed, offsets.tolist(), sizes
 
 

@@ -74,3 +74,13 @@ def test_decode_raw_device_locates_every_chunk(host_device: dict[str, int], fmt:
         assert ptrs[i] != 0
         assert bytes(raw.array(i)) == raws[i]
     assert host_device["decode"] == (0 if fmt is None else 1)
+
+
+@pytest.mark.parametrize("dtype", ["u2", "f4", "f8"])
+def test_swap_bytes_is_numpys_byteswap(dtype: str) -> None:
+    """The one byte swap the GPU read and write paths use, on NumPy (it runs the same on CuPy)."""
+    from gdsstore.gpu.decode import swap_bytes
+
+    a = np.arange(24, dtype=dtype)
+    got = swap_bytes(a.view(np.uint8), a.itemsize)
+    assert got.tobytes() == a.byteswap().tobytes() and a.tobytes() == np.arange(24, dtype=dtype).tobytes()

@@ -78,7 +78,7 @@ def native_reader() -> Any | None:
             _state["kvikio"] = _load()
         kv = _state["kvikio"]
         if kv is not None and "threads" not in _state:
-            _state["threads"] = _size_pool(kv, min(64, s.remote_wave_concurrency))
+            _state["threads"] = _size_pool(min(64, s.remote_wave_concurrency))
     return kv
 
 
@@ -92,7 +92,7 @@ def _load() -> Any | None:
     return kvikio if hasattr(kvikio, "RemoteFile") else None
 
 
-def _size_pool(kv: Any, threads: int) -> int:
+def _size_pool(threads: int) -> int:
     import kvikio.defaults
 
     current = int(kvikio.defaults.get("num_threads")) if hasattr(kvikio.defaults, "get") else 1
