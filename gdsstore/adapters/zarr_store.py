@@ -30,7 +30,7 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.core.buffer.core import default_buffer_prototype
 
-from gdsstore.engine.backend import Backend, backend_for, check_key
+from gdsstore.engine.backend import Backend, backend_for, check_key, host_alloc
 from gdsstore.engine.ranges import ByteRange, start_range_reads
 
 if TYPE_CHECKING:
@@ -155,10 +155,6 @@ def _read_ranges(
         ]
 
 
-def _host_alloc(n: int) -> tuple[np.ndarray, None]:
-    return np.empty(n, dtype=np.uint8), None
-
-
 def _wave(
     backend: Backend,
     prototype: BufferPrototype,
@@ -171,7 +167,7 @@ def _wave(
     """Many keys or ranges of a remote backend in one wave of concurrent requests, no size lookups
     (:meth:`~gdsstore.engine.backend.Backend.get_many`); each item a view of the wave's one buffer
     (None: missing)."""
-    w = backend.get_many(keys, ranges, _host_alloc, max_gap=max_gap, max_bytes=max_coalesced, where=where)
+    w = backend.get_many(keys, ranges, host_alloc, max_gap=max_gap, max_bytes=max_coalesced, where=where)
     views = [w.view(i) for i in range(len(keys))]
     return [None if v is None else prototype.buffer.from_array_like(v) for v in views]
 

@@ -15,11 +15,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from gdsstore.engine import registry
 from gdsstore.engine.file import BaseFile
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 
-__all__ = ["Backend", "ByteRange", "ObjectInfo", "Wave", "backend_for", "check_key", "coalesce_ranges"]
+__all__ = ["Backend", "ByteRange", "ObjectInfo", "Wave", "backend_for", "check_key", "coalesce_ranges", "host_alloc"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,11 @@ def check_key(key: str, where: str) -> str:
 
 
 Alloc = Callable[[int], Any]
+
+
+def host_alloc(n: int) -> tuple[np.ndarray, None]:
+    """A wave buffer in plain host memory (``alloc`` of :meth:`Backend.get_many`)."""
+    return np.empty(n, dtype=np.uint8), None
 
 
 @dataclass

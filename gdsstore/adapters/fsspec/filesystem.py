@@ -33,7 +33,6 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Literal
 
-import numpy as np
 from fsspec.asyn import AsyncFileSystem
 from fsspec.core import has_magic
 from fsspec.implementations.chained import ChainedFileSystem
@@ -49,7 +48,7 @@ from gdsstore.adapters.fsspec.paths import (
     transport_options,
     unstrip_path,
 )
-from gdsstore.engine.backend import Backend, ObjectInfo, backend_for
+from gdsstore.engine.backend import Backend, ObjectInfo, backend_for, host_alloc
 from gdsstore.engine.pool import map_all
 from gdsstore.engine.ranges import ByteRange, RangeRead, start_range_reads
 
@@ -89,10 +88,6 @@ def _atomic_copy(src: str, dst: str, *, exclusive: bool = False, where: str) -> 
     from gdsstore.engine.localfs import atomic_copy  # local copies only: the entry point stays light
 
     atomic_copy(src, dst, exclusive=exclusive, where=where)
-
-
-def _host_alloc(n: int) -> tuple[np.ndarray, None]:
-    return np.empty(n, dtype=np.uint8), None
 
 
 def _byte_range(start: int | None, end: int | None) -> ByteRange | Literal[False] | None:
@@ -512,7 +507,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
             g[2].append(key)
             g[3].append(br)
         for backend, members, keys, brs in groups.values():
-            w = backend.get_many(keys, brs, _host_alloc, errors="return", max_gap=gap, max_bytes=_MAX_BLOCK,
+            w = backend.get_many(keys, brs, host_alloc, errors="return", max_gap=gap, max_bytes=_MAX_BLOCK,
                                  where=where)
             for k, i in enumerate(members):
                 v = w.view(k)
