@@ -4,8 +4,8 @@ nginx (``--workers`` processes, ``tcp_nopush off``, loopback) serves ``--small``
 ``--large`` objects of 4 MiB; each client fetches every object of a set into host memory, in interleaved
 rounds (median of ``--rounds``), and every byte is checked against the source. Clients:
 
-- gdsstore today: ``staging.stage_from_backend`` over ``HTTPBackend`` (a size lookup, then a read, per object);
-- gdsstore ``HTTPBackend.get`` per object (one GET each), ``--threads`` at a time on the engine pool;
+- gdsstore's wave (``Backend.get_many``, sizes known) through its own pipelined client, and through
+  obstore (``remote.native``, the default route for requests of 64 KiB and more);
 - obstore ``get_async`` for every object in one ``asyncio.gather``;
 - kvikio ``RemoteFile.open_http(url, nbytes=size)`` + ``pread`` futures (libcurl pool, 16 threads);
 - tensorstore's ``http`` kvstore, every read issued then awaited (C++, libcurl).
@@ -35,27 +35,21 @@ sys.path.insert(0, os.path.dirname(__file__))
 Fetch = Callable[[list[str], list[int]], list[Any]]
 
 
-def gds_stage(url: str) -> Fetch:
+def gds_wave(url: str, native: bool, depth: int | None = None) -> Fetch:
+    """The wave (``Backend.get_many``) with sizes known, through obstore (``remote.native``, every size)
+    or gdsstore's own pipelined client."""
+    import gdsstore
     from gdsstore.engine.backend import backend_for
-    from gdsstore.gpu import staging
 
     backend = backend_for(url, read_only=True)
+    opts: dict[str, Any] = {"remote.native": native, "remote.native_min_size": 0, "remote.native_client": "obstore"}
+    if depth is not None:
+        opts["remote.pipeline_depth"] = depth
 
     def run(keys: list[str], sizes: list[int]) -> list[Any]:
-        st = staging.stage_from_backend(backend, [staging.Fetch(k) for k in keys], pinned=False)
-        return [st.view(i) for i in range(len(keys))]
-
-    return run
-
-
-def gds_get(url: str) -> Fetch:
-    from gdsstore.engine.backend import backend_for
-    from gdsstore.engine.pool import map_all
-
-    backend = backend_for(url, read_only=True)
-
-    def run(keys: list[str], sizes: list[int]) -> list[Any]:
-        return map_all(lambda k: backend.get(k, lambda n: np.empty(n, np.uint8)), keys, 64)
+        with gdsstore.config.set(opts):
+            w = backend.get_many(keys, None, lambda n: (np.empty(n, np.uint8), None), expect=np.array(sizes))
+        return [w.view(i) for i in range(len(keys))]
 
     return run
 
@@ -147,8 +141,10 @@ def main() -> int:
     try:
         with remote_bench.nginx_server(root, args.workers) as url:
             clients: dict[str, Fetch | str] = {
-                "gdsstore stage_from_backend (today)": gds_stage(url),
-                "gdsstore HTTPBackend.get x64 threads": gds_get(url),
+                "gdsstore wave, own client (pipelined)": gds_wave(url, False),
+                "gdsstore wave, own client, depth 32 (before)": gds_wave(url, False, 32),
+                "gdsstore wave, own client, depth 512": gds_wave(url, False, 512),
+                "gdsstore wave, obstore route": gds_wave(url, True),
                 "obstore get_async gather": obstore_gather(url),
                 "kvikio RemoteFile pread, 16 threads": kvikio_reads(url),
                 "kvikio open_http (HEAD) + pread, 1 opener": kvikio_reads(url, 1),

@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 CompatMode = Literal["auto", "on", "off"]
+NativeClient = Literal["obstore", "kvikio"]
 WithoutNvfs = Literal["cufile", "posix"]
 
 
@@ -311,10 +312,12 @@ class Settings:
         requests are small and each mostly waits on the server.""",
     )  # fmt: skip
     remote_pipeline_depth: int = _setting(
-        "remote.pipeline_depth", 32, _int(0, 4096),
+        "remote.pipeline_depth", 256, _int(0, 4096),
         """In a wave over plain `http://` (`remote.fast_http`), requests sent ahead on one connection, in one
         write, before their answers are read in order (HTTP/1.1 pipelining): one system call for many small
-        requests instead of one per request and side. An answer the wave cannot take that way (an error, a
+        requests instead of one per request and side. A wave uses as few connections as carry its bytes (64 MiB
+        each) with at most this many requests per batch: few threads for small chunks, whose Python work
+        contends for the GIL, more for large ones. An answer the wave cannot take that way (an error, a
         redirect, an object larger than `task_size`, a connection the server closes) is asked again the usual
         way, with retries. `0` or `1`: one request per connection at a time.""",
     )  # fmt: skip
@@ -334,12 +337,26 @@ class Settings:
         writes always use urllib3. `False`: urllib3 for everything.""",
     )  # fmt: skip
     remote_native: bool = _setting(
-        "remote.native", False, _bool,
-        """`True`: a wave's whole objects and shard ranges go through kvikio's libcurl pool where kvikio and a
-        CUDA driver are present (plain URLs: no custom headers or client certificates; S3 through presigned
-        URLs), several times faster for small chunks; every request it fails is asked again through
-        gdsstore's own client. Off by default: kvikio does not check `Content-Range`, so a server that
-        answers a range with other or fewer bytes has them taken as data. Turn it on for servers you trust.""",
+        "remote.native", True, _bool,
+        """A wave's whole objects and byte ranges go through obstore (Rust's `object_store`: requests and
+        bodies on its own runtime, not under the GIL) where obstore is installed: several times the requests
+        per second of a Python client for chunks of 64 KiB and more. obstore checks each answer's
+        `Content-Range`; gdsstore checks each length against the range or the chunk size asked. Plain URLs
+        only (HTTP(S) without custom headers or TLS settings, S3 through presigned URLs); every request it
+        does not take or fails (an error, a redirect, a timeout) goes through gdsstore's own client, with its
+        retries. `False`, or no obstore: gdsstore's own client for everything.""",
+    )  # fmt: skip
+    remote_native_min_size: int = _setting(
+        "remote.native_min_size", 1 << 20, _int(0),
+        """Requests of a wave expected to be smaller than this (a chunk's size from the array's metadata, a
+        range's length, or for compressed chunks the room set aside per chunk) stay with gdsstore's own
+        pipelined client, which spends less CPU per small request over plain HTTP.""",
+    )  # fmt: skip
+    remote_native_client: NativeClient = _setting(
+        "remote.native_client", "obstore", _one_of("obstore", "kvikio"),
+        """Which native client a wave uses when `remote.native` is on: `obstore` (checked, above) or `kvikio`
+        (kvikio's libcurl pool, GPU machines only). kvikio does not check `Content-Range`: a server answering a
+        range with other or fewer bytes has them taken as data. Use it only for servers you trust.""",
     )  # fmt: skip
     remote_backoff_base: float = _setting(
         "remote.backoff_base", 0.1, _float(0.0, 3600.0, strict=False),

@@ -1,4 +1,4 @@
-"""The wave's native route (gdsstore/engine/remote/native.py, ``remote.native``, off by default): kvikio's
+"""The wave's kvikio route (gdsstore/engine/remote/native.py, ``remote.native_client="kvikio"``, opt-in): kvikio's
 libcurl pool for whole objects and exact ranges, on GPU machines. Every request kvikio fails goes through
 gdsstore's own client, so transport faults end as they do without it. What kvikio does not check is
 pinned here too: a server answering a range with other bytes (a wrong or short ``Content-Range``) gets
@@ -40,16 +40,20 @@ def sizes(objs: dict[str, bytes]) -> np.ndarray:
     return np.array([len(v) for v in objs.values()], dtype=np.int64)
 
 
+KVIKIO = {"remote.native": True, "remote.native_client": "kvikio"}
+
+
 def _native_here() -> bool:
-    with gdsstore.config.set({"remote.native": True}):
+    with gdsstore.config.set(KVIKIO):
         return native.native_reader() is not None
 
 
 def test_the_route_is_off_by_default_and_without_a_cuda_driver() -> None:
     from gdsstore import _config
 
-    assert dict(_config._flat(_config.DEFAULTS))["remote.native"] is False  # opt-in: no Content-Range checks
-    with gdsstore.config.set({"remote.native": False}):
+    assert dict(_config._flat(_config.DEFAULTS))["remote.native_client"] == "obstore"  # kvikio: opt-in
+    assert native.native_reader() is None  # the defaults: no Content-Range checks, never taken
+    with gdsstore.config.set({"remote.native": False, "remote.native_client": "kvikio"}):
         assert native.native_reader() is None
     if not cuda.gpu_available():
         assert not _native_here()  # kvikio's remote I/O loads libcuda even for host buffers
@@ -61,7 +65,7 @@ needs_native = pytest.mark.skipif(not _native_here(),
 
 @pytest.fixture(autouse=True)
 def native_on() -> Any:
-    with gdsstore.config.set({"remote.native": True}):
+    with gdsstore.config.set(KVIKIO):
         yield
 
 
@@ -93,9 +97,12 @@ def test_faults_recover_through_the_usual_client(faults: FaultServer, objs: dict
 @needs_native
 @pytest.mark.parametrize("mode", [
     "ignore-range", "queue-extra",
-    *(pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=(
-        "kvikio takes a 206 of another range, or a short one (its tail left as it was), as the range asked: "
-        "seen on the H200; why remote.native is off by default"))) for m in ("wrong-range", "short-range")),
+    pytest.param("wrong-range", marks=pytest.mark.xfail(strict=True, reason=(
+        "kvikio takes a 206 of another range as the range asked: seen on the H200; why kvikio is opt-in"))),
+    # Not strict: on the H200 kvikio 26.10 took a short answer (its tail left as it was) in one session
+    # and refused it in the next.
+    pytest.param("short-range", marks=pytest.mark.xfail(strict=False, reason=(
+        "kvikio may take a short 206 as the range asked (its tail left as it was)"))),
 ])
 def test_lying_servers_never_give_wrong_bytes(faults: FaultServer, objs: dict[str, bytes], mode: str) -> None:
     big = max(objs, key=lambda k: len(objs[k]))

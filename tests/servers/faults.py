@@ -158,6 +158,9 @@ class _Handler(BaseHTTPRequestHandler):
         if faulty and mode == "503":
             self._send(503, {"Content-Length": "4", "Retry-After": "0"}, b"busy")
             return
+        if faulty and not rng and mode in ("reset", "truncate", "stall"):
+            self._broken(mode, {"ETag": etag}, data, status=200)  # a whole-object GET breaks as a range does
+            return
         if (faulty and mode == "ignore-range") or not rng:
             self._send(200, {"Content-Length": str(size), "ETag": etag}, data)
             return
@@ -207,8 +210,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
         self.wfile.write(b"0\r\n\r\n")
 
-    def _broken(self, mode: str, headers: dict[str, str], part: bytes) -> None:
-        self.send_response(206)
+    def _broken(self, mode: str, headers: dict[str, str], part: bytes, status: int = 206) -> None:
+        self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(part)))

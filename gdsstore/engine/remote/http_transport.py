@@ -541,8 +541,10 @@ class HTTPSource:
 
     def native_url(self) -> str | None:
         """The URL a native client (:mod:`gdsstore.engine.remote.native`) may fetch as it is: no custom
-        headers, default TLS settings, no ETag pinned by an earlier answer; else None."""
+        headers, default TLS settings, no credentials in it, no ETag pinned by an earlier answer; else None."""
         if self._etag or set(self._headers) != {"Accept-Encoding"} or not self._client.default_tls:
+            return None
+        if "@" in urlsplit(self._url).netloc:
             return None
         return self._url
 
@@ -631,6 +633,13 @@ class HTTPBackend(WaveReads, Backend):
 
     def source(self, key: str, where: str) -> HTTPSource:
         return HTTPSource(self._key_url(key, where), self._client, self._headers)
+
+    def native_url(self, key: str, where: str) -> str | None:
+        """``key``'s URL for a native client when it may fetch it as it is (no custom headers, default TLS
+        settings, no credentials in the URL), without building a source; else None."""
+        if self._headers or not self._client.default_tls or "@" in urlsplit(self._root).netloc:
+            return None
+        return self._key_url(key, where)
 
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile

@@ -20,7 +20,7 @@ its prefix. A zarr chunk keeps its size (uncompressed) or ends in a checked fram
 blosc), so such a read fails in decoding; the usual client, which pins the ETag, is what ``remote.native``
 ``False`` gives where objects change under readers.
 
-What kvikio does not check, and why the route is opt-in (``remote.native``, off by default): the
+What kvikio does not check, and why the route is opt-in (``remote.native_client`` ``"kvikio"``): the
 ``Content-Range`` of an answer. On the H200 a fault server answering a range with another range, or with
 fewer bytes, had its bytes taken as the range asked (``tests/remote/test_native.py`` pins this); gdsstore's
 own client refuses both. Turn it on for servers you trust (your own nginx, S3).
@@ -67,11 +67,11 @@ class NativeRequest:
 
 
 def native_reader() -> Any | None:
-    """kvikio's module when the native route can run here (``remote.native`` on, kvikio importable, a
-    CUDA driver present), else ``None``. kvikio's thread pool is sized to ``remote.wave_concurrency``
+    """kvikio's module when the native route can run here (``remote.native`` on with
+    ``remote.native_client`` ``"kvikio"``, kvikio importable, a CUDA driver present), else ``None``. kvikio's thread pool is sized to ``remote.wave_concurrency``
     at most 64 when it is at kvikio's default (one thread) and ``KVIKIO_NTHREADS`` is not set."""
     s = policy.settings()
-    if not s.remote_native:
+    if not s.remote_native or s.remote_native_client != "kvikio":
         return None
     with _lock:
         if "kvikio" not in _state:

@@ -35,7 +35,7 @@ from gdsstore import policy
 from gdsstore.engine.backend import Wave
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
-from gdsstore.engine.remote import native, rawhttp
+from gdsstore.engine.remote import native, obstore_route, rawhttp
 from gdsstore.engine.remote.reader import RangeRequest, RangeSource, check_first_response, get_object
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
 
@@ -47,6 +47,7 @@ _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 # land, so generous room costs nothing; more than this costs one copy at the end.
 _ROOM = 1 << 20
 _ROOM_MAX = 1 << 30
+_PIPE_BYTES = 64 << 20  # a pipelined connection's share of a wave's bytes
 
 Alloc = Callable[[int], tuple[np.ndarray, Any]]
 
@@ -197,10 +198,58 @@ def _answer(r: _Request, want: int, url: str, room: _Room, where: str) -> _Take:
     return handle
 
 
-def _native(backend: Any, reqs: list[_Request], room: _Room, where: str) -> tuple[list[int], int]:
-    """Whole objects and exact ranges through kvikio's libcurl pool (:mod:`.native`) where it runs;
-    returns the indices of the requests still to ask (those it did not take or failed) and how many
-    it landed."""
+def _native(backend: Any, reqs: list[_Request], room: _Room, share: int, where: str) -> tuple[list[int], int]:
+    """Requests through the native client (``remote.native``: obstore, :mod:`.obstore_route`; or kvikio,
+    :mod:`.native`) where it runs; returns the indices of the requests still to ask (those it did not
+    take or failed) and how many it landed. ``share``: the room set aside per object of unknown size,
+    its expected size (requests expected under ``remote.native_min_size`` stay with the usual way)."""
+    s = policy.settings()
+    if not s.remote_native or not reqs:
+        return list(range(len(reqs))), 0
+    if s.remote_native_client == "kvikio":
+        return _kvikio(backend, reqs, room, where)
+    if not obstore_route.available():
+        return list(range(len(reqs))), 0
+    picked: list[int] = []
+    asks: list[obstore_route.NativeRead] = []
+    for k, r in enumerate(reqs):
+        whole = r.limit is None and r.offset == 0
+        if r.suffix is not None or not (whole or r.limit) or r.expect == 0:
+            continue
+        n = int(r.expect if r.expect is not None else (-1 if whole else r.limit or 0))
+        if (n if n > 0 else share) < s.remote_native_min_size:
+            continue
+        url = _native_url(backend, r.key, where)
+        if url is None or not obstore_route.takes(url):
+            continue
+        dest = room.buf[r.slot : r.slot + n] if r.slot >= 0 else functools.partial(room.take, r)
+        asks.append(obstore_route.NativeRead(url, r.offset, n, dest, whole=whole, exact=r.expect is not None))
+        picked.append(k)
+    obstore_route.fetch(asks)
+    done = set()
+    for k, ask in zip(picked, asks):
+        r = reqs[k]
+        if ask.error is None:
+            r.base = -1 if ask.got < 0 else (r.slot if r.slot >= 0 else r.base)
+            r.got = ask.got
+            done.add(k)
+        else:
+            r.base = -1  # room it took stays unused; the usual way takes its own
+    return [k for k in range(len(reqs)) if k not in done], len(done)
+
+
+def _native_url(backend: Any, key: str, where: str) -> str | None:
+    try:
+        fast = getattr(backend, "native_url", None)
+        if fast is not None:
+            return fast(key, where)  # type: ignore[no-any-return]
+        return getattr(backend.source(key, where), "native_url", lambda: None)()  # type: ignore[no-any-return]
+    except (ValueError, OSError):
+        return None  # the usual way raises it, in its place
+
+
+def _kvikio(backend: Any, reqs: list[_Request], room: _Room, where: str) -> tuple[list[int], int]:
+    """Whole objects and exact ranges through kvikio's libcurl pool (:mod:`.native`) where it runs."""
     kv = native.native_reader()
     if kv is None:
         return list(range(len(reqs))), 0
@@ -211,10 +260,7 @@ def _native(backend: Any, reqs: list[_Request], room: _Room, where: str) -> tupl
         whole = r.expect is None and r.limit is None and r.offset == 0  # its size comes with the answer
         if r.suffix is not None or not (sized or whole):
             continue
-        try:
-            url = getattr(backend.source(r.key, where), "native_url", lambda: None)()
-        except (ValueError, OSError):
-            url = None  # the usual way raises it, in its place
+        url = _native_url(backend, r.key, where)
         if url is None:
             continue
         picked.append(k)
@@ -236,11 +282,14 @@ def _native(backend: Any, reqs: list[_Request], room: _Room, where: str) -> tupl
 
 
 def _pipelined(
-    backend: Any, reqs: list[_Request], ks: Sequence[int], room: _Room, where: str, s: policy.Settings
+    backend: Any, reqs: list[_Request], ks: Sequence[int], room: _Room, share: int, where: str, s: policy.Settings
 ) -> list[int]:
-    """Send the requests ``ks`` that can go pipelined (plain HTTP), ``remote.pipeline_depth`` at a time per
-    connection; returns the indices of the requests still to ask the usual way."""
+    """Send the requests ``ks`` that can go pipelined (plain HTTP) over as few connections as carry their
+    bytes (:data:`_PIPE_BYTES` each, ``remote.pipeline_depth`` requests at most per batch); returns the
+    indices of the requests still to ask the usual way. ``share``: the expected size of an object of
+    unknown size."""
     plans: dict[tuple[str, int], list[tuple[int, bytes, _Take]]] = {}
+    expected: dict[tuple[str, int], int] = {}
     left: list[int] = []
     for k in ks:
         r = reqs[k]
@@ -255,9 +304,14 @@ def _pipelined(
             left.append(k)
             continue
         plans.setdefault(planned[0], []).append((k, planned[1], _answer(r, want, src.url, room, where)))
+        size = r.expect if r.expect is not None else (r.limit if r.limit is not None else share)
+        expected[planned[0]] = expected.get(planned[0], 0) + min(size, want)
     groups: list[tuple[tuple[str, int], list[tuple[int, bytes, _Take]]]] = []
     for key, items in plans.items():
-        conns = max(1, min(s.remote_wave_concurrency, -(-len(items) // s.remote_pipeline_depth)))
+        # Few connections for small answers (each thread's Python work contends for the GIL), more as
+        # the bytes grow (one connection's reads move about 1 GB/s): measured on the H200 machine.
+        wanted = max(-(-len(items) // s.remote_pipeline_depth), -(-expected[key] // _PIPE_BYTES))
+        conns = max(1, min(s.remote_wave_concurrency, wanted))
         per = -(-len(items) // conns)
         groups += [(key, items[a : a + per]) for a in range(0, len(items), per)]
     again: list[int] = []
@@ -358,7 +412,8 @@ def read_wave(
     reqs, fixed = _plan(keys, items, expect, exact, max_gap, max_bytes or s.remote_max_range_size)
     open_sized = sum(1 for r in reqs if r.slot < 0)
     t0 = time.perf_counter()
-    buf = _Room(fixed, room if room is not None else min(open_sized * _ROOM, _ROOM_MAX), alloc)
+    spare = room if room is not None else min(open_sized * _ROOM, _ROOM_MAX)
+    buf = _Room(fixed, spare, alloc)
     failed = threading.Event()
     errs: dict[int, BaseException] = {}
     sources: dict[str, RangeSource] = {}
@@ -378,9 +433,12 @@ def read_wave(
         return 0
 
     try:
-        todo, landed_natively = _native(backend, reqs, buf, where)
+        # The expected size of an object of unknown size: the room the caller set aside for it (the
+        # GPU pipeline's learned average); without it, unknown (0).
+        share = spare // max(1, open_sized) if room is not None else 0
+        todo, landed_natively = _native(backend, reqs, buf, share, where)
         if s.remote_pipeline_depth > 1:
-            todo = _pipelined(backend, reqs, todo, buf, where, s)
+            todo = _pipelined(backend, reqs, todo, buf, share or 64 << 10, where, s)
         run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), s.remote_wave_concurrency).result()
         if errs and errors == "raise":
             raise errs[min(errs)]
@@ -399,7 +457,7 @@ def read_wave(
         src = sources.get("route") or backend.source(reqs[0].key, where)
         reason = f"wave: concurrent requests, no size lookup (remote.wave_concurrency {s.remote_wave_concurrency})"
         if landed_natively:
-            reason = "wave: kvikio's libcurl pool for whole objects and exact ranges, the rest concurrent"
+            reason = f"wave: {s.remote_native_client} (remote.native), the rest concurrent"
         _trace.record("read", src.route, reason, int(sizes.clip(0).sum()), time.perf_counter() - t0,
                       getattr(backend, "url", ""), None, requests=len(reqs))
     return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs))
