@@ -1,10 +1,12 @@
-"""The wave's native route: obstore (Rust's ``object_store``) fetches whole objects and byte ranges.
+"""The wave's native route: obstore (Rust's ``object_store``) fetches byte ranges and whole objects.
 
-Python HTTP clients pay a few hundred microseconds of GIL-holding work per request. obstore runs the
-requests on its own Rust runtime (tokio, hyper) and hands back each body whole; Python only starts each
-request and copies its body into the wave's slot. On the H200 machine (``benchmarks/probe_transports.py``)
-it fetched 1,024 objects of 256 KiB at 1.73 GB/s and 256 of 4 MiB at 10.3 GB/s, against 0.97 and 3.9 for
-gdsstore's own pipelined client; the A/B is on the docs' Performance page.
+obstore runs each request on its own Rust runtime (tokio, hyper) and hands back the body whole; Python
+only starts the request and copies the body into the wave's slot. A wave gives it its byte ranges (shard
+entries) and its whole objects of unknown size (compressed chunks) of ``remote.native_min_size`` and more;
+chunks of known size and small requests stay with gdsstore's own pipelined client, which lands bodies
+straight in their slots. On the H200 machine that split read shards at 1.31x and compressed 4 MiB chunks at
+0.78x the best other reader, against 1.16x and 0.40x with the own client alone (one run; the A/B is on the
+docs' Performance page).
 
 Checks, per request, as gdsstore's own client makes them:
 
