@@ -183,6 +183,21 @@ def test_wave_never_mixes_a_replaced_object(faults: FaultServer, mode: str, dept
     assert w.view(0).tobytes() == new
 
 
+def test_a_suffix_is_one_get_without_a_size_lookup(faults: FaultServer, objs: dict[str, bytes], client: str) -> None:
+    brs = [ByteRange("suffix", 50), ByteRange("suffix", 10**9)]  # the second: more than the object has
+    w = wave_of(faults).get_many(["o/3", "o/4"], brs, host)
+    assert w.view(0).tobytes() == objs["o/3"][-50:] and w.view(1).tobytes() == objs["o/4"]
+    if client == "obstore":  # the usual way asks the size first (a HEAD), then the range
+        assert sorted(e[2] for e in faults.log) == ["bytes=-1000000000", "bytes=-50"], faults.log
+        assert all(e[0] == "GET" for e in faults.log)
+
+
+@pytest.mark.parametrize("mode", ["wrong-range", "short-range"])
+def test_a_suffix_from_a_lying_server_fails(faults: FaultServer, objs: dict[str, bytes], mode: str) -> None:
+    with pytest.raises(RangeMismatchError):
+        wave_of(faults, mode, "always").get_many(["o/3"], [ByteRange("suffix", 50)], host)
+
+
 def test_wave_of_exact_ranges_refuses_a_short_object(faults: FaultServer, objs: dict[str, bytes]) -> None:
     n = len(objs["o/2"])
     with pytest.raises(RemoteIOError, match=f"range at 0 is {n} bytes, not the {n + 1} expected"):

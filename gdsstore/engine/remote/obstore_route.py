@@ -16,6 +16,8 @@ Checks, per request, as gdsstore's own client makes them:
 - a whole object: one ``GET``; its length must be the size the array's metadata gives where it gives one
   (a chunk without compression), so a stored object of another size is an error, never a prefix; an
   answer with a ``Content-Encoding`` is refused (those would be the encoded bytes);
+- the last bytes of an object (a shard's index): one ``GET`` of the suffix, no size lookup first; obstore
+  checks the ``Content-Range``, gdsstore that it ends at the object's end and has the length it says;
 - one request, one version of the object: there is nothing to mix.
 
 A ``404`` is a missing object (the URLs taken are sent as they are: plain paths, no query). Every other
@@ -54,8 +56,8 @@ _COPY_IN_LOOP = 1 << 20  # bodies this small are copied on the event loop; large
 class NativeRead:
     """``size`` bytes of ``url`` from ``offset`` into ``dest``.
 
-    ``size`` -1: the whole object (``whole``), of unknown size: ``dest`` is called with its size and
-    returns where it goes. ``whole`` with a ``size``: the object must be exactly that. ``exact``: a
+    ``size`` -1: the whole object (``whole``) of unknown size, or its last ``suffix`` bytes: ``dest`` is
+    called with the size and returns where the bytes go. ``whole`` with a ``size``: the object must be exactly that. ``exact``: a
     range inside its object (else one that may end early where the object ends, zarr's clamping).
     After :func:`fetch`: ``got`` the bytes that landed (-1: missing), ``error`` why it was not taken.
     """
@@ -66,6 +68,7 @@ class NativeRead:
     dest: Any
     whole: bool = False
     exact: bool = True
+    suffix: int | None = None
     got: int = -1
     error: BaseException | None = field(default=None, repr=False)
 
@@ -172,20 +175,26 @@ async def _read(obs: Any, lp: _Loop, r: NativeRead) -> None:
     origin = f"{parts.scheme}://{parts.netloc}"
     path = parts.path.lstrip("/")
     store = lp.store(origin)
-    if r.whole:
-        res = await obs.get_async(store, path)
+    if r.whole or r.suffix is not None:
+        opts = None if r.suffix is None else {"range": {"suffix": r.suffix}}
+        res = await obs.get_async(store, path, options=opts)
         enc = str(res.attributes.get("Content-Encoding", "identity")).strip().lower()
         if enc not in ("identity", ""):  # encoded bytes are not the object's bytes
             raise RemoteIOError(f"GET {r.url}: the server sent Content-Encoding {enc!r}")
         body = await res.bytes_async()
+        if r.suffix is not None:  # obstore checked Content-Range against the suffix; the length is ours
+            first, end = res.range
+            want = min(r.suffix, int(res.meta["size"]))
+            if end != int(res.meta["size"]) or end - first != want or len(body) != want:
+                raise RemoteIOError(f"GET {r.url} bytes=-{r.suffix}: {len(body)} bytes of {first}-{end}")
     else:
         body = await obs.get_range_async(store, path, start=r.offset, length=r.size)
     n = len(body)
-    what = f"GET {r.url}" + ("" if r.whole else f" bytes={r.offset}-{r.offset + r.size - 1}")
+    what = f"GET {r.url}" + ("" if r.whole or r.suffix is not None else f" bytes={r.offset}-{r.offset + r.size - 1}")
     if (r.whole or r.exact) and r.size >= 0 and n != r.size:
         kind = "object" if r.whole else "range"
         raise RemoteIOError(f"{what}: the {kind} is {n} bytes, not the {r.size} asked")
-    if not r.whole and n > r.size:
+    if not r.whole and r.suffix is None and n > r.size:
         raise RemoteIOError(f"{what}: {n} bytes for a {r.size}-byte range")
     dest = r.dest(n) if callable(r.dest) else r.dest[:n]
     src = np.frombuffer(body, dtype=np.uint8)

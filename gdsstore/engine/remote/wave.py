@@ -9,8 +9,8 @@ request (:func:`~gdsstore.engine.ranges.coalesce_ranges`) and are split back. Re
 ``Range``/``Content-Range`` checks and the object-changed check (ETag, version id, modification
 time) are the reader's, per request.
 
-Who sends them: ranges and objects of unknown size of ``remote.native_min_size`` and more go to the
-native route (obstore, :mod:`.obstore_route`; kvikio for servers one trusts, :mod:`.native`); the rest,
+Who sends them: ranges and objects of unknown size of ``remote.native_min_size`` and more, and suffixes
+(one GET, no size lookup), go to the native route (obstore, :mod:`.obstore_route`; kvikio for servers one trusts, :mod:`.native`); the rest,
 and whatever the native route does not take, are pipelined on kept-alive connections over plain HTTP
 (:func:`.rawhttp.pipeline`), and what is left goes through the reader, one request per piece.
 
@@ -219,10 +219,16 @@ def _native(backend: Any, reqs: list[_Request], room: _Room, share: int, where: 
     picked: list[int] = []
     asks: list[obstore_route.NativeRead] = []
     for k, r in enumerate(reqs):
+        if r.suffix is not None:  # one GET of the suffix instead of a size lookup and a GET
+            url = _native_url(backend, r.key, where)
+            if url is not None and obstore_route.takes(url):
+                asks.append(obstore_route.NativeRead(url, 0, -1, functools.partial(room.take, r), suffix=r.suffix))
+                picked.append(k)
+            continue
         whole = r.limit is None and r.offset == 0
         # A whole object of known size (a chunk without compression) lands straight in its slot through the
         # usual pipelined client, faster than obstore's body and one more copy (measured on the H200).
-        if r.suffix is not None or not (whole or r.limit) or (whole and r.expect is not None):
+        if not (whole or r.limit) or (whole and r.expect is not None):
             continue
         n = int(r.expect if r.expect is not None else (-1 if whole else r.limit or 0))
         if (n if n > 0 else share) < s.remote_native_min_size:
