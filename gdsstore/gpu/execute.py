@@ -184,6 +184,8 @@ def read_chunks(
         )
     # Without bytes-to-bytes codecs a stored chunk is exactly its raw size: no size lookups.
     raw_sizes = None if chain.bb_codecs else np.array([raw_nbytes(item[1]) for item in batch], dtype=np.int64)
+    if chain.bb_codecs:
+        fetch.chunk_bound = raw_nbytes(spec0)
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
 
     def read(w: range) -> staging.Staged:

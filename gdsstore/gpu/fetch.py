@@ -29,7 +29,13 @@ def backend_of(byte_getter: Any) -> Backend | None:
 
 
 class Fetcher:
-    """Reads a list of ``(byte getter, range or None)`` into one staging buffer."""
+    """Reads a list of ``(byte getter, range or None)`` into one staging buffer.
+
+    ``chunk_bound``: set by the pipeline before it reads compressed chunks: a chunk's raw size, about the
+    most a stored chunk takes (the first guess of their sizes, before any was read).
+    """
+
+    chunk_bound: int | None = None
 
     def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> staging.Staged:
         raise NotImplementedError
@@ -71,15 +77,16 @@ class EngineFetcher(Fetcher):
         return isinstance(self.backend, LocalBackend)
 
     def _room(self, unknown: int, pinned: bool) -> int | None:
-        """Pinned room for ``unknown`` objects of unknown size: a quarter more than those seen so far
-        average, 256 KiB each before any was seen (pinning is paid for every byte); host room is free
-        until touched (None: the wave's default)."""
+        """Room for ``unknown`` objects of unknown size, which also tells the wave how large they are
+        expected to be (how many connections, which client): a quarter more than those seen so far
+        average; before any was seen, the chunks' raw size (:attr:`chunk_bound`), else 256 KiB each
+        pinned (pinning is paid for every byte) or the wave's default in host memory (None)."""
         nbytes, count = self._seen
-        if not pinned:
-            return None
-        if not count:
-            return min(unknown * (256 << 10), 1 << 30)  # a first guess; more costs one copy, once
-        return unknown * (nbytes // count + nbytes // count // 4 + 64)
+        if count:
+            return unknown * (nbytes // count + nbytes // count // 4 + 64)
+        if self.chunk_bound:
+            return min(unknown * self.chunk_bound, 1 << 30)  # a first guess; more costs one copy, once
+        return min(unknown * (256 << 10), 1 << 30) if pinned else None
 
     def _learn(self, st: staging.Staged, unknown: np.ndarray) -> staging.Staged:
         sizes = st.sizes[unknown]

@@ -272,6 +272,27 @@ def test_zarr_selection_is_one_get_per_chunk(logged: NginxServer) -> None:
     assert len(waves) >= 1 and sum(e.requests for e in waves) == 64, str(t)
 
 
+@pytest.mark.parametrize("side", [512, 64])  # chunks of 1 MiB and of 16 KiB raw
+def test_compressed_chunks_take_the_route_their_size_calls_for(logged: NginxServer, side: int, client: str) -> None:
+    path = os.path.join(logged.root, f"zc{side}.zarr")
+    ref = np.random.default_rng(5).standard_normal((2 * side, 2 * side)).astype("f4")
+    z = zarr.create_array(LocalStore(path), shape=ref.shape, chunks=(side, side), dtype="f4", overwrite=True,
+                          compressors=[zarr.codecs.ZstdCodec()])
+    z[:] = ref
+    before = len(logged.requests())
+    with gdsstore.config.set({"remote.native_min_size": 1 << 20}):  # the default, not the fixture's 0
+        with gdsstore.enable_gpu(buffers=False), gdsstore.trace() as t:
+            got = zarr.open_array(gdsstore.GDSStore(logged.url(f"zc{side}.zarr")), mode="r")[:]
+    assert np.array_equal(got, ref)
+    lines = logged.requests()[before:]
+    assert all(line.startswith("GET ") for line in lines), lines  # no size lookups
+    if client == "obstore":  # one GET per chunk (the own client reads a chunk over task_size in ranges)
+        assert sum(f"/zc{side}.zarr/c/" in line for line in lines) == 4, lines
+    waves = {e.reason for e in t.events if e.reason.startswith("wave")}
+    # The raw size is the first guess of a compressed chunk's: 1 MiB chunks go to obstore, small ones not.
+    assert any("obstore" in w for w in waves) == (client == "obstore" and side == 512), waves
+
+
 def test_store_partial_values_in_one_wave(logged: NginxServer) -> None:
     from zarr.abc.store import RangeByteRequest
     from zarr.core.buffer import default_buffer_prototype

@@ -455,7 +455,7 @@ def read_wave(
         share = spare // max(1, open_sized) if room is not None else 0
         todo, landed_natively = _native(backend, reqs, buf, share, where)
         if s.remote_pipeline_depth > 1:
-            todo = _pipelined(backend, reqs, todo, buf, share or 64 << 10, where, s)
+            todo = _pipelined(backend, reqs, todo, buf, share or _ROOM, where, s)
         run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), s.remote_wave_concurrency).result()
         if errs and errors == "raise":
             raise errs[min(errs)]
