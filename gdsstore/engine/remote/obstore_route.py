@@ -26,8 +26,11 @@ wrong with its URL. obstore's own retries are off
 so that one retry policy (``remote.retries``) holds.
 
 Only plain URLs go this way: HTTP(S) without custom headers, TLS settings, credentials or a query
-(obstore's HTTP store takes a path, not a query: S3's presigned URLs stay with gdsstore's own client). One event loop thread
-per process drives obstore; a forked child starts its own.
+(obstore's HTTP store takes a path, not a query: S3's presigned URLs stay with gdsstore's own client).
+
+One event loop thread per process drives obstore. obstore's Rust runtime does not survive ``fork()``: in a
+child of a process that used it, a call would hang, so there the route is off and the child's waves go
+through gdsstore's own client (a child that never inherited a started runtime uses the route).
 """
 
 from __future__ import annotations
@@ -91,7 +94,11 @@ def _obstore() -> Any | None:
 
 
 def available() -> bool:
-    """Whether the route runs here: ``remote.native`` on and obstore importable."""
+    """Whether the route runs here: ``remote.native`` on, obstore importable, and not a forked child of
+    a process that started obstore's runtime (its threads are not in the child: a call would hang)."""
+    started = _state.get("runtime_pid")
+    if started is not None and started != os.getpid():
+        return False
     return policy.settings().remote_native and _obstore() is not None
 
 
@@ -140,6 +147,7 @@ def fetch(reads: Sequence[NativeRead]) -> None:
             r.error = r.error or OSError("obstore is not available")
         return
     lp = _loop()
+    _state.setdefault("runtime_pid", os.getpid())
     limit = policy.settings().remote_wave_concurrency
     asyncio.run_coroutine_threadsafe(_all(lib[0], lp, reads, limit), lp.loop).result()
 
