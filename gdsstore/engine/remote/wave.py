@@ -220,7 +220,7 @@ def _native(backend: Any, reqs: list[_Request], room: _Room, share: int, where: 
     asks: list[obstore_route.NativeRead] = []
     for k, r in enumerate(reqs):
         if r.suffix is not None:  # one GET of the suffix instead of a size lookup and a GET
-            url = _native_url(backend, r.key, where)
+            url = _plain_url(backend, r.key, where)
             if url is not None and obstore_route.takes(url):
                 asks.append(obstore_route.NativeRead(url, 0, -1, functools.partial(room.take, r), suffix=r.suffix))
                 picked.append(k)
@@ -233,7 +233,7 @@ def _native(backend: Any, reqs: list[_Request], room: _Room, share: int, where: 
         n = int(r.expect if r.expect is not None else (-1 if whole else r.limit or 0))
         if (n if n > 0 else share) < s.remote_native_min_size:
             continue
-        url = _native_url(backend, r.key, where)
+        url = _plain_url(backend, r.key, where)
         if url is None or not obstore_route.takes(url):
             continue
         dest = room.buf[r.slot : r.slot + n] if r.slot >= 0 else functools.partial(room.take, r)
@@ -252,11 +252,22 @@ def _native(backend: Any, reqs: list[_Request], room: _Room, share: int, where: 
     return [k for k in range(len(reqs)) if k not in done], len(done)
 
 
-def _native_url(backend: Any, key: str, where: str) -> str | None:
+def _plain_url(backend: Any, key: str, where: str) -> str | None:
+    """``key``'s URL where the backend has one to fetch as it is (HTTP(S)), without building a source;
+    None for the others (S3 would presign every key, to no use: obstore takes no query)."""
+    fast = getattr(backend, "native_url", None)
     try:
-        fast = getattr(backend, "native_url", None)
-        if fast is not None:
-            return fast(key, where)  # type: ignore[no-any-return]
+        return None if fast is None else fast(key, where)  # type: ignore[no-any-return]
+    except (ValueError, OSError):
+        return None  # the usual way raises it, in its place
+
+
+def _native_url(backend: Any, key: str, where: str) -> str | None:
+    """``key``'s URL for kvikio: a plain one, or a source's (S3: presigned)."""
+    url = _plain_url(backend, key, where)
+    if url is not None or getattr(backend, "native_url", None) is not None:
+        return url
+    try:
         return getattr(backend.source(key, where), "native_url", lambda: None)()  # type: ignore[no-any-return]
     except (ValueError, OSError):
         return None  # the usual way raises it, in its place
