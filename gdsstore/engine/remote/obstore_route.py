@@ -180,30 +180,24 @@ def takes(url: str) -> bool:
 
 async def _read(obs: Any, lp: _Loop, r: NativeRead) -> None:
     parts = urlsplit(r.url)
-    origin = f"{parts.scheme}://{parts.netloc}"
-    path = parts.path.lstrip("/")
-    store = lp.store(origin)
-    if r.whole or r.suffix is not None:
-        opts = None if r.suffix is None else {"range": {"suffix": r.suffix}}
-        res = await obs.get_async(store, path, options=opts)
-        enc = str(res.attributes.get("Content-Encoding", "identity")).strip().lower()
-        if enc not in ("identity", ""):  # encoded bytes are not the object's bytes
-            raise RemoteIOError(f"GET {r.url}: the server sent Content-Encoding {enc!r}")
-        body = await res.bytes_async()
-        if r.suffix is not None:  # obstore checked Content-Range against the suffix; the length is ours
-            first, end = res.range
-            want = min(r.suffix, int(res.meta["size"]))
-            if end != int(res.meta["size"]) or end - first != want or len(body) != want:
-                raise RemoteIOError(f"GET {r.url} bytes=-{r.suffix}: {len(body)} bytes of {first}-{end}")
+    store = lp.store(f"{parts.scheme}://{parts.netloc}")
+    if r.suffix is not None:
+        asked: Any = {"suffix": r.suffix}
     else:
-        body = await obs.get_range_async(store, path, start=r.offset, length=r.size)
-    n = len(body)
-    what = f"GET {r.url}" + ("" if r.whole or r.suffix is not None else f" bytes={r.offset}-{r.offset + r.size - 1}")
+        asked = None if r.whole else (r.offset, r.offset + r.size)
+    res = await obs.get_async(store, parts.path.lstrip("/"), options=None if asked is None else {"range": asked})
+    what = f"GET {r.url}" + ("" if asked is None else f" {res.range}")
+    enc = str(res.attributes.get("Content-Encoding", "identity")).strip().lower()
+    if enc not in ("identity", ""):  # encoded bytes are not the object's bytes
+        raise RemoteIOError(f"{what}: the server sent Content-Encoding {enc!r}")
+    body = await res.bytes_async()
+    n, (first, end), size = len(body), res.range, int(res.meta["size"])
+    if end - first != n:  # obstore hands a short body back as it came
+        raise RemoteIOError(f"{what}: {n} bytes arrived for {end - first}")
+    if r.suffix is not None and (end != size or n != min(r.suffix, size)):
+        raise RemoteIOError(f"{what}: not the last {r.suffix} bytes of a {size}-byte object")
     if (r.whole or r.exact) and r.size >= 0 and n != r.size:
-        kind = "object" if r.whole else "range"
-        raise RemoteIOError(f"{what}: the {kind} is {n} bytes, not the {r.size} asked")
-    if not r.whole and r.suffix is None and n > r.size:
-        raise RemoteIOError(f"{what}: {n} bytes for a {r.size}-byte range")
+        raise RemoteIOError(f"{what}: {'the object' if r.whole else 'the range'} is {n} bytes, not the {r.size} asked")
     dest = r.dest(n) if callable(r.dest) else r.dest[:n]
     src = np.frombuffer(body, dtype=np.uint8)
     if n >= _COPY_IN_LOOP:  # numpy copies without the GIL: large bodies land in parallel
