@@ -316,8 +316,8 @@ class Settings:
         """In a wave over plain `http://` (`remote.fast_http`), requests sent ahead on one connection, in one
         write, before their answers are read in order (HTTP/1.1 pipelining): one system call for many small
         requests instead of one per request and side. A wave uses as few connections as carry its bytes (128 MiB
-        each) with at most this many requests per batch: few threads for small chunks, whose Python work
-        contends for the GIL, more for large ones. An answer the wave cannot take that way (an error, a
+        each, at least 2, at least 8 for answers of 1 MiB and more), each sending this many requests per batch:
+        few threads for small chunks, whose Python work contends for the GIL, more for large ones. An answer the wave cannot take that way (an error, a
         redirect, an object larger than `task_size`, a connection the server closes) is asked again the usual
         way, with retries. `0` or `1`: one request per connection at a time.""",
     )  # fmt: skip

@@ -212,6 +212,17 @@ def test_room_overflow_lands_every_object(faults: FaultServer, objs: dict[str, b
     assert [w.view(i).tobytes() for i in range(len(objs))] == list(objs.values())
 
 
+def test_room_of_exactly_their_bytes_lands_every_object(faults: FaultServer) -> None:
+    # Sizes that are not multiples of the 64-byte slot alignment, and room for the first three as they land:
+    # the third fits without its padding, the fourth lands on its own and all are copied into one buffer
+    # (the padding counted past the buffer's end once broke that copy).
+    data = {f"x/{i}": payload(n, seed=900 + i) for i, n in enumerate((379, 389, 389, 500))}
+    faults.objects.update(data)
+    with gdsstore.config.set({"remote.wave_concurrency": 1}):  # answers arrive in order
+        w = wave_of(faults).get_many(list(data), None, host, room=384 + 448 + 389)  # two padded, the third not
+    assert [w.view(i).tobytes() for i in range(len(data))] == list(data.values())
+
+
 def test_one_trace_row_per_wave(faults: FaultServer, objs: dict[str, bytes]) -> None:
     with gdsstore.trace() as t:
         for _ in range(3):

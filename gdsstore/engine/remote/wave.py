@@ -95,7 +95,7 @@ class _Room:
         with self._lock:
             if self.used + n <= self.cap:
                 r.base = self.used
-                self.used += _pad(n)
+                self.used = min(self.cap, self.used + _pad(n))  # the padding may not fit after the last one
                 return self.buf[r.base : r.base + n]
             self.overflow = True
         r.side = np.empty(n, dtype=np.uint8)
@@ -310,7 +310,8 @@ def _pipelined(
     backend: Any, reqs: list[_Request], ks: Sequence[int], room: _Room, share: int, where: str, s: policy.Settings
 ) -> list[int]:
     """Send the requests ``ks`` that can go pipelined (plain HTTP) over as few connections as carry their
-    bytes (128 MiB each, ``remote.pipeline_depth`` requests at most per batch); returns the
+    bytes (128 MiB each, at least 2, at least 8 for answers of 1 MiB and more; ``remote.pipeline_depth``
+    requests per batch on each); returns the
     indices of the requests still to ask the usual way. ``share``: the expected size of an object of
     unknown size."""
     plans: dict[tuple[str, int], list[tuple[int, bytes, _Take]]] = {}
@@ -336,10 +337,11 @@ def _pipelined(
         # Few connections for small answers (each thread's Python work contends for the GIL), more as the
         # bytes and the answers grow. On the H200 machine 1,024 answers of 256 KiB came fastest over 2
         # connections (1.2-1.6 GB/s, against 1.0 over 32), 256 of 4 MiB over 8 (benchmarks/probe_transports.py).
+        # Not more with the count: a connection sends its requests remote.pipeline_depth at a time, so
+        # 10,000 small chunks cost per chunk what 1,000 do.
         large = expected[key] >= len(items) * _LARGE  # answers of 1 MiB and more: at least 8 connections
-        wanted = max(-(-len(items) // s.remote_pipeline_depth), -(-expected[key] // _PIPE_BYTES),
-                     min(len(items), 8) if large else 1)
-        conns = max(1, min(s.remote_wave_concurrency, wanted))
+        wanted = max(-(-expected[key] // _PIPE_BYTES), 8 if large else 2)
+        conns = max(1, min(s.remote_wave_concurrency, len(items), wanted))
         per = -(-len(items) // conns)
         groups += [(key, items[a : a + per]) for a in range(0, len(items), per)]
     again: list[int] = []
