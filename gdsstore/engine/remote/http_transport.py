@@ -378,6 +378,12 @@ def is_presigned(url: str) -> bool:
     return any(f"{p}=" in q for p in _PRESIGNED_PARAMS)
 
 
+def _fetchable_as_is(url: str, client: HTTPClient) -> bool:
+    """Whether a native client may fetch under ``url`` with its own defaults: the client's TLS settings are
+    the defaults and the URL carries no credentials."""
+    return client.default_tls and "@" not in urlsplit(url).netloc
+
+
 class HTTPSource:
     """One object behind an HTTP(S) URL (a :class:`~gdsstore.engine.remote.reader.RangeSource`)."""
 
@@ -542,11 +548,9 @@ class HTTPSource:
     def native_url(self) -> str | None:
         """The URL a native client (:mod:`gdsstore.engine.remote.native`) may fetch as it is: no custom
         headers, default TLS settings, no credentials in it, no ETag pinned by an earlier answer; else None."""
-        if self._etag or set(self._headers) != {"Accept-Encoding"} or not self._client.default_tls:
+        if self._etag or set(self._headers) != {"Accept-Encoding"}:
             return None
-        if "@" in urlsplit(self._url).netloc:
-            return None
-        return self._url
+        return self._url if _fetchable_as_is(self._url, self._client) else None
 
     def pipeline_request(self, req: RangeRequest) -> tuple[tuple[str, int], bytes] | None:
         """The connection key and bytes of the ranged GET of ``req``, to send pipelined with others on
@@ -637,7 +641,7 @@ class HTTPBackend(WaveReads, Backend):
     def native_url(self, key: str, where: str) -> str | None:
         """``key``'s URL for a native client when it may fetch it as it is (no custom headers, default TLS
         settings, no credentials in the URL), without building a source; else None."""
-        if self._headers or not self._client.default_tls or "@" in urlsplit(self._root).netloc:
+        if self._headers or not _fetchable_as_is(self._root, self._client):
             return None
         return self._key_url(key, where)
 

@@ -219,33 +219,44 @@ def _native(backend: Any, reqs: list[_Request], room: _Room, share: int, where: 
     picked: list[int] = []
     asks: list[obstore_route.NativeRead] = []
     for k, r in enumerate(reqs):
-        if r.suffix is not None:  # one GET of the suffix instead of a size lookup and a GET
-            url = _plain_url(backend, r.key, where)
-            if url is not None and obstore_route.takes(url):
-                asks.append(obstore_route.NativeRead(url, 0, -1, functools.partial(room.take, r), suffix=r.suffix))
-                picked.append(k)
-            continue
-        whole = r.limit is None and r.offset == 0
-        # A whole object of known size (a chunk without compression) lands straight in its slot through the
-        # usual pipelined client, faster than obstore's body and one more copy (measured on the H200).
-        if not (whole or r.limit) or (whole and r.expect is not None):
-            continue
-        n = int(r.expect if r.expect is not None else (-1 if whole else r.limit or 0))
-        if (n if n > 0 else share) < s.remote_native_min_size:
+        if not _for_obstore(r, share, s.remote_native_min_size):
             continue
         url = _plain_url(backend, r.key, where)
         if url is None or not obstore_route.takes(url):
             continue
-        dest = room.buf[r.slot : r.slot + n] if r.slot >= 0 else functools.partial(room.take, r)
-        asks.append(obstore_route.NativeRead(url, r.offset, n, dest, whole=whole, exact=r.expect is not None))
+        if r.suffix is not None:
+            asks.append(obstore_route.NativeRead(url, 0, -1, functools.partial(room.take, r), suffix=r.suffix))
+        else:
+            n = int(r.limit if r.limit is not None else -1)
+            dest = room.buf[r.slot : r.slot + n] if r.slot >= 0 else functools.partial(room.take, r)
+            asks.append(obstore_route.NativeRead(url, r.offset, n, dest, whole=r.limit is None,
+                                                 exact=r.expect is not None))
         picked.append(k)
     obstore_route.fetch(asks)
+    return _landed(reqs, [(k, ask.got, ask.error) for k, ask in zip(picked, asks)])
+
+
+def _for_obstore(r: _Request, share: int, min_size: int) -> bool:
+    """Whether obstore should ask ``r``: a suffix always (one GET instead of a size lookup and a GET);
+    a range, or a whole object of unknown size (``share``: its expected size), of ``min_size`` or more;
+    never a whole object of known size (a chunk without compression), which lands straight in its slot
+    through the pipelined client, faster than obstore's body and one more copy (measured on the H200)."""
+    if r.suffix is not None:
+        return True
+    if r.limit is None:
+        return r.offset == 0 and r.expect is None and share >= min_size
+    return r.limit > 0 and r.limit >= min_size
+
+
+def _landed(reqs: list[_Request], outcomes: Sequence[tuple[int, int, BaseException | None]]) -> tuple[list[int], int]:
+    """Record what a native client did, ``(request, bytes landed or -1 for missing, error)`` each; returns
+    the indices of the requests still to ask the usual way and how many landed."""
     done = set()
-    for k, ask in zip(picked, asks):
+    for k, got, err in outcomes:
         r = reqs[k]
-        if ask.error is None:
-            r.base = -1 if ask.got < 0 else (r.slot if r.slot >= 0 else r.base)
-            r.got = ask.got
+        if err is None:
+            r.base = -1 if got < 0 else (r.slot if r.slot >= 0 else r.base)
+            r.got = got
             done.add(k)
         else:
             r.base = -1  # room it took stays unused; the usual way takes its own
@@ -294,16 +305,8 @@ def _kvikio(backend: Any, reqs: list[_Request], room: _Room, where: str) -> tupl
             asks.append(native.NativeRequest(url, r.offset, n, room.buf[r.slot : r.slot + n], whole=r.limit is None))
         else:
             asks.append(native.NativeRequest(url, 0, -1, functools.partial(room.take, r), whole=True))
-    done = set()
     errs = native.read_native(kv, asks, policy.settings().remote_wave_concurrency) if asks else []
-    for k, ask, err in zip(picked, asks, errs):
-        if err is None:
-            r = reqs[k]
-            if r.slot >= 0:
-                r.base = r.slot
-            r.got = ask.got
-            done.add(k)
-    return [k for k in range(len(reqs)) if k not in done], len(done)
+    return _landed(reqs, [(k, ask.got, err) for k, ask, err in zip(picked, asks, errs)])
 
 
 def _pipelined(
