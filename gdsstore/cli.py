@@ -75,14 +75,65 @@ def _demo(args: argparse.Namespace) -> int:
     if args.n < 4:
         raise ValueError(f"--n must be at least 4 (the array is cut into 4 x 4 chunks), got {args.n}")
     if args.path:
-        return _demo_at(args.path, args.n, args.host)
+        overwrite = _check_demo_path(args.path)
+        return _demo_at(args.path, args.n, args.host, overwrite=overwrite)
     # Nothing is left behind: the array lives in a temporary directory removed on the way out.
     with tempfile.TemporaryDirectory(prefix="gdsstore-demo-") as tmp:
         return _demo_at(os.path.join(tmp, "demo.zarr"), args.n, args.host)
 
 
-def _demo_at(root: str, n: int, host: bool) -> int:
-    """Write an ``n`` x ``n`` float32 zarr array at ``root``, read it back traced, print what happened."""
+# The demo's arrays carry this attribute; ``--path`` replaces only an array that has it and nothing else.
+_DEMO_MARK = "gdsstore_demo"
+
+
+def _check_demo_path(path: str) -> bool:
+    """Whether ``gdsstore demo --path`` may write at ``path``: True to replace the demo's own array there,
+    False for a new or empty directory. Anything else raises ``ValueError`` (one line, exit 2): the demo
+    never deletes or replaces what it did not create."""
+    if not os.path.lexists(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise ValueError(f"--path {path!r}: its parent directory {parent!r} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise ValueError(f"--path {path!r}: cannot create it, {parent!r} is not writable")
+        return False
+    if not os.path.isdir(path) or os.path.islink(path):
+        raise ValueError(f"--path {path!r} exists and is not a directory: give a new or empty directory")
+    if not os.listdir(path):
+        return False
+    if _is_demo_array(path):
+        return True
+    raise ValueError(
+        f"--path {path!r} is not empty and is not an array this demo wrote: give a new or empty "
+        "directory (the demo never deletes or replaces what it did not create)"
+    )
+
+
+def _is_demo_array(path: str) -> bool:
+    """``path`` holds a zarr array the demo wrote (its mark in zarr.json) and nothing but its chunks."""
+    try:
+        with open(os.path.join(path, "zarr.json")) as fh:
+            meta = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(meta, dict) or _DEMO_MARK not in (meta.get("attributes") or {}):
+        return False
+    for top, dirs, files in os.walk(path):
+        rel = os.path.relpath(top, path)
+        for name in files:
+            inside = name if rel == "." else os.path.join(rel, name)
+            if inside != "zarr.json" and not inside.startswith("c" + os.sep):
+                return False
+        if any(os.path.islink(os.path.join(top, d)) for d in dirs):
+            return False
+    return True
+
+
+def _demo_at(root: str, n: int, host: bool, *, overwrite: bool = False) -> int:
+    """Write an ``n`` x ``n`` float32 zarr array at ``root``, read it back traced, print what happened.
+
+    ``overwrite`` only when ``root`` holds the demo's own array (:func:`_check_demo_path`).
+    """
     import numpy as np
     import zarr
 
@@ -92,8 +143,14 @@ def _demo_at(root: str, n: int, host: bool) -> int:
     gpu = cuda.device_count() > 0 and not host
     data = np.arange(n * n, dtype="float32").reshape(n, n)
     store = gdsstore.GDSStore(root)
-    z = zarr.create_array(store, shape=data.shape, chunks=(n // 4, n // 4), dtype=data.dtype, overwrite=True)
-    z[:] = data
+    try:
+        z = zarr.create_array(
+            store, shape=data.shape, chunks=(n // 4, n // 4), dtype=data.dtype, overwrite=overwrite,
+            attributes={_DEMO_MARK: "written by `gdsstore demo`; the demo may replace it"},
+        )
+        z[:] = data
+    except OSError as exc:  # a full disk, a read-only mount: one line, exit 2
+        raise ValueError(f"cannot write the demo array at {root!r}: {exc}") from None
     print(f"wrote {data.nbytes} bytes as a {data.shape} float32 zarr array at {root} ({z.nchunks} chunks)")
     print(f"reading it back into {'GPU (cupy)' if gpu else 'host (numpy)'} memory through gdsstore")
     x: Any

@@ -219,6 +219,45 @@ def test_demo_runs_and_prints_the_trace(tmp_path: Path) -> None:
         assert "host (numpy)" in text and "posix" in text
 
 
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_demo_never_deletes_what_it_did_not_create(tmp_path: Path) -> None:
+    """`gdsstore demo --path .` in a directory of the user's deleted its files (exit 0)."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "src" / "code.py").write_text("print(1)")
+    before = _tree(tmp_path)
+    _one_line_error(_cli("demo", "--path", str(tmp_path), "--n", "8"), "is not empty", "never deletes")
+    assert _tree(tmp_path) == before
+    # A user's own array, and the demo's array with a user's file put inside it: both left as they were.
+    import zarr
+
+    zarr.create_array(str(tmp_path / "precious.zarr"), shape=(4,), dtype="i4")[:] = 7
+    before = _tree(tmp_path)
+    _one_line_error(_cli("demo", "--path", str(tmp_path / "precious.zarr"), "--n", "8"), "is not empty")
+    assert _tree(tmp_path) == before
+    demo = tmp_path / "demo.zarr"
+    assert _cli("demo", "--path", str(demo), "--n", "8").returncode == 0
+    assert _cli("demo", "--path", str(demo), "--n", "8").returncode == 0  # its own array: replaced
+    (demo / "NOTES.txt").write_text("mine too")
+    before = _tree(tmp_path)
+    _one_line_error(_cli("demo", "--path", str(demo), "--n", "8"), "not an array this demo wrote")
+    assert _tree(tmp_path) == before
+
+
+def test_demo_bad_paths_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "existing-file").write_text("x")
+    _one_line_error(_cli("demo", "--path", str(tmp_path / "existing-file")), "is not a directory")
+    assert (tmp_path / "existing-file").read_text() == "x"
+    _one_line_error(_cli("demo", "--path", str(tmp_path / "no" / "such")), "does not exist")
+    _one_line_error(_cli("demo", "--path", "/proc/nope", "--n", "8"), "/proc/nope")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _cli("demo", "--path", str(empty), "--n", "8").returncode == 0  # an empty directory is fine
+
+
 def test_demo_leaves_nothing_in_the_temp_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -122,3 +122,76 @@ def test_copies_publish_through_atomic_writer(tmp_path: Path) -> None:
     with gdsstore.config.set({"fsync": True}):
         fs.put_file(str(src), str(tmp_path / "new" / "p.bin"), mode="create")
     assert (tmp_path / "new" / "p.bin").read_bytes() == DATA
+
+
+# Failed reads through the fsspec file must leave no buffer export behind: CPython 3.12 crashed
+# (SIGSEGV, after "deallocated BytesIO object has exported buffers") when the garbage collector freed a
+# failed read's traceback together with a BytesIO view. Run in a child: a crash must fail the test,
+# not end the test session.
+_FAILING_READS = r"""
+import functools, gc, http.server, sys, threading
+import fsspec
+
+root, n = sys.argv[1], int(sys.argv[2])
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=root)
+handler.log_message = lambda *a: None
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)  # answers 200 to every Range
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+url = f"gds::http://127.0.0.1:{srv.server_address[1]}/table.parquet"
+fs, path = fsspec.core.url_to_fs(url)
+failed = 0
+for i in range(n):
+    f = fs.open(path)
+    f.seek(4)
+    try:
+        f.read(100 if i % 2 else 5 << 20)  # a cached block, then a read straight from the engine
+    except Exception as exc:
+        failed += type(exc).__name__ == "RangeNotSupportedError"
+    try:
+        fs.cat_file(path, start=10, end=1000)
+    except Exception as exc:
+        failed += type(exc).__name__ == "RangeNotSupportedError"
+    gc.collect()
+print("failed", failed)
+"""
+
+
+def test_failed_ranged_reads_leave_no_export_behind(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "table.parquet").write_bytes(os.urandom(6 << 20))
+    proc = subprocess.run(
+        [sys.executable, "-c", _FAILING_READS, str(tmp_path), "20"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, f"rc {proc.returncode}: {proc.stderr[-2000:]}"
+    assert "exported buffers" not in proc.stderr
+    assert proc.stdout.split() == ["failed", "40"]  # each read failed with the clear error
+
+
+def test_failed_remote_write_leaves_no_export_behind(tmp_path: Path) -> None:
+    """A put that fails on close (nothing listens there) must not crash the collector later."""
+    import subprocess
+    import sys
+
+    script = r"""
+import gc, socket, fsspec
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+import gdsstore
+gdsstore.config.set({"remote.max_attempts": 1})
+errors = 0
+for i in range(10):
+    f = fsspec.open(f"gds::http://127.0.0.1:{port}/x.bin", "wb").open()
+    f.write(b"x" * 100000)
+    try:
+        f.close()
+    except Exception:
+        errors += 1
+    gc.collect()
+print("errors", errors)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"rc {proc.returncode}: {proc.stderr[-2000:]}"
+    assert "exported buffers" not in proc.stderr
+    assert proc.stdout.split() == ["errors", "10"]

@@ -5,6 +5,7 @@ headers, the fast client's sockets."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -175,11 +176,10 @@ def test_fast_client_sockets_are_closed_on_clear(srv: FaultServer) -> None:
     one_range = {"task_size": 1 << 20, "remote.max_range_size": 1 << 20}  # read inline, on this thread
     with gdsstore.config.set(one_range), gdsstore.open(srv.url("obj.bin")) as f:
         f.read(np.empty(f.size, "u1"))
-    pool = rawhttp._pool()
-    socks = [c.sock for c in pool.values()]
+    socks = rawhttp.idle.sockets()
     assert socks and all(s.fileno() >= 0 for s in socks)  # kept alive for the next read
     get_client().clear()
-    assert not pool and all(s.fileno() == -1 for s in socks)
+    assert rawhttp.idle.count() == 0 and all(s.fileno() == -1 for s in socks)
 
 
 def test_key_encoding_rule() -> None:
@@ -198,3 +198,62 @@ def test_http_source_version_check_needs_the_pinned_etag(srv: FaultServer) -> No
         src.check_version({"ETag": '"v2"'}, "GET x")
     with pytest.raises(RangeMismatchError):
         src.check_version({}, "GET x")  # a response that does not say which version it is
+
+
+def _sockets_to(port: int) -> int:
+    """This process's TCP connections to ``127.0.0.1:port`` (any state but LISTEN)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    n = 0
+    with open("/proc/net/tcp") as fh:
+        for line in fh.readlines()[1:]:
+            cols = line.split()
+            if int(cols[2].split(":")[1], 16) == port and cols[9] in inodes:
+                n += 1
+    return n
+
+
+def test_pooled_connections_plateau_at_the_pool_size(srv: FaultServer) -> None:
+    """3,000 ranged reads from many threads against a server that closes some connections: the
+    descriptors stop at the documented bound (idle fast-client connections: the engine pool's size;
+    urllib3's: 2 x remote.concurrency), they grew with every thread that ever made a request."""
+    import concurrent.futures
+
+    from zarr.abc.store import RangeByteRequest
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    get_client().clear()
+    settings = {"num_threads": 2, "remote.concurrency": 2, "remote.wave_concurrency": 4}
+    bound = rawhttp_bound = 4
+    bound += 2 * settings["remote.concurrency"]
+    url = srv.url("big.bin", "close-some")
+    store = gdsstore.GDSStore(url.rsplit("/", 1)[0] + "/")
+    rng = np.random.default_rng(5)
+    offsets = rng.integers(0, len(BIG) - 70000, 3000).tolist()
+
+    def read(i: int) -> bool:
+        off = offsets[i]
+        if i % 2:
+            with gdsstore.open(url) as f:
+                buf = np.empty(65536, "u1")
+                return f.read(buf, 65536, off) == 65536 and buf.tobytes() == BIG[off : off + 65536]
+        got = sync(store.get("big.bin", default_buffer_prototype(), byte_range=RangeByteRequest(off, off + 1000)))
+        return got is not None and got.to_bytes() == BIG[off : off + 1000]
+
+    before = _sockets_to(srv.port)  # kept by clients of other settings, from earlier tests
+    counts = []
+    with gdsstore.config.set(settings), concurrent.futures.ThreadPoolExecutor(12) as users:
+        for part in range(3):
+            assert all(users.map(read, range(part * 1000, (part + 1) * 1000)))
+            counts.append(_sockets_to(srv.port))
+        assert max(counts) - before <= bound, (before, counts)
+        assert rawhttp.idle.count() <= rawhttp_bound == rawhttp.idle_bound()
+        get_client().clear()
+    assert _sockets_to(srv.port) <= before

@@ -23,6 +23,9 @@ makes the first ``count`` GETs of that path misbehave (``count`` ``always`` → 
   (default: this server).
 - ``stall``: sends the headers and half the body, then stays silent for ``slow_seconds`` and closes.
 - ``429``: answers ``429`` with ``Retry-After: {retry_after}``.
+- ``close-some``: every third GET of the path is answered correctly, then its connection is closed
+  without a ``Connection: close`` header (as servers with a keep-alive request limit do); ``count``
+  is ignored.
 
 ``If-Match`` is honoured (``412`` when the object changed). HEAD requests are never faulty (they answer the object's size), except in mode ``nohead``
 (``405``; size discovery must fall back to ``GET bytes=0-0``) ``forbidden`` (``403`` always) and ``redirect`` (``302`` to ``/ok/0/{name}``). :attr:`FaultServer.log` records
@@ -192,6 +195,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunked(headers, part + (b"!" if mode == "chunked-extra" else b""))
             return
         self._body(206, headers, part)
+        if mode == "close-some":
+            with self.server.lock:
+                n = self.server.hits[self.path]
+                self.server.hits[self.path] = n + 1
+            self.close_connection = n % 3 == 2
 
     def _name(self) -> str:
         return self.path.split("?")[0].split("/", 3)[3]

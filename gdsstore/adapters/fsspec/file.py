@@ -1,17 +1,22 @@
 """The file of the ``gds`` filesystem (:class:`GDSFile`) and reads that end as ``bytes``.
 
 fsspec hands out ``bytes`` (``cat_file``, ``read``). :class:`BytesBuilder` lets the engine fill the
-storage of the ``bytes`` it returns, through public APIs only: the engine reads into an
-``io.BytesIO`` buffer (``getbuffer()``), and ``getvalue()`` then hands that storage over as
-``bytes`` — on CPython without a copy (the storage address is the same; a test checks it), and
-without touching a page before the engine does; elsewhere with one copy, never wrong bytes. Setting
-up 256 MiB takes 0.03 ms, as the ``PyBytes_FromStringAndSize`` C-API way it replaces did; a
-``bytearray`` and a ``bytes()`` copy cost a second pass over the memory (measured 2.4x the time).
+storage of the ``bytes`` it returns, through public APIs only: an ``io.BytesIO`` over a fresh
+``bytes(n)`` (calloc: no page touched before the engine writes it) owns the storage, the engine
+writes through a numpy array over that storage's address, and ``getvalue()`` then hands the storage
+over as ``bytes`` -- on CPython without a copy (a test checks the address), elsewhere with one copy,
+never wrong bytes. A ``bytearray`` and a ``bytes()`` copy cost a second pass over the memory
+(measured 2.4x the time).
+
+Why no ``getbuffer()`` view reaches the engine: a BytesIO export caught in a garbage cycle (an
+exception's traceback holding the view, as every failed read makes) lets CPython 3.12's collector free
+the BytesIO before the view, which prints "deallocated BytesIO object has exported buffers" and then
+crashes the interpreter. The BytesIO here has no export once the builder exists; the numpy array
+keeps it alive through its base, which the collector frees in any order without harm.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 from typing import TYPE_CHECKING, Any
@@ -22,7 +27,7 @@ if TYPE_CHECKING:
     from gdsstore.adapters.fsspec.filesystem import GDSFileSystem
     from gdsstore.engine.localfs import AtomicWriter
 
-__all__ = ["BytesBuilder", "GDSFile", "read_bytes", "resolve_range"]
+__all__ = ["BytesBuilder", "GDSFile", "alias_storage", "read_bytes", "resolve_range"]
 
 
 class BytesBuilder:
@@ -38,10 +43,10 @@ class BytesBuilder:
     def __init__(self, nbytes: int) -> None:
         self.nbytes = nbytes
         # BytesIO keeps an initial bytes object as its buffer; ours has no other reference, so
-        # getbuffer() exports it as it is (a shared one would be copied first). bytes(n) comes from
-        # calloc: no page is touched before the engine writes it (a seek + write would memset it).
+        # getbuffer() exports it as it is (a shared one would be copied first). The export lives only
+        # long enough to take the storage's address.
         self._io = io.BytesIO(bytes(nbytes))
-        self.view: memoryview = self._io.getbuffer()
+        self.view: memoryview = memoryview(alias_storage(self._io))
         self._value: bytes | None = None
 
     def to_bytes(self, start: int = 0, stop: int | None = None) -> bytes:
@@ -54,12 +59,45 @@ class BytesBuilder:
         if self._value is None:
             if not whole:
                 return bytes(self.view[start:stop])
-            # Released, the buffer has no exports left and getvalue() hands its storage over. A view
-            # still held elsewhere (BufferError) only costs getvalue() a copy.
-            with contextlib.suppress(BufferError):
-                self.view.release()
+            # The BytesIO has no exports: getvalue() hands its storage over without a copy.
             self._value = self._io.getvalue()
         return self._value if whole else self._value[start:stop]
+
+
+class _StorageOwner:
+    """Keeps a BytesIO alive for the numpy array over its storage (the array's ``base``)."""
+
+    def __init__(self, owner: io.BytesIO, address: int, nbytes: int) -> None:
+        self._owner = owner
+        self.__array_interface__ = {
+            "data": (address, False), "shape": (nbytes,), "typestr": "|u1", "version": 3,
+        }
+
+
+def alias_storage(owner: io.BytesIO) -> Any:
+    """A writable uint8 numpy array over ``owner``'s contents that holds no buffer export of it.
+
+    Valid while nothing writes to or resizes ``owner`` through its own methods.
+
+    Examples:
+        >>> b = io.BytesIO(b"abc")
+        >>> alias_storage(b)[1] = ord("x")
+        >>> b.getvalue()
+        b'axc'
+    """
+    import ctypes
+
+    import numpy as np
+
+    view = owner.getbuffer()
+    try:
+        if view.nbytes == 0:
+            return np.empty(0, np.uint8)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(view))
+        nbytes = view.nbytes
+    finally:
+        view.release()
+    return np.asarray(_StorageOwner(owner, address, nbytes))
 
 
 def resolve_range(start: int | None, end: int | None, size: int) -> tuple[int, int]:
@@ -182,10 +220,12 @@ class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
 
     def _upload_chunk(self, final: bool = False) -> bool:
         assert self.buffer is not None
-        data = self.buffer.getbuffer()
+        if not self.fs.is_local and not final:
+            return False  # keep buffering: one put on close
+        # No export of fsspec's BytesIO reaches the engine: one left in a failed call's traceback
+        # crashes the interpreter when the garbage collector frees both (see BytesBuilder).
+        data = alias_storage(self.buffer)
         if not self.fs.is_local:
-            if not final:
-                return False  # keep buffering: one put on close
             backend, key = self.fs._locate(self.path)
             backend.put(key, data, exclusive=self.mode == "xb")
             return True

@@ -4,13 +4,14 @@ Why: with 16 threads, every request's Python work (urllib3's request plumbing, `
 ``email``-based header parsing) runs under the GIL and the threads convoy on it between their socket
 reads; the measured remote throughput rose 3x when the same bytes took 4x fewer requests. This client
 does one ``sendall``, parses the status line and headers with ``bytes.split``, and reads the body with
-``recv(MSG_WAITALL)``; connections are kept per thread (no pool lock). It handles only what the range
+``recv(MSG_WAITALL)``; idle connections are shared by all threads, at most the engine pool's size per
+host (:class:`IdleConnections`). It handles only what the range
 reader needs — ``GET`` with ``Content-Length`` bodies over ``http://`` — and the caller uses the urllib3
 client for everything else (TLS, redirects, HEAD, chunked bodies, writes).
 
 Safety rules: a kept-alive connection is reused only when nothing is waiting on it (a response the
 server queued after the last body would otherwise be taken for the next request's answer); header
-values with CR or LF are refused (no header injection); every thread's idle connections are closed
+values with CR or LF are refused (no header injection); the idle connections are closed
 by :func:`close_all` (on :meth:`HTTPClient.clear`, at exit) and dropped in a forked child, which
 must never share a socket with its parent. ``timeout`` is the longest silence between bytes, as in
 urllib3, also inside one ``recv(MSG_WAITALL)`` (measured with ``TCP_INFO``).
@@ -25,13 +26,15 @@ import socket
 import struct
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["RawResponse", "Stop", "Unsupported", "close_all", "get", "pipeline", "recv_waitall", "request_bytes"]
+__all__ = [
+    "IdleConnections", "RawResponse", "Stop", "Unsupported", "close_all", "get", "idle", "idle_bound", "pipeline",
+    "recv_waitall", "request_bytes",
+]
 
 _MAX_HEADER = 64 << 10
 
@@ -60,52 +63,79 @@ class _Conn:
     used: bool = False
 
 
-class _Pool(dict[tuple[str, int], _Conn]):
-    """One thread's idle connections (a dict subclass, so the registry can hold it weakly)."""
+class IdleConnections:
+    """The process's idle kept-alive connections, per host, shared by every thread.
 
-    def __hash__(self) -> int:  # type: ignore[override]
-        return id(self)  # identity: the registry tells pools apart, not their contents
+    At most :func:`idle_bound` per host are kept (the engine pool's size: the most requests the engine
+    runs at once); a connection handed back beyond that is closed, so the process's descriptors stop
+    at that bound whatever threads made the requests and whatever the server does with its
+    connections. The most recently used is reused first (the likeliest still open at the server).
+    """
 
-    def __eq__(self, other: object) -> bool:
-        return self is other
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[str, int], list[_Conn]] = {}
+
+    def take(self, key: tuple[str, int]) -> _Conn | None:
+        """An idle connection to ``key`` (now the caller's), or None."""
+        with self._lock:
+            conns = self._idle.get(key)
+            return conns.pop() if conns else None
+
+    def give_back(self, conn: _Conn) -> None:
+        """Keep ``conn`` for the next request to its host, or close it when the bound is reached."""
+        bound = idle_bound()
+        with self._lock:
+            conns = self._idle.setdefault(conn.key, [])
+            if len(conns) < bound:
+                conns.append(conn)
+                return
+        conn.sock.close()
+
+    def count(self, key: tuple[str, int] | None = None) -> int:
+        """Idle connections kept (to ``key``, or to every host)."""
+        with self._lock:
+            return sum(len(v) for k, v in self._idle.items() if key is None or k == key)
+
+    def sockets(self) -> list[socket.socket]:
+        """The idle connections' sockets (for tests and ``close_all``)."""
+        with self._lock:
+            return [c.sock for conns in self._idle.values() for c in conns]
+
+    def close_all(self) -> None:
+        """Close every idle connection (one in use is not here)."""
+        with self._lock:
+            conns = [c for v in self._idle.values() for c in v]
+            self._idle.clear()
+        for conn in conns:
+            conn.sock.close()
 
 
-_tls = threading.local()
-_pools: weakref.WeakSet[_Pool] = weakref.WeakSet()  # every thread's pool, for close_all()
-_pools_lock = threading.Lock()
+def idle_bound() -> int:
+    """Idle kept-alive connections kept per host: the engine pool's size, ``max(num_threads,
+    remote.concurrency, remote.wave_concurrency)``."""
+    from gdsstore import policy
+
+    s = policy.settings()
+    return max(s.num_threads, s.remote_concurrency, s.remote_wave_concurrency)
 
 
-def _pool() -> _Pool:
-    pool: _Pool | None = getattr(_tls, "pool", None)
-    if pool is None:
-        pool = _tls.pool = _Pool()
-        with _pools_lock:
-            _pools.add(pool)
-    return pool
+idle = IdleConnections()
 
 
 def close_all() -> None:
-    """Close every thread's idle kept-alive connections (a connection in use is not in a pool)."""
-    with _pools_lock:
-        pools = list(_pools)
-    for pool in pools:
-        for conn in list(pool.copy().values()):
-            conn.sock.close()
-        pool.clear()
+    """Close every idle kept-alive connection (a connection in use is not in the pool)."""
+    idle.close_all()
 
 
 def _after_fork_in_child() -> None:
     """A forked child starts with no connections: the parent's sockets are the parent's. Closing the
     inherited descriptors here only drops the child's copies (no FIN while the parent holds them)."""
-    global _tls, _pools, _pools_lock
-    old = list(_pools)
-    _tls = threading.local()
-    _pools = weakref.WeakSet()
-    _pools_lock = threading.Lock()
-    for pool in old:
-        for conn in list(pool.values()):
-            conn.sock.close()
-        pool.clear()
+    global idle
+    old = idle
+    idle = IdleConnections()
+    old._lock = threading.Lock()  # another thread may have held it at the fork
+    old.close_all()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -164,12 +194,12 @@ class RawResponse:
         return bytes(buf[:n])
 
     def release_conn(self) -> None:
-        """Back to this thread's pool when the body was read whole; closed otherwise."""
+        """Back to the idle connections when the body was read whole; closed otherwise."""
         conn, self._conn = self._conn, None
         if conn is None:
             return
         if self.length == 0 and not self._rest and not self._close_after:
-            _pool()[conn.key] = conn
+            idle.give_back(conn)
         else:
             conn.sock.close()
 
@@ -307,8 +337,8 @@ def request_bytes(url: str, headers: Mapping[str, str]) -> tuple[tuple[str, int]
 
 
 def _idle_conn(key: tuple[str, int], connect_timeout: float, timeout: float) -> _Conn:
-    """This thread's kept-alive connection to ``key`` when it can carry a request, else a new one."""
-    conn = _pool().pop(key, None)
+    """An idle kept-alive connection to ``key`` when it can carry a request, else a new one."""
+    conn = idle.take(key)
     if conn is not None and not _idle_and_alive(conn.sock):
         conn.sock.close()  # closed by the server, or bytes nobody asked for: never reuse it
         conn = None
@@ -319,7 +349,7 @@ def _idle_conn(key: tuple[str, int], connect_timeout: float, timeout: float) -> 
 
 
 def get(url: str, headers: Mapping[str, str], connect_timeout: float, timeout: float) -> RawResponse:
-    """``GET url`` on this thread's kept-alive connection to its host (a new one when needed).
+    """``GET url`` on an idle kept-alive connection to its host (a new one when needed).
 
     Raises:
         Unsupported: not plain HTTP, or a response the caller must read with a full client
@@ -327,8 +357,7 @@ def get(url: str, headers: Mapping[str, str], connect_timeout: float, timeout: f
         OSError: connection failures and timeouts (the caller's retry policy decides).
     """
     key, request = request_bytes(url, headers)
-    pool = _pool()
-    conn = pool.pop(key, None)
+    conn = idle.take(key)
     if conn is not None and not _idle_and_alive(conn.sock):
         conn.sock.close()  # closed by the server, or bytes nobody asked for: never reuse it
         conn = None
@@ -461,5 +490,5 @@ def pipeline(
     if close:
         conn.sock.close()
     else:
-        _pool()[conn.key] = conn
+        idle.give_back(conn)
     return done
