@@ -7,9 +7,10 @@ CPU machine (host buffers; the committed results come from this command)::
     python benchmarks/remote_zarr_bench.py --out benchmarks/results/remote_zarr_cpu.md
 
 GPU machine (CuPy buffers, ``gdsstore.enable_gpu()`` and zarr's ``enable_gpu`` for the anchors, a
-tensorstore ``http`` kvstore anchor when importable; nginx with 8 workers; no moto there)::
+tensorstore ``http``/``s3`` kvstore and zarrs anchors when importable; nginx with 8 workers, also as a
+path-style S3 endpoint; no moto there)::
 
-    python benchmarks/remote_zarr_bench.py --device --servers nginx --nginx-workers 8 \\
+    python benchmarks/remote_zarr_bench.py --device --servers nginx,nginx-s3 --nginx-workers 8 \\
         --out benchmarks/results/remote_zarr_gpu.md
 
 nginx runs with ``tcp_nopush off`` (on, each small ranged GET can stall about 40 ms on loopback) and
@@ -48,6 +49,13 @@ GPU_ROWS: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | No
     "chunks 256² (256 KiB), none": ((8192, 8192), (256, 256), None, False),
     "chunks 256², zstd": ((8192, 8192), (256, 256), None, True),
     "shards 2048² of 256², zstd": ((8192, 8192), (256, 256), (2048, 2048), True),
+}
+# S3 rows (float32 8192², uncompressed), read from nginx answering path-style S3 GETs (--servers nginx-s3).
+S3_ROWS: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None, bool]] = {
+    "S3 chunks 128² (64 KiB), none": ((8192, 8192), (128, 128), None, False),
+    "S3 chunks 256² (256 KiB), none": ((8192, 8192), (256, 256), None, False),
+    "S3 chunks 1024² (4 MiB), none": ((8192, 8192), (1024, 1024), None, False),
+    "S3 shards 2048² of 256², none": ((8192, 8192), (256, 256), (2048, 2048), False),
 }
 SINGLE = 256 << 20  # the single object
 
@@ -132,12 +140,37 @@ def reader_obstore(url: str, srv: Server, device: bool) -> Callable[[], Any]:
     return read
 
 
+def reader_zarrs(url: str, srv: Server, device: bool) -> Callable[[], Any]:
+    """zarrs (zarr's Rust codec pipeline) over zarr ``ObjectStore``, then ``cupy.asarray``."""
+    import zarr
+    import zarrs  # noqa: F401  (the pipeline must be importable)
+    from zarr.storage import ObjectStore
+
+    store = ObjectStore(srv.obstore(url), read_only=True)
+
+    def read() -> Any:
+        with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}):
+            x = zarr.open_array(store, mode="r")[:]
+        if device:
+            import cupy
+
+            return cupy.asarray(x)
+        return x
+
+    return read
+
+
 def reader_tensorstore(url: str, srv: Server, device: bool) -> Callable[[], Any]:
     import tensorstore as ts
 
-    if not url.startswith("http"):
-        raise ImportError("tensorstore anchor: http kvstore only")
-    arr = ts.open({"driver": "zarr3", "kvstore": {"driver": "http", "base_url": url}}, read=True).result()
+    if url.startswith("s3://"):
+        bucket, _, path = url.removeprefix("s3://").partition("/")
+        kvstore = {"driver": "s3", "bucket": bucket, "path": path.rstrip("/") + "/",
+                   "endpoint": srv.endpoint, "aws_region": "us-east-1",  # type: ignore[attr-defined]
+                   "aws_credentials": {"type": "anonymous"}}
+    else:
+        kvstore = {"driver": "http", "base_url": url}
+    arr = ts.open({"driver": "zarr3", "kvstore": kvstore}, read=True).result()
 
     def read() -> Any:
         x = arr.read().result()
@@ -154,7 +187,8 @@ READERS: dict[str, Callable[[str, Server, bool], Callable[[], Any]]] = {
     "gdsstore": reader_gdsstore,
     "zarr FsspecStore": reader_fsspec,
     "zarr ObjectStore (obstore)": reader_obstore,
-    "tensorstore http": reader_tensorstore,
+    "zarrs (ObjectStore)": reader_zarrs,
+    "tensorstore": reader_tensorstore,
 }
 
 
@@ -200,6 +234,40 @@ class Nginx(Server):
 
     def put_tree(self, local: str, rel: str) -> None:
         pass  # written straight under the root
+
+    def close(self) -> None:
+        self.srv.close()
+
+
+class NginxS3(Server):
+    """nginx serving a directory as a path-style S3 endpoint (``/bench/key``): it ignores signatures, so
+    a read measures the S3 clients' own signing and request cost, not a slow S3 server's."""
+
+    name = "nginx as S3"
+
+    def __init__(self, root: str, workers: int) -> None:
+        from servers.nginx import NginxServer
+
+        os.makedirs(os.path.join(root, "bench"), exist_ok=True)
+        self.srv = NginxServer(root, workers, tcp_nopush=False)
+        self.root = os.path.join(root, "bench")
+        self.endpoint = self.srv.url("").rstrip("/")
+        creds = {"key": "bench-key", "secret": "bench-secret"}
+        self.gds_options = {**creds, "endpoint_url": self.endpoint, "region_name": "us-east-1"}
+        self.fsspec_options = {**creds, "endpoint_url": self.endpoint}
+
+    def url(self, rel: str) -> str:
+        return f"s3://bench/{rel}"
+
+    def obstore(self, url: str) -> Any:
+        from obstore.store import S3Store
+
+        return S3Store("bench", prefix=url.removeprefix("s3://bench/"), endpoint=self.endpoint,
+                       access_key_id="bench-key", secret_access_key="bench-secret", region="us-east-1",
+                       virtual_hosted_style_request=False, client_options={"allow_http": True})
+
+    def put_tree(self, local: str, rel: str) -> None:
+        pass  # written straight under the bucket's directory
 
     def close(self) -> None:
         self.srv.close()
@@ -265,7 +333,8 @@ def run_rows(rows: dict[str, Any], srv: Server, tmp: str, args: argparse.Namespa
     out: list[dict[str, Any]] = []
     for i, (name, (shape, chunks, shards, zstd)) in enumerate(rows.items()):
         rel = f"a{i}.zarr"
-        local = os.path.join(tmp, rel) if isinstance(srv, Nginx) else os.path.join(tmp, "up", rel)
+        local = (os.path.join(tmp, rel) if isinstance(srv, Nginx)
+                 else os.path.join(srv.root, rel) if isinstance(srv, NginxS3) else os.path.join(tmp, "up", rel))
         ref = write(local, shape, chunks, shards, zstd)
         srv.put_tree(local, rel)
         readers: dict[str, Callable[[], Any]] = {}
@@ -353,7 +422,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", action="store_true", help="CuPy buffers and the GPU rows (GPU machine)")
-    p.add_argument("--servers", default="nginx,moto", help="comma-separated: nginx, moto")
+    p.add_argument("--servers", default="nginx,moto", help="comma-separated: nginx, nginx-s3, moto")
     p.add_argument("--nginx-workers", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--zarr-concurrency", type=int, default=64)
@@ -369,14 +438,15 @@ def main() -> None:
     zarr.config.set({"async.concurrency": args.zarr_concurrency})
     if args.wave_concurrency:
         gdsstore.config.set({"remote.wave_concurrency": args.wave_concurrency})
-    rows_def = GPU_ROWS if args.device else CPU_ROWS
+    p_rows = GPU_ROWS if args.device else CPU_ROWS
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="remote-zarr-bench-") as tmp:
         os.chmod(tmp, 0o755)
         for name in args.servers.split(","):
-            srv: Server = Nginx(tmp, args.nginx_workers) if name == "nginx" else Moto()
+            srv: Server = (Nginx(tmp, args.nginx_workers) if name == "nginx"
+                           else NginxS3(tmp, args.nginx_workers) if name == "nginx-s3" else Moto())
             try:
-                results += run_rows(rows_def, srv, tmp, args)
+                results += run_rows(S3_ROWS if name == "nginx-s3" and args.device else p_rows, srv, tmp, args)
                 if not args.no_single and not args.device:
                     results.append(single_object(srv, tmp, args))
             finally:
