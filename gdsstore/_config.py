@@ -43,6 +43,7 @@ __all__ = [
     "default_threads",
     "fmt_bytes",
     "settings_table",
+    "unknown_names",
 ]
 
 CompatMode = Literal["auto", "on", "off"]
@@ -422,9 +423,17 @@ DEFAULTS: dict[str, Any] = _nest({r.key: r.default for r in ROWS})
 # -- reading the environment -----------------------------------------------------------------------
 
 # Variables donfig itself reads (YAML locations, its serialised config for subprocesses): not settings.
-_NOT_SETTINGS = frozenset({"GDSSTORE_CONFIG", "GDSSTORE_ROOT_CONFIG", "GDSSTORE_INTERNAL_INHERIT_CONFIG"})
+# The scripts' own (scripts/bootstrap.sh: which Python, which extras) are not settings either.
+_NOT_SETTINGS = frozenset({"GDSSTORE_CONFIG", "GDSSTORE_ROOT_CONFIG", "GDSSTORE_INTERNAL_INHERIT_CONFIG",
+                           "GDSSTORE_PYTHON", "GDSSTORE_EXTRAS"})
 _warned: set[str] = set()
 _warn_lock = threading.Lock()
+
+
+def _unknown_message(name: str, what: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else f"; known: see docs/settings.md ({len(known)} settings)"
+    return f"unknown {what} {name!r} ignored{hint}"
 
 
 def _warn_unknown(name: str, what: str, known: list[str]) -> None:
@@ -433,9 +442,27 @@ def _warn_unknown(name: str, what: str, known: list[str]) -> None:
         if name in _warned:
             return
         _warned.add(name)
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]}?" if close else f"; known: see docs/settings.md ({len(known)} settings)"
-    warnings.warn(f"gdsstore: unknown {what} {name!r} ignored{hint}", UserWarning, stacklevel=3)
+    warnings.warn(f"gdsstore: {_unknown_message(name, what, known)}", UserWarning, stacklevel=3)
+
+
+def unknown_names(env: Mapping[str, str] | None = None, cfg: Mapping[str, Any] | None = None) -> list[str]:
+    """One line per ``GDSSTORE_*`` variable of ``env`` and key of ``cfg`` that is no setting (what
+    ``gdsstore doctor`` reports; the same names are warned about once when read).
+
+    Examples:
+        >>> unknown_names({"GDSSTORE_NUM_THREAD": "4", "HOME": "/root"}, {})
+        ["unknown environment variable 'GDSSTORE_NUM_THREAD' ignored; did you mean GDSSTORE_NUM_THREADS?"]
+    """
+    env = os.environ if env is None else env
+    cfg = config.config if cfg is None else cfg
+    by_env = [r.env for r in ROWS]
+    out = [
+        _unknown_message(name, "environment variable", by_env)
+        for name in sorted(env)
+        if name.startswith("GDSSTORE_") and name not in _NOT_SETTINGS and name not in by_env
+    ]
+    out += [_unknown_message(key, "config key", list(_ROWS)) for key, _ in _flat(cfg) if key not in _ROWS]
+    return out
 
 
 def _parse_env(value: str) -> object:

@@ -15,13 +15,16 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gdsstore import pagecache
 from gdsstore._config import config
 from gdsstore.engine import cuda
 
-__all__ = ["BenchResult", "bench_file", "bench_url", "bench_zarr", "format_table"]
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig  # a TypedDict of the stubs only
+
+__all__ = ["BenchResult", "bench_file", "bench_url", "bench_zarr", "format_table", "remote_zarr_node_type"]
 
 
 @dataclass
@@ -303,14 +306,69 @@ def bench_url(
     return _run_cases(cases, size, repeat, device, progress)
 
 
-def bench_zarr(path: str, *, repeat: int = 3, device: bool | None = None, progress: bool = True) -> list[BenchResult]:
-    """Read a zarr array whole (``z[:]``) through gdsstore's store and pipeline, next to zarr's
-    ``LocalStore`` (GPU buffers on both sides when a GPU is present).
+def remote_zarr_node_type(url: str, storage_options: dict[str, Any] | None = None) -> str | None:
+    """``node_type`` of the zarr v3 node at ``url`` (its ``zarr.json``); ``None`` where there is none.
+
+    Raises:
+        OSError: the server cannot be reached or refuses (anything but "not found").
+        ValueError: ``zarr.json`` is there but is not JSON.
+    """
+    import json
+
+    import numpy as np
+
+    import gdsstore
+
+    meta_url = url.rstrip("/") + "/zarr.json"
+    try:
+        with gdsstore.open(meta_url, **(storage_options or {})) as f:
+            raw = np.empty(f.size, dtype=np.uint8)
+            f.read(raw)
+    except FileNotFoundError:
+        return None
+    try:
+        meta = json.loads(raw.tobytes())
+    except ValueError as exc:
+        raise ValueError(f"{meta_url} cannot be read as JSON: {exc}") from None
+    return str(meta.get("node_type", "unknown node")) if isinstance(meta, dict) else "unknown node"
+
+
+def _zarr_anchor(path: str, storage_options: dict[str, Any]) -> tuple[str, Callable[[], Any]]:
+    """zarr's own store for ``path``, as a user of plain zarr would open it: (label, store factory)."""
+    import zarr
+
+    if "://" not in path or path.startswith("file://"):
+        local = path.removeprefix("file://")
+        return "zarr LocalStore", lambda: zarr.storage.LocalStore(local, read_only=True)
+    if path.startswith(("http://", "https://")) and not storage_options:
+        from obstore.store import HTTPStore
+
+        client: ClientConfig = {"allow_http": path.startswith("http://")}
+        return "zarr ObjectStore(obstore HTTPStore)", lambda: zarr.storage.ObjectStore(
+            HTTPStore.from_url(path, client_options=client), read_only=True
+        )
+    return "zarr FsspecStore", lambda: zarr.storage.FsspecStore.from_url(
+        path, storage_options=storage_options or None, read_only=True
+    )
+
+
+def bench_zarr(
+    path: str,
+    *,
+    repeat: int = 3,
+    device: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> list[BenchResult]:
+    """Read a zarr array whole (``z[:]``) through gdsstore's store and pipeline, next to zarr's own
+    store for it: ``LocalStore`` for a directory, ``ObjectStore`` (obstore) for an HTTP(S) URL,
+    ``FsspecStore`` for other URLs (GPU buffers on both sides when a GPU is present).
 
     Args:
-        path: a local zarr v3 array directory (not a group).
+        path: a zarr v3 array (not a group): a local directory or a URL.
         repeat: runs per contender; the best counts.
         device: read into GPU memory (``None``: when a GPU is present).
+        storage_options: passed to ``GDSStore`` and to zarr's store for a URL (endpoint, credentials).
         progress: show a progress bar on stderr.
 
     Returns:
@@ -321,23 +379,27 @@ def bench_zarr(path: str, *, repeat: int = 3, device: bool | None = None, progre
     import gdsstore
 
     device = cuda.device_count() > 0 if device is None else device
-    nbytes = int(zarr.open_array(zarr.storage.LocalStore(path, read_only=True), mode="r").nbytes)
+    opts = dict(storage_options or {})
+
+    def open_ours() -> Any:
+        return zarr.open_array(gdsstore.GDSStore(path, read_only=True, storage_options=opts or None), mode="r")
+
+    nbytes = int(open_ours().nbytes)
+    anchor, anchor_store = _zarr_anchor(path, opts)
 
     def ours() -> int:
         with gdsstore.enable_gpu(buffers=device):
-            z = zarr.open_array(gdsstore.GDSStore(path, read_only=True), mode="r")
-            x: Any = z[:]
+            x: Any = open_ours()[:]
             return int(x.nbytes)
 
     def theirs() -> int:
         with zarr.config.enable_gpu() if device else contextlib.nullcontext():
-            z = zarr.open_array(zarr.storage.LocalStore(path, read_only=True), mode="r")
-            x: Any = z[:]
+            x: Any = zarr.open_array(anchor_store(), mode="r")[:]
             return int(x.nbytes)
 
     cases: list[tuple[str, Callable[[], Any]]] = [
         ("gdsstore GDSStore + " + ("enable_gpu()" if device else "pipeline, host buffers"), ours),
-        ("zarr LocalStore" + (" + zarr.config.enable_gpu()" if device else ""), theirs),
+        (anchor + (" + zarr.config.enable_gpu()" if device else ""), theirs),
     ]
     return _run_cases(cases, nbytes, repeat, device, progress)
 

@@ -33,7 +33,8 @@ def doctor_problems(report: dict[str, Any]) -> list[str]:
 
     ``gdsstore doctor`` exits 1 when this list is not empty, so scripts and CI can rely on its status.
     A machine without a GPU is not a problem (host buffers work there); invalid settings, a
-    ``cufile.json`` that is not JSON, device reads that ``compat_mode="off"`` would refuse and a probe
+    ``cufile.json`` that is not JSON, a ``GDSSTORE_*`` variable that is no setting (a misspelling is
+    otherwise ignored), device reads that ``compat_mode="off"`` would refuse and a probe
     read that fails or returns other bytes are.
 
     Args:
@@ -52,6 +53,10 @@ def doctor_problems(report: dict[str, Any]) -> list[str]:
             f"settings are invalid: {report['settings_error']} "
             "(fix the GDSSTORE_* variable or the config file that sets it)"
         )
+    problems.extend(
+        f"{unknown} (unset or rename it: docs/settings.md lists every variable)"
+        for unknown in report.get("unknown_settings", [])
+    )
     if report.get("gpu", {}).get("error"):
         problems.append(f"CuPy sees a GPU but cannot query it: {report['gpu']['error']}")
     cufile_json = report.get("cufile", {}).get("cufile_json", {})
@@ -168,17 +173,12 @@ def _demo_at(root: str, n: int, host: bool, *, overwrite: bool = False) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from gdsstore.bench import bench_file, bench_url, bench_zarr
+    from gdsstore.bench import bench_file, bench_zarr
 
     path = args.path
     device = False if args.host else None
     if path is not None and "://" in path and not path.startswith("file://"):
-        try:
-            results = bench_url(path, repeat=args.repeat, device=device)
-        except OSError as exc:  # the URL itself: not found, refused, forbidden
-            message = str(exc) if path in str(exc) else f"{path}: {exc}"
-            raise ValueError(f"cannot read the URL: {message}") from None
-        return _report(args, results, f"read of {path}")
+        return _bench_remote(args, path, device)
     if path is not None:
         path = path.removeprefix("file://")
         _check_bench_path(path)
@@ -199,6 +199,24 @@ def _bench(args: argparse.Namespace) -> int:
         if tmp is not None:
             os.unlink(tmp.name)
     return _report(args, results, f"{'cold' if args.cold else 'warm'} read of {path}")
+
+
+def _bench_remote(args: argparse.Namespace, url: str, device: bool | None) -> int:
+    """A URL: a zarr array (a ``zarr.json`` under it) benchmarks as a local one does, else one object."""
+    from gdsstore.bench import bench_url, bench_zarr, remote_zarr_node_type
+
+    try:
+        node_type = remote_zarr_node_type(url)
+        if node_type == "array":
+            results = bench_zarr(url.rstrip("/"), repeat=args.repeat, device=device)
+            return _report(args, results, f"z[:] of the zarr array {url}")
+        if node_type is not None:
+            raise ValueError(f"{url!r} is a zarr {node_type}, not an array: give the URL of one of its arrays")
+        results = bench_url(url, repeat=args.repeat, device=device)
+    except OSError as exc:  # the URL itself: not found, refused, forbidden
+        message = str(exc) if url in str(exc) else f"{url}: {exc}"
+        raise ValueError(f"cannot read the URL: {message}") from None
+    return _report(args, results, f"read of {url}")
 
 
 _BENCH_WHAT = "give a file, a zarr v3 array directory or a URL"
@@ -281,7 +299,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         bytes; 2 for a usage error (a bad argument, a path or URL that cannot be read, an invalid
         setting), reported in one line on stderr without a traceback.
     """
+    from gdsstore._version import __version__
+
     p = argparse.ArgumentParser(prog="gdsstore", description="gdsstore: storage <-> GPU I/O with provenance")
+    p.add_argument("--version", action="version", version=f"gdsstore {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("doctor", help="versions, cuFile/nvidia-fs/udev, resolved routes, traced probe read")
     d.add_argument("--json", action="store_true", help="machine-readable output")
@@ -322,6 +343,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.set_defaults(fn=_bench)
     args = p.parse_args(argv)
     try:
+        if args.cmd != "doctor":  # doctor reports bad settings; the others refuse them before any work
+            from gdsstore._config import build_settings
+
+            build_settings()
         return int(args.fn(args))
     except ValueError as exc:  # invalid settings and arguments: one clear line, no traceback
         print(f"gdsstore {args.cmd}: error: {exc}", file=sys.stderr)

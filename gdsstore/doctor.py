@@ -17,7 +17,7 @@ from importlib import metadata
 from typing import Any
 
 from gdsstore import policy
-from gdsstore._config import config
+from gdsstore._config import config, unknown_names
 from gdsstore._version import __version__
 
 __all__ = ["doctor", "format_report"]
@@ -145,6 +145,7 @@ def doctor(probe: bool = True) -> dict[str, Any]:
     gpu = _gpu()
     report["gpu"] = gpu
     report["cufile"] = _cufile()
+    report["unknown_settings"] = unknown_names()  # a misspelled GDSSTORE_* variable is silently ignored
     try:
         s = policy.settings()
         report["settings"] = {k: v for k, v in config.config.items()}
@@ -214,6 +215,7 @@ def format_report(r: dict[str, Any]) -> str:
             lines.append(f"    {k}: " + ", ".join(f"{a}={b}" for a, b in cj[k].items()))
     if "driver" in c:
         lines.append(f"  driver: {'open' if c['driver']['ok'] else 'not used'} — {c['driver']['reason']}")
+    lines.extend(f"settings: {u}" for u in r.get("unknown_settings", []))
     if "settings_error" in r:
         lines.append(f"settings: INVALID — {r['settings_error']}")
         return "\n".join(lines)

@@ -132,12 +132,25 @@ def test_bench_table(tmp_path: Path) -> None:
 
 
 def test_bench_rejects_bad_setting(tmp_path: Path) -> None:
+    """Issue 26: a bad setting gave a "failed" row and exit 0 for a file or an array; now one line, exit 2."""
+    import zarr
+
     p = tmp_path / "b.bin"
     p.write_bytes(b"x" * 100)
-    out = _cli("bench", str(p), "--repeat", "1", env={"GDSSTORE_TASK_SIZE": "0"})
-    rows = out.stdout
-    assert "task_size" in rows  # reported per route, not a crash
-    assert out.returncode == 0
+    zarr.create_array(str(tmp_path / "a.zarr"), shape=(8,), dtype="f4")
+    for target in (str(p), str(tmp_path / "a.zarr")):
+        for var, value in (("GDSSTORE_TASK_SIZE", "0"), ("GDSSTORE_NUM_THREADS", "0")):
+            out = _cli("bench", target, "--repeat", "1", env={var: value})
+            _one_line_error(out, "gdsstore bench: error:", var)
+            assert out.stdout == ""  # refused before any route ran
+    _one_line_error(_cli("demo", "--n", "8", env={"GDSSTORE_NUM_THREADS": "0"}), "gdsstore demo: error:")
+
+
+def test_version() -> None:
+    from gdsstore import __version__
+
+    out = _cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"gdsstore {__version__}", out
 
 
 def test_bench_missing_file_is_one_line() -> None:
@@ -195,6 +208,33 @@ def test_bench_url(tmp_path: Path) -> None:
     assert rows["gdsstore (defaults)"]["nbytes"] == 3 << 20 and rows["gdsstore (defaults)"]["gbps"] > 0
     assert "fsspec" in rows
     _one_line_error(missing, "gdsstore bench: error: cannot read the URL:", "missing.bin", "404")
+
+
+def test_bench_remote_zarr_array_as_a_local_one(tmp_path: Path) -> None:
+    """Issue 26: `bench http://HOST/array.zarr` on a plain nginx (no directory listing) failed with 403."""
+    import numpy as np
+    import zarr
+    from servers.nginx import NginxServer, nginx_binary
+
+    if nginx_binary() is None:
+        pytest.skip("nginx is not installed (scripts/test.sh installs it)")
+    zarr.create_array(str(tmp_path / "a.zarr"), shape=(128, 128), chunks=(32, 32), dtype="f4")[:] = np.ones(
+        (128, 128), "f4"
+    )
+    zarr.open_group(str(tmp_path / "g.zarr"), mode="w").create_array("t", shape=(4,), dtype="f4")
+    srv = NginxServer(str(tmp_path))
+    try:
+        out = _cli("bench", srv.url("a.zarr"), "--repeat", "1", "--json")
+        group = _cli("bench", srv.url("g.zarr/"))
+        missing = _cli("bench", srv.url("nope.zarr"))
+    finally:
+        srv.close()
+    assert out.returncode == 0, out.stderr
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert set(rows) == {"gdsstore GDSStore + pipeline, host buffers", "zarr ObjectStore(obstore HTTPStore)"}
+    assert all(r["nbytes"] == 128 * 128 * 4 and r["seconds"] > 0 and not r["note"] for r in rows.values()), rows
+    _one_line_error(group, "is a zarr group, not an array")
+    _one_line_error(missing, "cannot read the URL:", "nope.zarr", "404")
 
 
 def test_bench_unreachable_url_is_one_line() -> None:
@@ -274,3 +314,15 @@ def test_doctor_fails_on_an_unusable_setting_naming_its_variable() -> None:
     out = _cli("doctor", "--no-probe", env={"GDSSTORE_REMOTE__TIMEOUT": "inf"}, timeout=60)
     assert out.returncode == 1, out.stderr
     assert "settings: INVALID" in out.stdout and "GDSSTORE_REMOTE__TIMEOUT" in out.stdout and "'inf'" in out.stdout
+
+
+def test_doctor_reports_a_misspelled_variable() -> None:
+    """Issue 26: a misspelled GDSSTORE_* variable was ignored with a warning, and doctor exited 0."""
+    out = _cli("doctor", "--no-probe", env={"GDSSTORE_NUM_THREAD": "4"}, timeout=60)
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "settings: unknown environment variable 'GDSSTORE_NUM_THREAD'" in out.stdout
+    problems = [ln for ln in out.stderr.splitlines() if ln.startswith("gdsstore doctor: problem:")]
+    assert len(problems) == 1 and "did you mean GDSSTORE_NUM_THREADS?" in problems[0], out.stderr
+    assert doctor_problems({"unknown_settings": ["unknown config key 'num_thread' ignored"]}) == [
+        "unknown config key 'num_thread' ignored (unset or rename it: docs/settings.md lists every variable)"
+    ]
