@@ -14,6 +14,7 @@ are assembled by one scatter kernel launch per window; every other output by zar
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -28,6 +29,7 @@ from gdsstore.engine.pool import engine_pool
 from gdsstore.engine.ranges import ByteRange
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import decode as _decode
+from gdsstore.gpu import memory as _memory
 from gdsstore.gpu import plan as _plan
 from gdsstore.gpu import staging
 from gdsstore.gpu.decode import CodecChain, decode_window, device_pointer, is_device_spec, raw_nbytes
@@ -64,38 +66,68 @@ BatchItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
 # -- windows --------------------------------------------------------------------------------------------
 
 
-def window_bytes(chain: CodecChain, device: bool) -> int:
-    """Large windows where the GPU decodes or the bytes are staged on the GPU (each window's read
-    starts with no copy to overlap); host staging keeps windows small enough to stay in cache."""
+def window_bytes(chain: CodecChain, device: bool, chunk_nbytes: int = 0, stored_ratio: float = 1.0) -> tuple[int, tuple[Any, ...] | None]:
+    """Decoded bytes per window, and the kind of window (the key its measured memory is learned under;
+    ``None``: host windows, nothing on the device).
+
+    Host staging keeps windows small enough to stay in cache (:data:`~gdsstore.gpu.plan.WINDOW_BYTES`).
+    Device reads fit ``gpu.memory_budget``: the first window of a kind by the model of
+    :func:`~gdsstore.gpu.plan.read_cost` (``stored_ratio``: stored per decoded byte, when known), the
+    later ones by what such windows measured (:func:`gdsstore.gpu.memory.learned_cost`).
+    """
     if not device:
-        return _plan.WINDOW_BYTES
+        return _plan.WINDOW_BYTES, None
     fmt = chain.device_plan()[0]
-    if fmt not in (None, "-") or chain.device_staged():
-        free = 0
-        cp = _codecs._cupy()
-        if cp is not None:
-            try:
-                free = int(cp.cuda.runtime.memGetInfo()[0])
-            except Exception:  # no usable device: the smallest large window
-                free = 0
-        return _plan.large_window(free)
-    return _plan.WINDOW_BYTES
+    staged = chain.device_staged()
+    gpu_decode = fmt not in (None, "-")
+    key = ("read", fmt, staged, chunk_nbytes)
+    model = _plan.read_cost(decoded_on_gpu=gpu_decode, staged_on_gpu=staged, stored_ratio=stored_ratio)
+    limit = _plan.budget_window(_memory.budget_bytes(), _memory.learned_cost(key, model))
+    if not (gpu_decode or staged):  # host staging, CPU decode: small windows, as on the host
+        limit = min(limit, _plan.WINDOW_BYTES)
+    return limit, key
+
+
+def _on_budget(read: Callable[[range], Any]) -> Callable[[range], Any]:
+    """``read`` run with its thread's device allocations counted by the budget (a pool thread)."""
+
+    def run(w: range) -> Any:
+        with _memory.on_thread():
+            return read(w)
+
+    return run
 
 
 def run_windows(
-    windows: list[range], read: Callable[[range], Any], process: Callable[[range, Any], None]
+    windows: list[range],
+    read: Callable[[range], Any],
+    process: Callable[[range, Any], None],
+    learn: tuple[tuple[Any, ...], Sequence[int]] | None = None,
 ) -> None:
     """Run ``process`` on each window while the next window's ``read`` runs in the background (the
-    engine pool: one read ahead)."""
+    engine pool: one read ahead). ``learn``: the kind of window and each window's decoded bytes: the
+    device memory each window took at its peak (this window's staging, decode and scratch, the next
+    one's staging) is recorded for the next windows of that kind (:func:`gdsstore.gpu.memory.observe`)."""
     if not windows:
         return
     pool = engine_pool()
-    nxt: Future[Any] = pool.submit(read, windows[0])
+    fetch = _on_budget(read)
+    nxt: Future[Any] = pool.submit(fetch, windows[0])
     for k, w in enumerate(windows):
         cur = nxt.result()
+        _memory.budget.reset_peak()
         if k + 1 < len(windows):
-            nxt = pool.submit(read, windows[k + 1])
+            nxt = pool.submit(fetch, windows[k + 1])
         process(w, cur)
+        del cur
+        if learn is not None:
+            _memory.observe(learn[0], _memory.budget.peak, int(learn[1][k]))
+
+
+def window_sizes(windows: list[range], sizes: Sequence[int]) -> list[int]:
+    """Bytes of each window (the sum of its items' ``sizes``)."""
+    ends = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
+    return [int(ends[w.stop] - ends[w.start]) for w in windows]
 
 
 # -- output and scatter -----------------------------------------------------------------------------------
@@ -167,13 +199,24 @@ def decode_scatter(
 def read_chunks(
     codecs: Sequence[Any], batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
 ) -> tuple[GetResult, ...]:
-    """Read whole chunk objects, window by window, and place them in ``out``."""
+    """Read whole chunk objects, window by window, and place them in ``out`` (device reads within
+    ``gpu.memory_budget``: :func:`gdsstore.gpu.memory.device_call`)."""
+    with _memory.device_call() if is_device_spec(batch[0][1]) else contextlib.nullcontext():
+        return _read_chunks(codecs, batch, out, drop_axes, fetch)
+
+
+def _read_chunks(
+    codecs: Sequence[Any], batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
+) -> tuple[GetResult, ...]:
     chain = CodecChain.of(codecs)
     spec0 = batch[0][1]
     device = is_device_spec(spec0)
     layout = chain.view_layout(spec0) if device and kernel_scatter_ok(batch, drop_axes) else None
     results: list[GetResult] = [GetResult(status="missing")] * len(batch)
-    windows = split_windows([raw_nbytes(item[1]) for item in batch], window_bytes(chain, device))
+    sizes = [raw_nbytes(item[1]) for item in batch]
+    limit, key = window_bytes(chain, device, raw_nbytes(spec0))
+    windows = split_windows(sizes, limit)
+    learn = None if key is None else (key, window_sizes(windows, sizes))
     geometry: ChunkGeometry | None = None
     out_ptr = 0
     if layout is not None:
@@ -219,7 +262,7 @@ def read_chunks(
         finally:
             staged.release()
 
-    run_windows(windows, read, process)
+    run_windows(windows, read, process, learn)
     return tuple(results)
 
 
@@ -289,7 +332,14 @@ def read_shards(
     codec: ShardingCodec, batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
 ) -> tuple[GetResult, ...]:
     """Read the inner chunks a selection touches in each shard, coalesced into few reads per shard,
-    decode them window by window, and place them in ``out``."""
+    decode them window by window, and place them in ``out`` (device reads within ``gpu.memory_budget``)."""
+    with _memory.device_call() if is_device_spec(batch[0][1]) else contextlib.nullcontext():
+        return _read_shards(codec, batch, out, drop_axes, fetch)
+
+
+def _read_shards(
+    codec: ShardingCodec, batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
+) -> tuple[GetResult, ...]:
     spec0 = batch[0][1]
     device = is_device_spec(spec0)
     tables = read_shard_indexes(codec, batch, fetch)
@@ -313,7 +363,13 @@ def read_shards(
         shards, tables, config.sharding_coalesce_max_gap_bytes, config.sharding_coalesce_max_bytes
     )
     getters = [batch[i][0] for i in plan.read_item.tolist()]
-    windows = split_windows(plan.window_nbytes(), window_bytes(chain, device))
+    # Windows are cut by the decoded bytes of each read's inner chunks; the stored bytes are known.
+    decoded = (np.diff(plan.bounds) * raw_nbytes(inner_spec)).tolist()
+    stored = plan.window_nbytes()
+    ratio = sum(stored) / max(1, sum(decoded))
+    limit, key = window_bytes(chain, device, raw_nbytes(inner_spec), min(1.0, ratio))
+    windows = split_windows(decoded, limit)
+    learn = None if key is None else (key, window_sizes(windows, decoded))
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
 
     def read(w: range) -> staging.Staged:
@@ -321,8 +377,9 @@ def read_shards(
         return fetch.ranges(getters[sl], plan.read_start[sl], plan.read_stop[sl], device, on_gpu)
 
     if layout is not None:
-        _scatter_shards(plan, shards, chain, inner_spec, layout, batch, out, windows, read)
+        _scatter_shards(plan, shards, chain, inner_spec, layout, batch, out, windows, read, learn)
     else:
+        # (its decoded chunks pile up until the end: a window's peak would not be the window's alone)
         _assemble_shards(codec, plan, shards, chain, batch, out, drop_axes, windows, read, device)
     return tuple(GetResult(status="missing" if t is None else "present") for t in tables)
 
@@ -337,6 +394,7 @@ def _scatter_shards(
     out: NDBuffer,
     windows: list[range],
     read: Callable[[range], staging.Staged],
+    learn: tuple[tuple[Any, ...], Sequence[int]] | None = None,
 ) -> None:
     """Device outputs: fills first, then per window one decode and one scatter launch."""
     out_ptr, out_layout = output_layout(out)
@@ -353,7 +411,7 @@ def _scatter_shards(
         finally:
             staged.release()
 
-    run_windows(windows, read, process)
+    run_windows(windows, read, process, learn)
     sync()
 
 
@@ -370,7 +428,8 @@ def _assemble_shards(
     device: bool,
 ) -> None:
     """Any output: decode every window to zarr buffers, then assemble each shard's selection with
-    zarr's ``scatter_chunk`` and copy it into the output."""
+    zarr's ``scatter_chunk`` and copy it into the output (the decoded chunks stay alive until then:
+    this path is not held to the budget's windows; device outputs of slices take :func:`_scatter_shards`)."""
     inner_specs: dict[int, ArraySpec] = {}  # inner specs follow each shard's spec (prototype, fill value)
 
     def inner_spec_of(spec: ArraySpec) -> ArraySpec:

@@ -22,22 +22,24 @@ import numpy as np
 from gdsstore.engine.ranges import coalesce_ranges
 
 __all__ = [
-    "DECODE_WINDOW_BYTES",
+    "SCRATCH_GUESS",
     "WINDOW_BYTES",
+    "WRITE_COST_GUESS",
     "Blocks",
     "ChunkGeometry",
     "InnerChunks",
     "Layout",
     "ShardReadPlan",
     "blocks_from_rows",
+    "budget_window",
     "c_order_layout",
     "chunk_blocks",
     "inner_chunks_of_selection",
     "inner_chunks_of_slices",
     "is_slice_selection",
-    "large_window",
     "plan_chunk_geometry",
     "plan_shard_reads",
+    "read_cost",
     "select_strided",
     "shard_geometry",
     "slice_arrays",
@@ -46,10 +48,9 @@ __all__ = [
 
 #: Decoded bytes per window of host staging: bounds pinned staging, and sets the read/copy overlap.
 WINDOW_BYTES = 128 << 20
-#: Decoded bytes per window when nvCOMP decodes it: one nvCOMP call decodes each chunk on its own
-#: thread block, so its time is nearly flat in the number of chunks (measured on an H200: 64 zstd
-#: chunks of 4 MiB 62 ms, 256 of them 69 ms): fewer, larger windows decode several times faster.
-DECODE_WINDOW_BYTES = 1 << 30
+#: nvCOMP's scratch per decoded byte assumed before a window of the same kind was measured (then the
+#: measured peak replaces the whole model: :func:`gdsstore.gpu.memory.learned_cost`).
+SCRATCH_GUESS = 0.5
 
 #: A strided view: ``(shape, byte strides)``.
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
@@ -63,16 +64,39 @@ _EMPTY_SHARD_ENTRY = np.uint64(2**64 - 1)  # the shard index's (offset, length) 
 # -- windows ------------------------------------------------------------------------------------------
 
 
-def large_window(free: int) -> int:
-    """A window on the GPU: :data:`DECODE_WINDOW_BYTES`, but at most a quarter of the device's free
-    memory (a window's staging and decoded bytes, and the next window's staging being read, are alive
-    at once), and at least :data:`WINDOW_BYTES`.
+def read_cost(*, decoded_on_gpu: bool, staged_on_gpu: bool, stored_ratio: float, scratch: float = SCRATCH_GUESS) -> float:
+    """Device bytes a read window holds at its peak, per decoded byte of the window.
+
+    While window ``k`` is decoded and scattered, window ``k + 1`` is being read: with the stored bytes
+    staged on the GPU (the bounce ring) both windows' stored bytes are on the device (``2 *
+    stored_ratio``); staged in host memory, only window ``k``'s, copied over (``stored_ratio``). nvCOMP
+    decodes into a buffer of the decoded bytes (``1``) and takes ``scratch`` more; uncompressed chunks
+    decode as views of their staging (``0``).
 
     Examples:
-        >>> large_window(100 << 30) == DECODE_WINDOW_BYTES, large_window(2 << 30) >> 20, large_window(0) >> 20
-        (True, 512, 128)
+        >>> read_cost(decoded_on_gpu=True, staged_on_gpu=True, stored_ratio=0.5, scratch=0.5)
+        2.5
+        >>> read_cost(decoded_on_gpu=False, staged_on_gpu=True, stored_ratio=1.0)
+        2.0
     """
-    return max(WINDOW_BYTES, min(DECODE_WINDOW_BYTES, free // 4))
+    staging = stored_ratio * (2.0 if staged_on_gpu else 1.0)
+    return staging + ((1.0 + scratch) if decoded_on_gpu else 0.0)
+
+
+#: Device bytes per raw byte of a write window before one was measured: the packed raw bytes, nvCOMP's
+#: outputs (up to the raw size) and scratch, and the packed encoded bytes copied to the host.
+WRITE_COST_GUESS = 4.0
+
+
+def budget_window(budget: int, cost: float) -> int:
+    """Decoded (or raw) bytes per window so that a window's device memory, ``cost`` bytes per byte,
+    stays within ``budget`` (at least 1: an item larger than the window is a window of its own).
+
+    Examples:
+        >>> budget_window(1 << 30, 2.5) >> 20, budget_window(1 << 30, 0.0) >> 20
+        (409, 1024)
+    """
+    return max(1, int(budget / max(cost, 1.0)))
 
 
 def split_windows(sizes: Sequence[int], limit: int) -> list[range]:

@@ -34,6 +34,7 @@ __all__ = [
     "stage_from_host_buffers",
     "stage_local",
     "stage_wave",
+    "staging_size",
     "to_device",
 ]
 
@@ -123,40 +124,87 @@ class Staged:
         self.dev = None
 
 
+def staging_size(nbytes: int) -> int:
+    """Bytes to pin for a staging buffer of ``nbytes``: at least 1 MiB, rounded up to an eighth of the
+    next power of two (at most 1/8 more than asked, where a power of two pinned up to twice as much), so
+    that slightly larger batches still reuse a buffer.
+
+    Examples:
+        >>> staging_size(600 << 20) >> 20, staging_size((16 << 20) + 1) >> 20, staging_size(5) >> 20
+        (640, 20, 1)
+    """
+    n = max(int(nbytes), 1 << 20)
+    step = max(1 << 20, (1 << (n - 1).bit_length()) // 8)
+    return -(-n // step) * step
+
+
 class _PinnedPool:
     """Reuses pinned buffers: ``cudaHostAlloc`` of hundreds of MiB costs more than reading them.
 
-    Idle buffers kept: at most ``keep``, and at most ``pinned_memory_limit`` bytes together (the
-    largest first); emptied in a forked child (the parent's CUDA context owns them).
+    Every buffer, in use or idle, is counted with the bounce ring's slots under ``pinned_memory_limit``
+    (:meth:`gdsstore.engine.bounce.BounceRing.reserve_staging`); one that would pass it is not made
+    (:meth:`get` returns ``None``: the caller stages in ordinary host memory). Idle buffers kept: at
+    most ``keep``, freed first when the ring or a new buffer needs the room; emptied in a forked child
+    (the parent's CUDA context owns them), and a buffer of the parent's that comes back in the child
+    is dropped, not reused or counted.
     """
 
-    def __init__(self, keep: int = 4) -> None:
+    def __init__(self, keep: int = 4, ring: Any = None) -> None:
         self._free: list[Any] = []
         self._lock = threading.Lock()
         self._keep = keep
+        self._ring = ring if ring is not None else bounce.ring
 
-    def get(self, nbytes: int) -> Any:
+    def get(self, nbytes: int, alloc: Callable[[int], Any] | None = None) -> Any:
+        """A pinned buffer of at least ``nbytes`` (idle, or new within the limit), or ``None``."""
         with self._lock:
             fits = [b for b in self._free if b.nbytes >= nbytes]
             if fits:
                 best = min(fits, key=lambda b: b.nbytes)
                 self._free.remove(best)
                 return best
-        # Round up so that slightly larger batches reuse the buffer.
-        return cuda.PinnedBuffer(max(1 << 20, 1 << (max(nbytes, 1) - 1).bit_length()))
+        size = staging_size(nbytes)
+        if not self._ring.reserve_staging(size):
+            self.drop_idle()  # idle buffers too small for this one: their room instead
+            if not self._ring.reserve_staging(size):
+                return None
+        try:
+            return (alloc or cuda.PinnedBuffer)(size)
+        except BaseException:
+            self._ring.release_staging(size)
+            raise
 
     def put(self, buf: Any) -> None:
+        if getattr(buf, "pid", _PID[0]) != _PID[0]:  # the parent's, back in a forked child
+            buf.ptr = 0
+            return
         limit = policy.settings().pinned_memory_limit
         with self._lock:
             self._free.append(buf)
             self._free.sort(key=lambda b: -b.nbytes)
             kept: list[Any] = []
+            gone: list[Any] = []
             total = 0
             for b in self._free:
                 if len(kept) < self._keep and total + b.nbytes <= limit:
                     kept.append(b)
                     total += b.nbytes
-            self._free = kept  # the others are freed as they go
+                else:
+                    gone.append(b)
+            self._free = kept
+        self._forget(gone)
+
+    def _forget(self, bufs: list[Any]) -> None:
+        """Free ``bufs`` (as their last reference goes) and uncount them, outside the pool's lock."""
+        for b in bufs:
+            self._ring.release_staging(b.nbytes)
+        bufs.clear()
+
+    def drop_idle(self) -> None:
+        """Free every idle buffer (the ring needs the room: :attr:`BounceRing.drop_staging`)."""
+        with self._lock:
+            gone, self._free = self._free, []
+        self._forget(gone)
 
     def held(self) -> int:
         """Bytes of idle pinned buffers kept for reuse."""
@@ -171,9 +219,18 @@ class _PinnedPool:
         self._lock = threading.Lock()
 
 
+_PID = [os.getpid()]  # this process (reset in a forked child, before the pool forgets its buffers)
 _pinned_pool = _PinnedPool()
+bounce.ring.drop_staging = _pinned_pool.drop_idle
+
+
+def _after_fork() -> None:
+    _PID[0] = os.getpid()
+    _pinned_pool.forget_after_fork()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_pinned_pool.forget_after_fork)
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def map_parallel(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
@@ -194,9 +251,12 @@ def _layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _alloc(total: int, pinned: bool) -> tuple[np.ndarray, Any]:
+    """A host staging buffer of ``total`` bytes: pinned when asked and within ``pinned_memory_limit``
+    (with its owner, to hand back), else ordinary host memory (owner ``None``)."""
     if pinned and cuda.gpu_available():
         buf = _pinned_pool.get(total)
-        return np.frombuffer(buf.view, dtype=np.uint8, count=total), buf
+        if buf is not None:
+            return np.frombuffer(buf.view, dtype=np.uint8, count=total), buf
     return np.empty(total, dtype=np.uint8), None
 
 
@@ -224,7 +284,9 @@ def _read_to_device(
     slot, limit = bounce.bounce_slots(policy.settings())
     with cp.cuda.Device(device):
         dev = cp.empty(max(total, 1), dtype=cp.uint8)
-    sink = bounce.DeviceSink(device, int(dev.data.ptr), total, batch.piece_size(total, threads, slot), slot, limit)
+    piece = batch.piece_size(total, threads, slot)
+    # slots as large as the pieces: a small batch pins what it reads, not num_threads full buffers
+    sink = bounce.DeviceSink(device, int(dev.data.ptr), total, piece, bounce.slot_for(piece, slot), limit)
     got = batch.read_batch(paths, offsets, sizes, sink, slot_offsets, threads, url=url)
     return dev, got
 

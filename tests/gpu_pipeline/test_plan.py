@@ -69,10 +69,17 @@ def test_split_windows_covers_every_item_once_within_the_limit(sizes: list[int],
         assert len(w) == 1 or sum(sizes[i] for i in w) <= limit
 
 
-def test_large_window_bounds() -> None:
-    assert plan.large_window(100 << 30) == plan.DECODE_WINDOW_BYTES
-    assert plan.large_window(0) == plan.WINDOW_BYTES
-    assert plan.large_window(2 << 30) == 512 << 20
+def test_device_windows_fit_the_budget_by_their_cost() -> None:
+    # staged on the GPU: this window's and the next one's stored bytes, the decoded bytes, the scratch
+    cost = plan.read_cost(decoded_on_gpu=True, staged_on_gpu=True, stored_ratio=0.6, scratch=0.4)
+    assert cost == pytest.approx(2 * 0.6 + 1 + 0.4)
+    assert plan.read_cost(decoded_on_gpu=True, staged_on_gpu=False, stored_ratio=0.6, scratch=0.4) == pytest.approx(2.0)
+    assert plan.read_cost(decoded_on_gpu=False, staged_on_gpu=True, stored_ratio=1.0) == 2.0  # views of staging
+    for budget in (16 << 20, 256 << 20, 1 << 30, 4 << 30):
+        w = plan.budget_window(budget, cost)
+        assert w * cost <= budget < (w + 1) * cost + 1
+    assert plan.budget_window(1 << 30, 0.1) == 1 << 30  # never more than the budget itself
+    assert plan.budget_window(16, 1e9) == 1  # at least one byte: the item is a window of its own
 
 
 @settings(max_examples=60, deadline=None)
