@@ -2,12 +2,12 @@
 brings it.
 
 Every lazy import of an optional package (CuPy, botocore, nvCOMP, ``cuda.bindings``, xarray, distributed)
-goes through :func:`require`, so a user without it reads ``pip install 'gdsstore[s3]'`` rather than a
-bare ``ModuleNotFoundError``::
+goes through :func:`require`, so a user without it reads the ``pip install`` that brings it (from a clone:
+gdsstore is not on PyPI) rather than a bare ``ModuleNotFoundError``::
 
     >>> from gdsstore._optional import install_hint
     >>> install_hint("s3")
-    "pip install 'gdsstore[s3]'"
+    "pip install '.[s3]' in a clone of gdsstore (not on PyPI; docs/install.md)"
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ _CUDA_EXTRAS = ("cuda13", "cuda12")
 
 
 def install_hint(extra: str) -> str:
-    """The ``pip install`` command that brings an extra.
+    """The ``pip install`` command that brings an extra, run in a clone (gdsstore is not on PyPI).
 
     Args:
         extra: an extra of the gdsstore package (``"s3"``, ``"cuda13"``, ...).
@@ -45,11 +45,12 @@ def install_hint(extra: str) -> str:
 
     Examples:
         >>> install_hint("cuda13")
-        "pip install 'gdsstore[cuda13]' (CUDA 13 driver) or 'gdsstore[cuda12]' (CUDA 12)"
+        "pip install '.[cuda13]' (CUDA 13 driver) or '.[cuda12]' (CUDA 12) in a clone of gdsstore (not on PyPI; docs/install.md)"
     """
+    where = "in a clone of gdsstore (not on PyPI; docs/install.md)"
     if extra in _CUDA_EXTRAS:
-        return "pip install 'gdsstore[cuda13]' (CUDA 13 driver) or 'gdsstore[cuda12]' (CUDA 12)"
-    return f"pip install 'gdsstore[{extra}]'"
+        return f"pip install '.[cuda13]' (CUDA 13 driver) or '.[cuda12]' (CUDA 12) {where}"
+    return f"pip install '.[{extra}]' {where}"
 
 
 def require(module: str, *, extra: str | None = None, purpose: str = "") -> ModuleType:
@@ -73,7 +74,7 @@ def require(module: str, *, extra: str | None = None, purpose: str = "") -> Modu
         >>> require("no_such_module_xyz", extra="s3", purpose="s3:// URLs")
         Traceback (most recent call last):
         ...
-        gdsstore.errors.MissingOptionalDependencyError: s3:// URLs: no_such_module_xyz is not installed; pip install 'gdsstore[s3]'
+        gdsstore.errors.MissingOptionalDependencyError: s3:// URLs: no_such_module_xyz is not installed; pip install '.[s3]' in a clone of gdsstore (not on PyPI; docs/install.md)
     """
     try:
         return importlib.import_module(module)

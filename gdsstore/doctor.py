@@ -23,7 +23,8 @@ from gdsstore._version import __version__
 __all__ = ["doctor", "format_report"]
 
 _PACKAGES = ("numpy", "zarr", "fsspec", "numcodecs", "cupy-cuda13x", "cupy-cuda12x", "cuda-bindings",
-             "nvidia-cufile", "kvikio-cu13", "nvidia-nvcomp-cu13", "botocore")
+             "nvidia-cufile", "nvidia-cufile-cu12", "kvikio-cu13", "kvikio-cu12", "nvidia-nvcomp-cu13",
+             "nvidia-nvcomp-cu12", "botocore")
 
 
 def _versions() -> dict[str, str]:

@@ -39,6 +39,24 @@ extras_list() {  # "b, a,,a" -> "a,b": sorted, unique, comma-separated
   tr ', ' '\n\n' <<<"$1" | sed '/^$/d' | sort -u | paste -sd, -
 }
 
+# One CUDA major per .venv (pyproject.toml): the short names gpu, cufile and nvcomp (CUDA 12's) become the
+# extras of the major .venv already has (its explicit extras, else its cuda-bindings or CuPy). Both: refused.
+short='gpu|cufile|nvcomp' cu12='cuda12|cufile-cu12|nvcomp-cu12' cu13='cuda13|cufile-cu13|nvcomp-cu13'
+has() { tr , '\n' <<<"$1" | grep -qxE "$2"; }
+major_of() {  # extras -> 12, 13 or nothing, from the explicit CUDA extras among them
+  if has "$1" "$cu13"; then echo 13; elif has "$1" "$cu12"; then echo 12; fi
+}
+installed_major() {  # the CUDA major of the cuda-bindings or CuPy in .venv, or nothing
+  .venv/bin/python -m pip list --format=freeze 2>/dev/null \
+    | sed -nE 's/^cuda[-_]bindings==([0-9]+)\..*/\1/p; s/^cupy-cuda([0-9]+)x==.*/\1/p' | head -n1
+}
+to_major() {  # $1: extras, $2: 12, 13 or nothing -> $1 with the short names as that major's extras
+  [ -n "$2" ] || { echo "$1"; return; }
+  local gpu=cuda$2 cufile=cufile-cu$2 nvcomp=nvcomp-cu$2
+  tr , '\n' <<<"$1" | sed -e "s/^gpu$/$gpu/" -e "s/^cufile$/$cufile/" -e "s/^nvcomp$/$nvcomp/" \
+    | sed '/^$/d' | sort -u | paste -sd, -
+}
+
 want=$(extras_list "${GDSSTORE_EXTRAS:-}")
 hash=$(sha1sum pyproject.toml | cut -c1-12)
 stamp=.venv/.gdsstore-stamp
@@ -52,11 +70,21 @@ fi
 stamp_version="" have_hash="" have=""
 [ -f "$stamp" ] && read -r stamp_version have_hash have <"$stamp" || true
 [ "$stamp_version" = v2 ] || have_hash="" have=""
+major=$(major_of "$want,$have")
+want=$(to_major "$want" "$major")
 missing=$(comm -23 <(tr , '\n' <<<"$want" | sed '/^$/d') <(tr , '\n' <<<"$have" | sed '/^$/d'))
 if [ "$have_hash" = "$hash" ] && [ -z "$missing" ]; then
   exit 0  # installed, with every extra asked for
 fi
 extras=$(extras_list "$have,$want")
+# No explicit CUDA extra yet: keep the major of what is in .venv (installed by hand, or an older stamp).
+[ -n "$major" ] || ! has "$extras" "$short" || major=$(installed_major)
+extras=$(to_major "$extras" "$major")
+if has "$extras" "$cu12" && has "$extras" "$cu13"; then
+  echo "bootstrap: extras of two CUDA majors ($extras): use the cuda12 or the cuda13 ones" \
+    "(docs/install.md; remove .venv to change)" >&2
+  exit 2
+fi
 echo "bootstrap: installing gdsstore${extras:+[$extras]} into .venv"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"

@@ -31,7 +31,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _gpu_skip_reason() -> str | None:
     if cuda.cupy_or_none() is None:
-        return "needs a CUDA GPU: cupy is not installed (pip install gdsstore[gpu]); run `pytest -m gpu` on the GPU machine"
+        return "needs a CUDA GPU: cupy is not installed (pip install \".[gpu]\" in the clone); run `pytest -m gpu` on the GPU machine"
     if cuda.device_count() == 0:
         return "needs a CUDA GPU: cupy found no CUDA device / driver on this machine"
     return None

@@ -1,4 +1,4 @@
-"""Missing optional dependencies name the ``pip install 'gdsstore[...]'`` that brings them; ``enable_gpu()``
+"""Missing optional dependencies name the ``pip install '.[...]'`` (in a clone) that brings them; ``enable_gpu()``
 fails at once without CuPy or a device; RMM-aware device memory (its non-GPU branch)."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_s3_without_botocore_names_the_s3_extra(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setitem(sys.modules, "botocore", None)
     with pytest.raises(MissingOptionalDependencyError, match=r"S3 \(s3:// URLs\): botocore is not installed; "
-                                                             r"pip install 'gdsstore\[s3\]'"):
+                                                             r"pip install '\.\[s3\]' in a clone"):
         S3Client({"anon": True})
 
 
@@ -49,7 +49,7 @@ def test_enable_gpu_without_cupy_fails_at_once() -> None:
 
     before = dict(zarr.config.config)
     with pytest.raises(MissingOptionalDependencyError, match=r"gdsstore.enable_gpu\(\).*cupy is not installed; "
-                                                             r"pip install 'gdsstore\[cuda13\]'"):
+                                                             r"pip install '\.\[cuda13\]'"):
         gdsstore.enable_gpu()
     assert dict(zarr.config.config) == before  # nothing half-applied
     with gdsstore.enable_gpu(buffers=False):  # host buffers need no CuPy
@@ -91,7 +91,7 @@ def test_rmm_resource_chain_walk() -> None:
 
 @NO_CUPY
 def test_device_free_bytes_without_cupy_names_the_extra() -> None:
-    with pytest.raises(MissingOptionalDependencyError, match=r"pip install 'gdsstore\[cuda13\]'"):
+    with pytest.raises(MissingOptionalDependencyError, match=r"pip install '\.\[cuda13\]'"):
         memory.device_free_bytes()
 
 
@@ -113,5 +113,5 @@ def test_integration_modules_name_their_extra(module: str, dependency: str, extr
     monkeypatch.delitem(sys.modules, module, raising=False)
     monkeypatch.setitem(sys.modules, dependency, None)
     with pytest.raises(MissingOptionalDependencyError, match=rf"{module}: {dependency} is not installed; "
-                                                             rf"pip install 'gdsstore\[{extra}\]'"):
+                                                             rf"pip install '\.\[{extra}\]' in a clone"):
         importlib.import_module(module)

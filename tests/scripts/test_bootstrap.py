@@ -80,3 +80,22 @@ def test_old_stamp_or_failed_install_counts_as_nothing(tmp_path: Path) -> None:
     assert _bootstrap(repo, "s3", status=1) == []  # pip fails: the script stops (exit status 1)
     assert stamp.read_text().split()[2] == "docs"  # and the stamp still says only what was installed
     assert _bootstrap(repo, "s3") == [".[docs,s3]"]
+
+
+def test_one_cuda_major_per_venv(tmp_path: Path) -> None:
+    """Issue 26: the test command adds `cufile` to whatever was installed; it takes the major of the CUDA
+    extras already there (the short names are CUDA 12's), and extras of both majors are refused."""
+    repo = _repo(tmp_path)
+    assert _bootstrap(repo, "cuda13") == [".[cuda13]"]
+    assert _bootstrap(repo, "test,docs,s3,cufile") == [".[cuda13,cufile-cu13,docs,s3,test]"]
+    assert _bootstrap(repo, "test,docs,s3,cufile") == []
+    assert _bootstrap(repo, "gpu,nvcomp") == [".[cuda13,cufile-cu13,docs,nvcomp-cu13,s3,test]"]
+    out = subprocess.run(
+        ["bash", str(repo / "scripts" / "bootstrap.sh")],
+        env={**os.environ, "GDSSTORE_EXTRAS": "cuda12"}, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 2 and "extras of two CUDA majors" in out.stderr, out
+    other = _repo(tmp_path / "other")  # the short names alone: all CUDA 12's, as pyproject.toml has them
+    assert _bootstrap(other, "gpu") == [".[gpu]"]
+    assert _bootstrap(other, "test,docs,s3,cufile") == [".[cufile,docs,gpu,s3,test]"]
+    assert _bootstrap(other, "cuda12") == [".[cuda12,cufile-cu12,docs,s3,test]"]
