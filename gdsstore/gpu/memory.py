@@ -206,7 +206,8 @@ class DeviceBudget:
         self._base: Any = None
         self.active = 0  # calls running now
         self.live = 0  # bytes allocated through the budget and not yet freed
-        self.peak = 0  # most live bytes since the last reset_peak()
+        self.peak = 0  # most live bytes since the last reset_peak() (one window's)
+        self.top = 0  # most live bytes since the running calls started (theirs, all windows)
 
     # -- accounting --
 
@@ -230,6 +231,7 @@ class DeviceBudget:
         with self._lock:
             self.live += nbytes
             self.peak = max(self.peak, self.live)
+            self.top = max(self.top, self.live)
         return self._wrap(mem, owner, nbytes)
 
     def _default_base(self) -> Any:
@@ -263,7 +265,7 @@ class DeviceBudget:
         with self._lock:
             if self.active == 0:
                 self._base = base
-                self.peak = self.live
+                self.peak = self.top = self.live
             self.active += 1
 
     def leave(self, budget: int, devices: Sequence[Any] = ()) -> None:
@@ -336,12 +338,14 @@ def device_call() -> Iterator[None]:
 
 
 def budget_stats() -> dict[str, int]:
-    """What the budget counts now: ``live`` and ``peak`` bytes (gdsstore's allocations, nvCOMP's
-    included), ``held`` by the private pool, ``budget``, ``active`` calls (for benchmarks and doctor)."""
+    """What the budget counts now: ``live`` bytes (gdsstore's allocations, nvCOMP's included), the
+    ``peak`` of the last window, the ``top`` of the last calls (all their windows), ``held`` by the
+    private pool, ``budget``, ``active`` calls (for benchmarks, tests and doctor)."""
     return {
         "budget": budget_bytes(),
         "live": budget.live,
         "peak": budget.peak,
+        "top": budget.top,
         "held": budget.held(),
         "active": budget.active,
     }
