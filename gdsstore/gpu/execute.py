@@ -102,10 +102,11 @@ def run_windows(
     windows: list[range],
     read: Callable[[range], Any],
     process: Callable[[range, Any], None],
-    learn: tuple[tuple[Any, ...], Sequence[int]] | None = None,
+    learn: tuple[tuple[Any, ...], Sequence[int], int] | None = None,
 ) -> None:
     """Run ``process`` on each window while the next window's ``read`` runs in the background (the
-    engine pool: one read ahead). ``learn``: the kind of window and each window's decoded bytes: the
+    engine pool: one read ahead). ``learn``: the kind of window, each window's decoded bytes and the
+    window limit: the
     device memory each window took at its peak (this window's staging, decode and scratch, the next
     one's staging) is recorded for the next windows of that kind (:func:`gdsstore.gpu.memory.observe`)."""
     if not windows:
@@ -121,7 +122,7 @@ def run_windows(
         process(w, cur)
         del cur
         if learn is not None:
-            _memory.observe(learn[0], _memory.budget.peak, int(learn[1][k]))
+            _memory.observe(learn[0], _memory.budget.peak, int(learn[1][k]), learn[2])
 
 
 def window_sizes(windows: list[range], sizes: Sequence[int]) -> list[int]:
@@ -216,7 +217,7 @@ def _read_chunks(
     sizes = [raw_nbytes(item[1]) for item in batch]
     limit, key = window_bytes(chain, device, raw_nbytes(spec0))
     windows = split_windows(sizes, limit)
-    learn = None if key is None else (key, window_sizes(windows, sizes))
+    learn = None if key is None else (key, window_sizes(windows, sizes), limit)
     geometry: ChunkGeometry | None = None
     out_ptr = 0
     if layout is not None:
@@ -369,7 +370,7 @@ def _read_shards(
     ratio = sum(stored) / max(1, sum(decoded))
     limit, key = window_bytes(chain, device, raw_nbytes(inner_spec), min(1.0, ratio))
     windows = split_windows(decoded, limit)
-    learn = None if key is None else (key, window_sizes(windows, decoded))
+    learn = None if key is None else (key, window_sizes(windows, decoded), limit)
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
 
     def read(w: range) -> staging.Staged:
@@ -394,7 +395,7 @@ def _scatter_shards(
     out: NDBuffer,
     windows: list[range],
     read: Callable[[range], staging.Staged],
-    learn: tuple[tuple[Any, ...], Sequence[int]] | None = None,
+    learn: tuple[tuple[Any, ...], Sequence[int], int] | None = None,
 ) -> None:
     """Device outputs: fills first, then per window one decode and one scatter launch."""
     out_ptr, out_layout = output_layout(out)

@@ -199,7 +199,8 @@ class DeviceBudget:
     """
 
     def __init__(self, private_pool: Any = None, wrap: Any = _cupy_wrap) -> None:
-        self._lock = threading.Lock()
+        # re-entrant: a _Tracked freed by a garbage collection that runs inside a locked block re-enters
+        self._lock = threading.RLock()
         self._make_pool = private_pool
         self._pool: Any = None
         self._wrap = wrap
@@ -208,6 +209,7 @@ class DeviceBudget:
         self.live = 0  # bytes allocated through the budget and not yet freed
         self.peak = 0  # most live bytes since the last reset_peak() (one window's)
         self.top = 0  # most live bytes since the running calls started (theirs, all windows)
+        self.devices: set[int] = set()  # GPUs the private pool has allocated on (the ones to trim)
 
     # -- accounting --
 
@@ -229,6 +231,7 @@ class DeviceBudget:
             return mem
         owner = _Tracked(self, mem, nbytes)
         with self._lock:
+            self.devices.add(int(getattr(mem, "device_id", 0)))
             self.live += nbytes
             self.peak = max(self.peak, self.live)
             self.top = max(self.top, self.live)
@@ -334,7 +337,8 @@ def device_call() -> Iterator[None]:
         with cp.cuda.using_allocator(budget.allocate):
             yield
     finally:
-        budget.leave(limit, [cp.cuda.Device(d) for d in range(cuda.device_count())])
+        # only GPUs it allocated on: making another one current would create its context
+        budget.leave(limit, [cp.cuda.Device(d) for d in sorted(budget.devices)])
 
 
 def budget_stats() -> dict[str, int]:
@@ -357,11 +361,13 @@ _learned: dict[tuple[Any, ...], float] = {}
 _learned_lock = threading.Lock()
 
 
-def observe(key: tuple[Any, ...], peak: int, nbytes: int) -> None:
+def observe(key: tuple[Any, ...], peak: int, nbytes: int, limit: int = 0) -> None:
     """Record a window's measured peak device bytes (``peak``, the budget's count) for ``nbytes``
     decoded (or raw, for writes) bytes, under the kind of window ``key`` (route, format, chunk size):
-    the largest ratio seen sizes the next windows of that kind (:func:`learned_cost`)."""
-    if nbytes <= 0 or peak <= 0:
+    the largest ratio seen sizes the next windows of that kind (:func:`learned_cost`). A window of
+    less than half its ``limit`` (the last of a call, often) teaches nothing: what it shares with its
+    predecessors (nvCOMP's cached scratch) would count many times over for its few bytes."""
+    if nbytes <= 0 or peak <= 0 or nbytes < limit // 2:
         return
     with _learned_lock:
         if len(_learned) > 256 and key not in _learned:

@@ -189,7 +189,8 @@ def _execute(
     device = _on_device(value, old)
     sizes = [raw_nbytes(item[1]) for item in batch]
     key = ("write", route, tuple(type(c).__name__ for c in delegate.codecs), sizes[0] if sizes else 0)
-    windows = split_windows(sizes, _window_bytes(device, key))
+    limit = _window_bytes(device, key)
+    windows = split_windows(sizes, limit)
     pending: Future[None] | None = None  # the previous window's publish, overlapping this one's encode
     with memory.device_call() if device else contextlib.nullcontext():
         try:
@@ -202,7 +203,7 @@ def _execute(
                 else:
                     job = _write_shards(delegate.array_bytes_codec, part, value, backend, device)
                 if device:  # what this window's encode took on the device sizes the next ones
-                    memory.observe(key, memory.budget.peak, sum(sizes[w.start : w.stop]))
+                    memory.observe(key, memory.budget.peak, sum(sizes[w.start : w.stop]), limit)
                 if pending is not None:
                     pending.result()
                     pending = None

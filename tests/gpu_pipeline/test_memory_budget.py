@@ -178,3 +178,36 @@ def test_window_sizes_sum_their_items() -> None:
 def test_budget_stats_without_a_gpu() -> None:
     stats = memory.budget_stats()
     assert stats["budget"] == 1 << 30 and stats["active"] == 0
+
+
+def test_a_small_last_window_teaches_nothing() -> None:
+    memory.forget_learned()
+    key = ("read", "zstd", True, 4 << 20)
+    memory.observe(key, 200 << 20, 4 << 20, limit=300 << 20)  # one chunk after the full windows
+    assert memory.learned_cost(key, 3.0) == 3.0
+    memory.observe(key, 600 << 20, 250 << 20, limit=300 << 20)
+    assert memory.learned_cost(key, 3.0) == pytest.approx(2.4)
+    memory.forget_learned()
+
+
+def test_only_the_gpus_allocated_on_are_trimmed() -> None:
+    b, made = _budget()
+    default = DefaultPool()
+    b.enter(b.resolve(default.malloc, default))
+    x = b.allocate(64 << 20)
+    del x
+    assert b.devices == {0}
+    entered: list[int] = []
+
+    class Dev:
+        def __init__(self, d: int) -> None:
+            self.d = d
+
+        def __enter__(self) -> None:
+            entered.append(self.d)
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    b.leave(1 << 30, [Dev(d) for d in sorted(b.devices)])
+    assert entered == [0] and made[0].frees == 1
