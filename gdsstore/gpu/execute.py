@@ -151,10 +151,31 @@ def sync() -> None:
     _codecs._cupy().cuda.get_current_stream().synchronize()
 
 
-def scatter(blocks: Blocks, itemsize: int, fill: bytes) -> None:
+def scatter(blocks: Blocks, itemsize: int, fill: bytes) -> str:
+    """Copy the blocks on the current stream; returns the route: ``"gpu-copy"`` (few blocks, each a
+    ``cudaMemcpy2DAsync``: no kernel to compile or load, :func:`~gdsstore.gpu.plan.copies_2d`) or
+    ``"gpu-kernel"`` (one scatter launch)."""
     from gdsstore.gpu.kernels import scatter_arrays
 
+    copies = _plan.copies_2d(blocks, itemsize)
+    if copies is not None and _copy_2d(copies):
+        return "gpu-copy"
     scatter_arrays(*blocks, itemsize=itemsize, fill=fill)
+    return "gpu-kernel"
+
+
+def _copy_2d(copies: np.ndarray) -> bool:
+    """Issue the 2-D copies; ``False`` when the runtime refused one (the kernel then copies every block
+    again: the same bytes to the same places)."""
+    cp = _codecs._cupy()
+    rt = cp.cuda.runtime
+    stream = cp.cuda.get_current_stream().ptr
+    try:
+        for dst, dpitch, src, spitch, width, height in copies.tolist():
+            rt.memcpy2DAsync(dst, dpitch, src, spitch, width, height, rt.memcpyDeviceToDevice, stream)
+    except Exception:
+        return False
+    return True
 
 
 def fill_bytes(spec: ArraySpec) -> bytes:
@@ -187,10 +208,11 @@ def decode_scatter(
     raw = _decode.decode_on_device(chain, specs, staged)
     ptrs = raw.ptrs()
     itemsize = specs[0].dtype.to_native_dtype().itemsize
-    scatter(chunk_blocks(ptrs, layout, geometry, out_ptr), itemsize, fill_bytes(specs[0]))
+    route = scatter(chunk_blocks(ptrs, layout, geometry, out_ptr), itemsize, fill_bytes(specs[0]))
     sync()
     nbytes = sum(raw_nbytes(sp) for sp in specs)
-    _trace.record("scatter", "gpu-kernel", "one launch per window", nbytes, time.perf_counter() - t0)
+    why = "one launch per window" if route == "gpu-kernel" else "few blocks: 2-D copies, no kernel"
+    _trace.record("scatter", route, why, nbytes, time.perf_counter() - t0)
     return ptrs
 
 
