@@ -50,10 +50,10 @@ step gpu-tests 420 "${pyt[@]}" -m gpu tests/integrations tests/docs
 step integrations 420 "${pyt[@]}" tests/integrations --ignore=tests/integrations/test_packaging.py
 
 # The GPU notebooks: run in this interpreter (no Jupyter kernel here), outputs recorded into copies in $OUT;
-# copy them over docs/notebooks/ to publish.
+# copy them over notebooks/ to publish.
 mkdir -p "$out/notebooks"
 for nb in xarray-on-gpu verify-the-path; do
-  cp "docs/notebooks/$nb.ipynb" "$out/notebooks/$nb.ipynb"
+  cp "notebooks/$nb.ipynb" "$out/notebooks/$nb.ipynb"
   step "notebook-$nb" 300 python3 tests/docs/record_notebook.py "$out/notebooks/$nb.ipynb" --in-process \
     --machine "${MACHINE:-one NVIDIA H200 (141 GB), 16 CPU cores}"
 done

@@ -5,9 +5,15 @@ Found on ``sys.path`` as pytest puts this folder there for its test modules (no 
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
-__all__ = ["code_blocks"]
+__all__ = ["code_blocks", "run_python_blocks"]
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
 
@@ -36,3 +42,31 @@ def code_blocks(text: str) -> list[tuple[str, int, str]]:
         blocks.append((lang, i + 2, "\n".join(body) + "\n"))
         i = j + 1
     return blocks
+
+
+# The child: the blocks (first line, code) on stdin as JSON, run in order in one namespace, as a user
+# pasting them into a fresh `python` would; line numbers point into the Markdown file.
+_RUNNER = """
+import json, sys
+where, blocks = json.load(sys.stdin)
+ns = {"__name__": "__main__"}
+for line, code in blocks:
+    exec(compile("\\n" * (line - 1) + code, where, "exec"), ns)
+"""
+
+
+def run_python_blocks(
+    page: Path, cwd: Path, *, root: Path, skip: Callable[[str], bool] = lambda code: False, timeout: float = 170
+) -> tuple[int, int, str]:
+    """Run ``page``'s Python blocks in a fresh interpreter (this one's, in ``cwd``), in order, in one
+    namespace, skipping those ``skip`` names. Returns (ran, skipped, stdout); a failing block fails the
+    call with the child's traceback."""
+    blocks = [(line, code) for lang, line, code in code_blocks(page.read_text()) if lang == "python"]
+    run = [(line, code) for line, code in blocks if not skip(code)]
+    where = page.relative_to(root).as_posix()
+    out = subprocess.run(
+        [sys.executable, "-c", _RUNNER], input=json.dumps([where, run]), capture_output=True, text=True,
+        cwd=cwd, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert out.returncode == 0, f"{where} fails in a fresh interpreter:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
+    return len(run), len(blocks) - len(run), out.stdout

@@ -3,7 +3,7 @@
 The docs build executes every notebook, except the ones that carry recorded outputs: those are
 rendered as committed. Run this on the GPU machine for each notebook marked ``"gdsstore": {"gpu": true}``:
 
-    python tests/docs/record_notebook.py docs/notebooks/xarray-on-gpu.ipynb --machine "one NVIDIA H200, ..."
+    python tests/docs/record_notebook.py notebooks/xarray-on-gpu.ipynb --machine "one NVIDIA H200, ..."
 
 It executes the notebook (in its own directory, on this interpreter's kernel; ``--in-process`` where no
 Jupyter kernel is installed: the code cells run in this interpreter, in order, with their printed

@@ -10,17 +10,17 @@
   GPU code is guarded inside the block (``if cuda.device_count():``).
 - The settings table of ``docs/settings.md`` matches ``gdsstore._config.DEFAULTS``.
 - ``docs/cli.md`` names exactly the subcommands and options of the real ``gdsstore`` command.
-- Notebooks (``docs/notebooks/``) have no committed outputs, except GPU notebooks whose outputs were
+- Notebooks (``notebooks/``, linked into ``docs/notebooks/``) have no committed outputs, except GPU notebooks whose outputs were
   recorded on a GPU machine and say so; the build leaves no files behind in the tree.
 """
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from markdown_blocks import code_blocks
+from markdown_blocks import code_blocks, run_python_blocks
 
 from gdsstore import _config
 
@@ -50,7 +50,7 @@ record_notebook = _load("gdsstore_docs_record_notebook", HERE / "record_notebook
 
 ROOT = HERE.parents[1]
 DOCS = ROOT / "docs"
-NOTEBOOKS = DOCS / "notebooks"
+NOTEBOOKS = ROOT / "notebooks"  # docs/notebooks/ links each of them into the docs
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.relative_to(DOCS).parts)
 NOTEBOOK_FILES = sorted(NOTEBOOKS.glob("*.ipynb"))
 # README's Python blocks are run by tests/docs/test_user_docs.py (which knows its '# GPU' blocks); its fences are
@@ -60,22 +60,6 @@ README = ROOT / "README.md"
 RUN_LANGS = {"python"}
 # "" also covers MyST directives (```{toctree}, ```{eval-rst}): markup, not code.
 NO_RUN_LANGS = {"bash", "console", "text", "json", "yaml", ""}
-
-@pytest.fixture
-def restore_config() -> Iterator[None]:
-    """Pages may change gdsstore's and zarr's configuration; put both back afterwards."""
-    import zarr
-
-    import gdsstore
-
-    saved = copy.deepcopy(gdsstore.config.config)
-    saved_zarr = copy.deepcopy(zarr.config.config)
-    try:
-        yield
-    finally:
-        gdsstore.config.config = saved
-        zarr.config.config = saved_zarr
-
 
 # -- the Sphinx build ---------------------------------------------------------------------------------
 
@@ -117,7 +101,25 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subproce
         check=False,
     )
     assert _snapshot(DOCS) == before, f"the docs build left files: {_snapshot(DOCS) ^ before}"
+    if out.returncode == 0:
+        _publish(tmp / "html", SITE)
     return tmp / "html", out
+
+
+# Where the README says to open the site after the test command.
+SITE = DOCS / "_build" / "html"
+
+
+def _publish(built: Path, site: Path) -> None:
+    """Put the built site at ``site``, replacing the one there in one rename (another build may read it)."""
+    site.parent.mkdir(parents=True, exist_ok=True)
+    staging = site.with_name(f"{site.name}.new-{os.getpid()}")
+    shutil.copytree(built, staging)
+    old = site.with_name(f"{site.name}.old-{os.getpid()}")
+    if site.exists():
+        site.rename(old)
+    staging.rename(site)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 @pytest.mark.timeout(600)
@@ -128,6 +130,9 @@ def test_sphinx_build_has_no_warnings(built_site: tuple[Path, subprocess.Complet
     warnings = [line for line in out.stderr.splitlines() if re.search(r"\b(WARNING|ERROR)\b:", line)]
     assert not warnings, "\n".join(warnings)
     assert (site / "index.html").is_file()
+    # ... and the test command leaves it where the README says to open it (issue 26)
+    assert "docs/_build/html/index.html" in README.read_text()
+    assert (SITE / "index.html").read_bytes() == (site / "index.html").read_bytes()
 
 
 @pytest.mark.timeout(600)
@@ -250,27 +255,24 @@ GPU_PAGES = [p for p in PY_PAGES
 SKIPPED_GPU_BLOCK = "GPU block skipped"  # what a guarded block prints where there is no GPU
 
 
-def _run_page_blocks(page: Path) -> int:
-    """Run a page's Python blocks in order in one namespace; returns how many ran."""
-    rel = page.relative_to(ROOT).as_posix()
-    ns: dict[str, Any] = {"__name__": "__main__"}
-    ran = 0
-    for lang, line, code in code_blocks(page.read_text()):
-        if lang != "python":
-            continue
-        # Pad so tracebacks point at the line in the .md file.
-        compiled = compile("\n" * (line - 1) + code, rel, "exec")
-        exec(compiled, ns)
-        ran += 1
-    return ran
+# Pages whose blocks fail as written in a fresh interpreter, in files this suite's owner may not edit:
+# reported (issue 26), strict so the mark goes once the page is fixed.
+FAILS_AS_WRITTEN: dict[str, str] = {
+    "docs/remote.md": "its Settings block uses gdsstore.policy, which `import gdsstore` does not import "
+    "(AttributeError: module 'gdsstore' has no attribute 'policy'); remote.md's owner fixes the page",
+}
 
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("page", PY_PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PY_PAGES])
-@pytest.mark.usefixtures("restore_config")
-def test_page_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    assert _run_page_blocks(page) > 0
+def test_page_python_blocks_run(page: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Each page's blocks, in order, in a fresh interpreter: what a user who pastes them sees (issue 26:
+    in this process, a module another test had imported hid a page's missing import)."""
+    reason = FAILS_AS_WRITTEN.get(page.relative_to(ROOT).as_posix())
+    if reason:
+        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
+    ran, _, _ = run_python_blocks(page, tmp_path, root=ROOT)
+    assert ran > 0
 
 
 def test_gpu_pages_are_the_ones_that_use_cupy() -> None:
@@ -288,16 +290,13 @@ def test_gpu_pages_are_the_ones_that_use_cupy() -> None:
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("page", GPU_PAGES, ids=[p.relative_to(ROOT).as_posix() for p in GPU_PAGES])
-@pytest.mark.usefixtures("restore_config")
-def test_page_gpu_blocks_run_on_the_gpu(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_page_gpu_blocks_run_on_the_gpu(page: Path, tmp_path: Path) -> None:
     """``pytest -m gpu tests/docs`` on the GPU machine: the pages with GPU code run, their guarded parts too."""
     from gdsstore.engine import cuda
 
     assert cuda.device_count() > 0
-    monkeypatch.chdir(tmp_path)
-    assert _run_page_blocks(page) > 0
-    out = capsys.readouterr().out
+    ran, _, out = run_python_blocks(page, tmp_path, root=ROOT, timeout=290)
+    assert ran > 0
     assert SKIPPED_GPU_BLOCK not in out, out
 
 
@@ -504,7 +503,7 @@ def test_conf_skips_execution_of_recorded_notebooks_only(tmp_path: Path) -> None
             record_notebook.label(nb, {"machine": "one H200", "date": "2026-12-01", "gdsstore": "0"})
         nbformat.write(nb, tmp_path / "notebooks" / f"{name}.ipynb")
     assert conf.recorded_notebooks(tmp_path) == ["notebooks/gpu.ipynb"]
-    assert conf.nb_execution_excludepatterns == [p.relative_to(DOCS).as_posix() for p in RECORDED]
+    assert conf.nb_execution_excludepatterns == [f"notebooks/{p.name}" for p in RECORDED]
     labelled = nbformat.read(tmp_path / "notebooks" / "gpu.ipynb", as_version=4)
     assert [c.cell_type for c in labelled.cells] == ["markdown", "markdown"]  # title, then the note
     assert "one H200" in labelled.cells[1].source
@@ -532,6 +531,19 @@ def test_record_notebook_executes_and_labels(tmp_path: Path, kernel_name: str) -
 def test_gpu_notebooks_are_marked() -> None:
     gpu = {p.stem for p in NOTEBOOK_FILES if _meta(p).get("gpu")}
     assert gpu == {"xarray-on-gpu", "verify-the-path"}
+
+
+def test_notebooks_live_at_the_root_and_the_docs_link_them() -> None:
+    """Issue 26: the layout the project was specified with; the docs build reads them through links."""
+    top = {p.name for p in ROOT.iterdir() if not p.name.startswith(".")}
+    assert {"pyproject.toml", "gdsstore", "tests", "notebooks", "docs"} <= top, sorted(top)
+    assert NOTEBOOK_FILES and all(not p.is_symlink() for p in NOTEBOOK_FILES)
+    linked = sorted(p for p in (DOCS / "notebooks").iterdir() if p.suffix == ".ipynb")
+    assert [p.name for p in linked] == [p.name for p in NOTEBOOK_FILES]
+    for link in linked:
+        assert link.is_symlink() and os.readlink(link) == f"../../notebooks/{link.name}", link
+    toctree = (DOCS / "notebooks" / "index.md").read_text()
+    assert all(f"\n{p.stem}\n" in toctree for p in NOTEBOOK_FILES), "each notebook is in the toctree"
 
 
 def test_expected_notebooks_exist() -> None:

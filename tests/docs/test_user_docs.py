@@ -1,7 +1,7 @@
 """What a new user reads first holds up: the README runs, the install page installs, the docs read as a
 product, and their sample outputs look like what the code prints today.
 
-- The README's Python blocks run in order in a temporary directory. A block whose first line is a comment
+- The README's Python blocks run in order in a temporary directory, in a fresh interpreter. A block whose first line is a comment
   starting ``# GPU`` runs only where a CUDA GPU is (``gpu`` marker); the others run everywhere.
 - The Install page's extras table names exactly the extras of ``pyproject.toml``; no first-contact page
   tells the user to ``pip install gdsstore`` from an index that does not serve it.
@@ -16,12 +16,10 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from markdown_blocks import code_blocks
+from markdown_blocks import code_blocks, run_python_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -40,49 +38,16 @@ def test_code_blocks_parser_keeps_the_gpu_comment() -> None:
 # -- the README --------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def restore_config() -> Iterator[None]:
-    """The README switches zarr's configuration (enable_gpu); put gdsstore's and zarr's back afterwards."""
-    import copy
-
-    import zarr
-
-    import gdsstore
-
-    saved, saved_zarr = copy.deepcopy(gdsstore.config.config), copy.deepcopy(zarr.config.config)
-    try:
-        yield
-    finally:
-        gdsstore.config.config, zarr.config.config = saved, saved_zarr
-
-
-def _run_readme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpu: bool) -> tuple[int, int]:
-    """Run the README's Python blocks (GPU blocks only when ``gpu``); returns (ran, skipped)."""
-    monkeypatch.chdir(tmp_path)
-    ns: dict[str, Any] = {"__name__": "__main__"}
-    ran = skipped = 0
-    for lang, line, code in code_blocks(README.read_text()):
-        if lang != "python":
-            continue
-        if GPU_BLOCK.match(code) and not gpu:
-            skipped += 1
-            continue
-        exec(compile("\n" * (line - 1) + code, "README.md", "exec"), ns)  # line numbers as in the file
-        ran += 1
-    return ran, skipped
-
-
-@pytest.mark.usefixtures("restore_config")
-def test_readme_runs_without_a_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ran, skipped = _run_readme(tmp_path, monkeypatch, gpu=False)
+def test_readme_runs_without_a_gpu(tmp_path: Path) -> None:
+    # In a fresh interpreter, as a user runs it (markdown_blocks.run_python_blocks).
+    ran, skipped, _ = run_python_blocks(README, tmp_path, root=ROOT, skip=lambda code: bool(GPU_BLOCK.match(code)))
     assert ran >= 1, "the README's headline example must run on a machine without a GPU"
     assert skipped >= 1, "the README shows the GPU read as a block marked '# GPU'"
 
 
 @pytest.mark.gpu
-@pytest.mark.usefixtures("restore_config")
-def test_readme_runs_on_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ran, skipped = _run_readme(tmp_path, monkeypatch, gpu=True)
+def test_readme_runs_on_the_gpu(tmp_path: Path) -> None:
+    ran, skipped, _ = run_python_blocks(README, tmp_path, root=ROOT)
     assert skipped == 0 and ran >= 2
 
 
