@@ -10,6 +10,7 @@ The site is static: open ``docs/_build/html/index.html`` from disk (file://), se
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -51,7 +52,10 @@ RECORDED_KEY = "outputs_recorded_on"
 
 
 def recorded_notebooks(docs: Path = DOCS) -> list[str]:
-    """Notebooks (paths relative to ``docs``) whose committed outputs come from another machine."""
+    """Notebooks (paths relative to ``docs``) whose committed outputs come from another machine.
+
+    The notebooks live in the repository's ``notebooks/``; ``docs/notebooks/`` holds a relative link to
+    each (and the section's index page), so the build reads them from there under ``notebooks/``."""
     out = []
     for path in sorted((docs / "notebooks").glob("*.ipynb")):
         meta = json.loads(path.read_text()).get("metadata", {}).get("gdsstore", {})
@@ -95,7 +99,20 @@ nitpick_ignore_regex = [
 # -- HTML ----------------------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = "gdsstore"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["gdsstore.css"]
+
+
+def pages_without_section_nav(docs: Path = DOCS) -> list[str]:
+    """The root page and the top-level pages without a toctree of their own: the theme's left navigation
+    has nothing to show there but still takes ~220 px (it cut the Performance table's last column)."""
+    toctree = re.search(r"```\{toctree\}\n(.*?)```", (docs / "index.md").read_text(), flags=re.S)
+    assert toctree, "docs/index.md has the root toctree"
+    names = [ln.strip() for ln in toctree.group(1).splitlines() if ln.strip() and not ln.startswith(":")]
+    return ["index", *(n for n in names if "{toctree}" not in (docs / f"{n}.md").read_text())]
+
+
+html_sidebars: dict[str, list[str]] = {name: [] for name in pages_without_section_nav()}
 html_show_sourcelink = False
 html_copy_source = False
 html_theme_options = {

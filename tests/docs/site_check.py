@@ -1,7 +1,9 @@
 """Look at the built docs site in headless Chromium, from disk (file://), as a reader would.
 
 For each page: the main heading is the expected one, every image in the page has loaded
-(``complete`` and ``naturalWidth > 0``), and a screenshot of it is not blank. The search page finds
+(``complete`` and ``naturalWidth > 0``), every table and code block fits the width it is given (no
+column cut off, no sideways scroll) with no empty left navigation taking room, and a screenshot of it is
+not blank. The search page finds
 results from disk. Also, without the browser: every relative link of every page points to a file
 that exists (a link to a folder does not open from disk).
 
@@ -42,14 +44,15 @@ class PageCheck:
     path: str
     heading: str
     min_images: int = 0
+    fits: bool = True  # tables and code fit the page (docstring examples and notebook cells may scroll)
 
 
 PAGES = (
     PageCheck("index.html", "gdsstore"),
     PageCheck("quickstart.html", "Quickstart"),
     PageCheck("performance.html", "Performance", min_images=1),
-    PageCheck("reference/gdsstore.html", "gdsstore"),
-    PageCheck("notebooks/benchmarks.html", "Benchmarks", min_images=1),  # a plot made by the build
+    PageCheck("reference/gdsstore.html", "gdsstore", fits=False),
+    PageCheck("notebooks/benchmarks.html", "Benchmarks", min_images=1, fits=False),  # a plot made by the build
 )
 SEARCH_QUERY = "GDSStore"
 
@@ -57,9 +60,15 @@ _PAGE_STATE = """
 const main = document.querySelector('main') || document.body;
 const h1 = main.querySelector('h1');
 const imgs = Array.from(main.querySelectorAll('img'));
+const wide = Array.from(main.querySelectorAll('table, pre')).filter(
+  e => e.scrollWidth > e.parentElement.clientWidth + 1 || e.scrollWidth > e.clientWidth + 1);
+const nav = document.querySelector('.bd-sidebar-primary');
 return {
   h1: h1 ? h1.textContent.replace(/[\\u00b6#]/g, '').trim() : null,
   images: imgs.map(i => ({src: i.getAttribute('src'), complete: i.complete, width: i.naturalWidth})),
+  wide: wide.map(e => ({tag: e.tagName.toLowerCase(), text: e.textContent.trim().slice(0, 40),
+                        width: e.scrollWidth, room: e.parentElement.clientWidth})),
+  empty_nav: nav && nav.offsetWidth > 0 && !Array.from(nav.querySelectorAll('a')).some(a => a.offsetParent !== null) ? nav.offsetWidth : 0,
 };
 """
 _SEARCH_STATE = """
@@ -182,6 +191,13 @@ def check_page(driver: WebDriver, site: Path, page: PageCheck, shots: Path | Non
     for img in images:
         if not (img["complete"] and img["width"] > 0):
             problems.append(f"{page.path}: image {img['src']} did not load (naturalWidth {img['width']})")
+    # Tables and code fit the page at the window's width (no column cut off, no sideways scroll).
+    for el in state["wide"] if page.fits else []:
+        problems.append(
+            f"{page.path}: a {el['tag']} is {el['width']} px wide in {el['room']} px ({el['text']!r}...)"
+        )
+    if state["empty_nav"]:
+        problems.append(f"{page.path}: the empty left navigation takes {state['empty_nav']} px")
     png = driver.screenshot()
     if shots is not None:
         shots.mkdir(parents=True, exist_ok=True)
