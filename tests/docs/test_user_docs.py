@@ -102,6 +102,9 @@ LAB_LOG = [
         r"\bnot measured yet\b",
         r"\bTODO\b",
         r"\bNot done\.",
+        r"\b(first|second|third|fourth|fifth) session\b",  # issue 26, the Performance page
+        r"\b(in )?(one|another) run[:)]",
+        r"\bwritten here\b",
     )
 ]
 
@@ -122,7 +125,10 @@ def test_user_docs_carry_no_lab_log_notes() -> None:
 def test_lab_log_patterns() -> None:
     for text in ("Run 15 of 2026-11-29", "runs 14 and 15", "(session 3)", "this session", "Decision: x"):
         assert any(p.search(text) for p in LAB_LOG), text
-    for text in ("three runs read the same file", "a botocore Session", "each run of the pipeline"):
+    for text in ("2026-12-01, third session, one run:", "(another run)", "a libcurl driver written here"):
+        assert any(p.search(text) for p in LAB_LOG), text
+    for text in ("three runs read the same file", "a botocore Session", "each run of the pipeline",
+                 "compare ratios from one run; absolute numbers"):
         assert not any(p.search(text) for p in LAB_LOG), text
 
 
@@ -253,3 +259,18 @@ def test_doctor_sample_matches_the_doctor() -> None:
 def test_samples_are_checked_somewhere() -> None:
     """Guard the guards: the pages above still contain samples for the tests to compare."""
     assert os.path.exists(DOCS / "cli.md") and len(_sample_blocks()) >= 5
+
+
+def test_performance_page_shows_its_plot_and_says_what_the_dashed_line_is() -> None:
+    """Issue 26: the plot had a group (the raw file) the table had not, and a dashed line nobody explained."""
+    import json
+
+    text = (DOCS / "performance.md").read_text()
+    section = text.split("## Zarr arrays into GPU memory", 1)[1].split("\n## ", 1)[0]
+    assert "bench/results.png" in section and "dashed line" in section.lower()
+    table = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    for row in json.loads((DOCS / "bench" / "results.json").read_text())["rows"]:
+        cells = [f"{v:.2f}" for v in row["gbps"].values() if v]
+        assert any(all(c in ln for c in cells) for ln in table), f"no table row for {row['workload']}: {cells}"
+        target = f"| {row['target']:g} |"
+        assert any(target in ln and cells[-1] in ln for ln in table), f"{row['workload']}: its target {target}"
