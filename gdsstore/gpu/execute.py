@@ -66,7 +66,9 @@ BatchItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
 # -- windows --------------------------------------------------------------------------------------------
 
 
-def window_bytes(chain: CodecChain, device: bool, chunk_nbytes: int = 0, stored_ratio: float = 1.0) -> tuple[int, tuple[Any, ...] | None]:
+def window_bytes(
+    chain: CodecChain, device: bool, chunk_nbytes: int = 0, stored_ratio: float = 1.0, what: str = "chunks"
+) -> tuple[int, tuple[Any, ...] | None]:
     """Decoded bytes per window, and the kind of window (the key its measured memory is learned under;
     ``None``: host windows, nothing on the device).
 
@@ -80,7 +82,7 @@ def window_bytes(chain: CodecChain, device: bool, chunk_nbytes: int = 0, stored_
     fmt = chain.device_plan()[0]
     staged = chain.device_staged()
     gpu_decode = fmt not in (None, "-")
-    key = ("read", fmt, staged, chunk_nbytes)
+    key = ("read", what, fmt, staged, chunk_nbytes)
     model = _plan.read_cost(decoded_on_gpu=gpu_decode, staged_on_gpu=staged, stored_ratio=stored_ratio)
     limit = _plan.budget_window(_memory.budget_bytes(), _memory.learned_cost(key, model))
     if not (gpu_decode or staged):  # host staging, CPU decode: small windows, as on the host
@@ -106,9 +108,9 @@ def run_windows(
 ) -> None:
     """Run ``process`` on each window while the next window's ``read`` runs in the background (the
     engine pool: one read ahead). ``learn``: the kind of window, each window's decoded bytes and the
-    window limit: the
-    device memory each window took at its peak (this window's staging, decode and scratch, the next
-    one's staging) is recorded for the next windows of that kind (:func:`gdsstore.gpu.memory.observe`)."""
+    window limit: the device memory each window took at its peak (this window's staging, decode and
+    scratch, the next one's staging) is recorded for the next windows of that kind
+    (:func:`gdsstore.gpu.memory.observe`)."""
     if not windows:
         return
     pool = engine_pool()
@@ -390,7 +392,7 @@ def _read_shards(
     decoded = (np.diff(plan.bounds) * raw_nbytes(inner_spec)).tolist()
     stored = plan.window_nbytes()
     ratio = sum(stored) / max(1, sum(decoded))
-    limit, key = window_bytes(chain, device, raw_nbytes(inner_spec), min(1.0, ratio))
+    limit, key = window_bytes(chain, device, raw_nbytes(inner_spec), min(1.0, ratio), "shards")
     windows = split_windows(decoded, limit)
     learn = None if key is None else (key, window_sizes(windows, decoded), limit)
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
