@@ -35,6 +35,7 @@ __all__ = [
     "decide_local",
     "decide_local_read",
     "decide_remote",
+    "decide_wave_transport",
     "fmt_bytes",
     "needs_residency_probe",
     "remote_range_size",
@@ -334,6 +335,30 @@ def decide_remote(
         # Sockets cannot write into device memory: bodies land in the pinned ring, then async H2D.
         return Decision(route, f"device buffer: {plan}, pinned bounce ring + async H2D")
     return Decision(route, f"host buffer: {plan}, read in place")
+
+
+def decide_wave_transport(*, takes_core: bool, core_missing: str | None, s: Settings | None = None) -> Decision:
+    """Choose who sends a remote wave: the native core (``"core"``) or the pure-Python transports.
+
+    Args:
+        takes_core: the backend can hand its requests to the core (HTTP(S), S3; not WebHDFS or custom TLS).
+        core_missing: why ``gdsstore_core`` cannot be loaded; None when it loads.
+        s: settings snapshot; read from ``gdsstore.config`` when omitted.
+
+    Examples:
+        >>> decide_wave_transport(takes_core=True, core_missing=None).route
+        'core'
+        >>> decide_wave_transport(takes_core=True, core_missing="not built").reason
+        'python: native core unavailable (not built)'
+    """
+    s = s or settings()
+    if s.remote_core == "off":
+        return Decision("python", "python: remote.core=off")
+    if not takes_core:
+        return Decision("python", "python: this transport has no core route")
+    if core_missing is not None:
+        return Decision("python", f"python: native core unavailable ({core_missing})")
+    return Decision("core", f"native core, one call (remote.wave_concurrency {s.remote_wave_concurrency})")
 
 
 #: Chunk formats nvCOMP decodes bit-compatibly with numcodecs, and those the GPU also writes

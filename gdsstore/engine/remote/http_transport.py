@@ -645,6 +645,21 @@ class HTTPBackend(WaveReads, Backend):
             return None
         return self._key_url(key, where)
 
+    def core_target(self, key: str, where: str) -> tuple[Any, str, str] | None:
+        """``(store, base URL, path)`` of ``key`` for the native core (:mod:`.core`), where it may fetch
+        the URL as it is (see :meth:`native_url`); None: the pure-Python transport reads it."""
+        url = self.native_url(key, where)
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.query or parts.fragment:
+            return None
+        from gdsstore.engine.remote import core
+
+        base = f"{parts.scheme}://{parts.netloc}/"
+        store = core.http_store(base, connect_timeout=policy.settings().remote_connect_timeout)
+        return store, base, unquote(parts.path).lstrip("/")
+
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile
 

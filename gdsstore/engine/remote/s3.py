@@ -39,6 +39,7 @@ import json
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -206,6 +207,9 @@ class S3Client:
         region = o.pop("region_name", None) or client_kwargs.pop("region_name", None)
         endpoint = o.pop("endpoint_url", None) or client_kwargs.pop("endpoint_url", None)
         self.region_given = region is not None
+        # What the native core cannot take (custom TLS, botocore-only knobs, pinned versions) goes the Python way.
+        self._core_ok = verify is True and not client_kwargs and not config_kwargs and not self.version_aware
+        self._addressing = str(s3_cfg.get("addressing_style") or "auto")
         self._session = session
         self._create: dict[str, Any] = {
             "endpoint_url": endpoint, "aws_access_key_id": key, "aws_secret_access_key": secret,
@@ -342,6 +346,31 @@ class S3Client:
             )
             self._signers[bucket] = signer
         return signer
+
+    def core_options(self, bucket: str) -> dict[str, str] | None:
+        """object_store's options for ``bucket`` (the native core signs in the header with them); None
+        where the core cannot take this client's configuration or no credentials are at hand."""
+        if not self._core_ok:
+            return None
+        endpoint = self._create.get("endpoint_url")
+        o = {"aws_region": self.region_of(bucket), "aws_bucket": bucket}
+        if endpoint:
+            o["aws_endpoint"] = str(endpoint)
+        virtual = self._addressing == "virtual" or (self._addressing == "auto" and not endpoint and "." not in bucket)
+        o["aws_virtual_hosted_style_request"] = "true" if virtual else "false"
+        if self.requester_pays:
+            o["aws_request_payer"] = "true"
+        if self._anon:
+            o["aws_skip_signature"] = "true"
+            return o
+        creds = self._credentials
+        if creds is None:
+            return None  # the Python way raises "no AWS credentials found"
+        frozen = creds.get_frozen_credentials()  # botocore refreshes expiring ones here
+        o["aws_access_key_id"], o["aws_secret_access_key"] = frozen.access_key, frozen.secret_key
+        if frozen.token:
+            o["aws_session_token"] = frozen.token
+        return o
 
     @property
     def _credentials(self) -> Any:
@@ -544,6 +573,10 @@ class S3Source:
         return first
 
 
+# Per backend: (valid until, pid, the core's store or None); outside the instance so it never pickles.
+_core_cache: weakref.WeakKeyDictionary[Any, tuple[float, int, Any]] = weakref.WeakKeyDictionary()
+
+
 class S3Backend(WaveReads, Backend):
     """Objects under ``s3://bucket/prefix``: keys are relative to the prefix."""
 
@@ -570,6 +603,24 @@ class S3Backend(WaveReads, Backend):
         if not full or full.endswith("/"):
             raise FileNotFoundError(f"{where}: {key!r} is not an object key")
         return S3Source(self._client, self.bucket, full)
+
+    def core_target(self, key: str, where: str) -> tuple[Any, str, str] | None:
+        """``(store, base URL, key)`` for the native core (:mod:`.core`); None: the Python way reads it."""
+        full = self._full(key, where)
+        if not full or full.endswith("/"):
+            raise FileNotFoundError(f"{where}: {key!r} is not an object key")
+        now, pid = time.monotonic(), os.getpid()
+        cached = _core_cache.get(self)
+        # Options (credentials included) are looked up once a minute, not per key: botocore refreshes
+        # expiring credentials well ahead of their end.
+        if cached is None or cached[0] < now or cached[1] != pid:
+            opts = self._client.core_options(self.bucket)
+            from gdsstore.engine.remote import core
+
+            store = None if opts is None else core.s3_store(opts, connect_timeout=policy.settings().remote_connect_timeout)
+            cached = (now + 60.0, pid, store)
+            _core_cache[self] = cached
+        return None if cached[2] is None else (cached[2], f"s3://{self.bucket}/", full)
 
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile

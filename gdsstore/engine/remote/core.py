@@ -1,0 +1,253 @@
+"""The native I/O core (``gdsstore_core``, Rust over ``object_store``): a whole wave of GETs in one call.
+
+Python plans the wave — paths, byte ranges, expected sizes, slots in one buffer — and :func:`read_wave`
+hands it to the core, which runs up to ``concurrency`` requests at once with the GIL released, writes each
+body straight into its slot and checks every answer (status, ``Content-Range``, length, ``Content-Encoding``).
+The core never retries: its failures come back per item and :func:`read_wave` retries the transient ones
+with :class:`~gdsstore.engine.remote.retry.RetryPolicy` (one retry policy for every transport), asking only
+for the bytes not yet landed, and checks that every piece of one object came from one version (ETag).
+
+The core is a separate wheel (``gdsstore-core``, built by ``scripts/build_core.sh``); without it
+:func:`available` is False, :func:`unavailable_reason` says why, and the pure-Python transports run.
+
+Examples:
+    >>> from gdsstore.engine.remote import core
+    >>> isinstance(core.available(), bool)
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from gdsstore.engine.remote.redact import scrub_text
+from gdsstore.engine.remote.retry import RetryPolicy
+from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
+
+if TYPE_CHECKING:
+    import gdsstore_core
+
+__all__ = ["CorePiece", "CoreResult", "available", "http_store", "read_wave", "s3_store", "unavailable_reason"]
+
+_lock = threading.Lock()
+_module: Any = None
+_reason: str | None = None
+_stores: dict[tuple[Any, ...], tuple[int, Any]] = {}
+
+# Kinds the caller handles itself (the core cannot take the item, or its slot was too small).
+PASS_KINDS = frozenset({"unsupported", "too_large"})
+_TRANSIENT_KINDS = frozenset({"timeout", "connect", "io"})
+
+
+def _load() -> Any:
+    global _module, _reason
+    with _lock:
+        if _module is None and _reason is None:
+            try:
+                import gdsstore_core as mod
+
+                _module = mod
+            except ImportError as exc:
+                _reason = f"gdsstore_core not importable ({exc}); build it with `bash scripts/build_core.sh`"
+    return _module
+
+
+def available() -> bool:
+    """Whether the native core is importable (loaded on first use, once per process)."""
+    return _load() is not None
+
+
+def unavailable_reason() -> str | None:
+    """Why :func:`available` is False (None when it is True)."""
+    _load()
+    return _reason
+
+
+def _cached(key: tuple[Any, ...], build: Any) -> Any:
+    # One store per configuration and process: its connection pool is reused across waves.
+    pid = os.getpid()
+    with _lock:
+        hit = _stores.get(key)
+        if hit is not None and hit[0] == pid:
+            return hit[1]
+    store = build()
+    with _lock:
+        _stores[key] = (pid, store)
+    return store
+
+
+def http_store(base: str, *, connect_timeout: float, pool_idle: int = 256) -> gdsstore_core.Store:
+    """The core's store of the objects under ``base`` (``scheme://host[:port]/``)."""
+    mod = _load()
+    if mod is None:
+        raise RemoteIOError(f"http_store(): {_reason}")
+    store: gdsstore_core.Store = _cached(
+        ("http", base, connect_timeout, pool_idle),
+        lambda: mod.Store.http(base, connect_timeout=connect_timeout, pool_idle=pool_idle))
+    return store
+
+
+def s3_store(options: dict[str, str], *, connect_timeout: float, pool_idle: int = 256) -> gdsstore_core.Store:
+    """The core's store of one bucket; ``options`` are object_store's ``AmazonS3ConfigKey`` names.
+
+    Credentials are resolved in Python (botocore's chain: keys, env, profile, web identity, role) and
+    passed as plain keys, so both transports see the same identity; requests are signed in the header.
+    """
+    mod = _load()
+    if mod is None:
+        raise RemoteIOError(f"s3_store(): {_reason}")
+    key = ("s3", tuple(sorted(options.items())), connect_timeout, pool_idle)
+    store: gdsstore_core.Store = _cached(
+        key, lambda: mod.Store.s3(sorted(options.items()), connect_timeout=connect_timeout, pool_idle=pool_idle))
+    return store
+
+
+@dataclass(frozen=True)
+class CorePiece:
+    """One request of a wave: ``path`` bytes ``[start, end)`` (``end`` None: to the object's end) into
+    ``buffer[slot:slot + cap]``; ``expect``: the size the answer must have (None: unknown)."""
+
+    path: str
+    start: int = 0
+    end: int | None = None
+    expect: int | None = None
+    slot: int = 0
+    cap: int = 0
+
+
+@dataclass
+class CoreResult:
+    """What one piece got: ``size`` bytes landed (prefix of its slot), the object's ``total`` size, its
+    identity (``etag``, ``mtime_ns``, ``version``), and ``error`` (None: all landed) with its ``kind``."""
+
+    size: int = 0
+    total: int = -1
+    etag: str | None = None
+    mtime_ns: int = 0
+    version: str | None = None
+    kind: str | None = None
+    error: BaseException | None = None
+    attempts: int = 0
+
+
+def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> BaseException:
+    """The core's failure as gdsstore's exception tree (``TransientError``: worth another attempt)."""
+    text = f"{what}: {scrub_text(msg)}"
+    if kind == "not_found":
+        return FileNotFoundError(f"{what}: 404 Not Found")
+    if kind == "permission":
+        return PermissionError(f"{what}: {status} {'Forbidden' if status == 403 else 'Unauthorized'}")
+    if kind == "status":
+        return (TransientError if retry.retryable_status(status) else RemoteIOError)(f"{what}: HTTP {status}")
+    if kind == "range_ignored":
+        return RangeNotSupportedError(f"{what}: the server ignored the Range header (answered 200)")
+    if kind in ("range", "short"):
+        return RangeMismatchError(f"{what}: answer is not the range asked: {scrub_text(msg)}")
+    if kind in _TRANSIENT_KINDS:
+        return TransientError(text)
+    if kind == "changed":
+        return RemoteIOError(f"{what}: the object changed while it was read (412 Precondition Failed)")
+    return RemoteIOError(text)
+
+
+def _describe(where: str, p: CorePiece) -> str:
+    rng = "" if p.start == 0 and p.end is None else f" bytes={p.start}-{'' if p.end is None else p.end - 1}"
+    return f"GET {where}{p.path}{rng}"
+
+
+def _call(store: Any, pieces: Sequence[CorePiece], buffer: Any, concurrency: int, timeout: float) -> list[Any]:
+    mod = _load()
+    starts = [p.start for p in pieces]
+    ends = [-1 if p.end is None else p.end for p in pieces]
+    expect = [-1 if p.expect is None else p.expect for p in pieces]
+    rows: list[Any] = mod.read_wave(
+        store, [p.path for p in pieces], starts, ends, expect, [p.slot for p in pieces], [p.cap for p in pieces],
+        buffer, concurrency=concurrency, timeout=timeout,
+    )
+    return rows
+
+
+def _rest(p: CorePiece, landed: int, total: int) -> CorePiece:
+    """The piece still to fetch after ``landed`` bytes of it arrived."""
+    end = p.end if p.end is not None else (total if total >= 0 else None)
+    expect = None if p.expect is None else p.expect - landed
+    return replace(p, start=p.start + landed, end=end, expect=expect, slot=p.slot + landed, cap=p.cap - landed)
+
+
+def _merge(res: CoreResult, row: Any, first: bool) -> tuple[str, int, str] | None:
+    """Fold one answer into ``res``; the error to handle, or a version change as an error."""
+    got, total, etag, mtime_ns, version, err = row
+    if not first and res.etag is not None and etag is not None and etag != res.etag:
+        return ("changed", 0, f"ETag {etag} differs from the first answer's {res.etag}")
+    if etag is not None and (first or res.etag is None):
+        res.etag, res.mtime_ns, res.version = etag, mtime_ns, version
+    if total > 0 and (first or res.total < 0):
+        res.total = total
+    res.size += got
+    return None if err is None else (err[0], err[1], err[2])
+
+
+def read_wave(
+    store: Any,
+    where: str,
+    pieces: Sequence[CorePiece],
+    buffer: Any,
+    *,
+    retry: RetryPolicy,
+    concurrency: int,
+    timeout: float,
+) -> list[CoreResult]:
+    """Fetch every piece into ``buffer`` (a writable uint8 array), retrying transient failures.
+
+    Args:
+        store: from :func:`http_store` or :func:`s3_store`.
+        where: the URL prefix of the paths, for messages (no secrets).
+        pieces: the plan; slots must lie in ``buffer`` and not overlap.
+        retry: attempts and backoff (``remote.max_attempts``, ``remote.backoff_*``, ``remote.retry_status``).
+        concurrency: requests in flight at once; timeout: seconds without an answer or a body byte.
+
+    Returns:
+        One result per piece; a failed piece has ``error`` set (``FileNotFoundError`` for 404,
+        ``PermissionError`` for 401/403, ``RemoteIOError`` once ``remote.max_attempts`` are spent, ...) and
+        ``kind`` (``"unsupported"``/``"too_large"``: the caller reads it another way).
+    """
+    results = [CoreResult() for _ in pieces]
+    todo = list(range(len(pieces)))
+    current = list(pieces)
+    attempt = 1
+    while todo:
+        rows = _call(store, [current[i] for i in todo], buffer, concurrency, timeout)
+        again: list[int] = []
+        for i, row in zip(todo, rows, strict=True):
+            res = results[i]
+            res.attempts = attempt
+            err = _merge(res, row, first=attempt == 1 or res.size == 0)
+            if err is None:
+                continue
+            kind, status, msg = err
+            what = _describe(where, pieces[i])
+            res.kind = kind
+            if kind in PASS_KINDS:
+                res.error = RemoteIOError(f"{what}: {scrub_text(msg)}")
+                continue
+            exc = _error(kind, status, msg, what, retry)
+            if isinstance(exc, TransientError) and attempt < retry.max_attempts:
+                current[i] = _rest(pieces[i], res.size, res.total)
+                again.append(i)
+                continue
+            if isinstance(exc, TransientError):
+                exc = RemoteIOError(f"{what}: failed after {attempt} attempt(s) "
+                                    f"(remote.max_attempts={retry.max_attempts}): {exc}")
+            res.error = exc
+        for i in again:
+            results[i].kind = None
+        todo = again
+        if todo:
+            time.sleep(retry.delay(attempt))
+            attempt += 1
+    return results

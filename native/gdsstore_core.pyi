@@ -1,0 +1,40 @@
+"""gdsstore's native I/O core (Rust over object_store): one call per wave of remote GETs, the GIL released."""
+
+from typing import Any
+
+# (bytes landed, object size, ETag, last-modified in ns since the epoch (0: unknown), version id,
+#  error as (kind, HTTP status or 0, message) or None)
+Row = tuple[int, int, str | None, int, str | None, tuple[str, int, str] | None]
+
+class Store:
+    @staticmethod
+    def http(base: str, *, connect_timeout: float = 10.0, pool_idle: int = 256) -> Store: ...
+    @staticmethod
+    def s3(
+        options: list[tuple[str, str]],
+        *,
+        from_env: bool = False,
+        connect_timeout: float = 10.0,
+        pool_idle: int = 256,
+    ) -> Store: ...
+
+def read_wave(
+    store: Store,
+    paths: list[str],
+    starts: list[int],
+    ends: list[int],
+    expect: list[int],
+    slots: list[int],
+    caps: list[int],
+    buffer: Any,
+    *,
+    concurrency: int = 256,
+    timeout: float = 30.0,
+) -> list[Row]:
+    """GET every path (``starts[i]``/``ends[i]``: ``0, -1`` whole object, ``s, -1`` from ``s`` on,
+    ``-n, -1`` the last ``n`` bytes, ``s, e`` bytes ``[s, e)``) into ``buffer[slots[i]:slots[i] + caps[i]]``.
+    ``expect[i]`` (-1: unknown) is the size the answer must have. Error kinds: not_found, permission,
+    changed, status, range, range_ignored, length, short, encoding, too_large, timeout, connect, io,
+    unsupported (object_store cannot take the item; read it another way), invalid, panic."""
+
+def versions() -> tuple[tuple[str, str], ...]: ...

@@ -1,0 +1,178 @@
+//! gdsstore's native I/O core: a whole remote wave of GETs per call, the GIL released, every body written
+//! into its slot of one caller buffer, over the `object_store` crate on one tokio runtime per process.
+
+mod runtime;
+mod store;
+mod wave;
+
+use object_store::path::Path;
+use object_store::GetRange;
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+use store::Store;
+use wave::{Item, Outcome, Target};
+
+type Row = (
+    i64,
+    i64,
+    Option<String>,
+    i64,
+    Option<String>,
+    Option<(&'static str, u16, String)>,
+);
+
+fn range_of(start: i64, end: i64) -> Result<Option<GetRange>, String> {
+    match (start, end) {
+        (0, e) if e < 0 => Ok(None),
+        (s, _) if s < 0 => Ok(Some(GetRange::Suffix(s.unsigned_abs()))),
+        (s, e) if e < 0 => Ok(Some(GetRange::Offset(s as u64))),
+        (s, e) if e > s => Ok(Some(GetRange::Bounded(s as u64..e as u64))),
+        (s, e) => Err(format!("empty range {s}..{e}")),
+    }
+}
+
+/// Slots must lie inside the buffer and not overlap: tasks write them concurrently.
+fn check_slots(slots: &[usize], caps: &[usize], len: usize) -> PyResult<()> {
+    let mut spans: Vec<(usize, usize)> = slots.iter().copied().zip(caps.iter().copied()).collect();
+    spans.sort_unstable();
+    let mut end = 0usize;
+    for (s, c) in spans {
+        let e = s.checked_add(c).filter(|e| *e <= len).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "read_wave(): slot {s}+{c} outside the buffer of {len} bytes"
+            ))
+        })?;
+        if c > 0 && s < end {
+            return Err(PyValueError::new_err(format!(
+                "read_wave(): slot at {s} overlaps the one before"
+            )));
+        }
+        end = end.max(e);
+    }
+    Ok(())
+}
+
+fn row(o: Outcome) -> Row {
+    (o.got, o.total, o.etag, o.mtime_ns, o.version, o.error)
+}
+
+/// Items whose path object_store cannot take are answered "unsupported" without a request.
+fn plan(
+    paths: Vec<String>,
+    starts: &[i64],
+    ends: &[i64],
+    expect: &[i64],
+    slots: &[usize],
+    caps: &[usize],
+) -> (Vec<Item>, Vec<usize>, Vec<Outcome>) {
+    let mut items = Vec::with_capacity(paths.len());
+    let mut index = Vec::with_capacity(paths.len());
+    let mut outs: Vec<Outcome> = (0..paths.len()).map(|_| Outcome::default()).collect();
+    for (i, p) in paths.into_iter().enumerate() {
+        let parsed = Path::parse(&p).map_err(|e| e.to_string());
+        match (parsed, range_of(starts[i], ends[i])) {
+            (Ok(path), Ok(range)) => {
+                items.push(Item {
+                    path,
+                    range,
+                    expect: u64::try_from(expect[i]).ok(),
+                    slot: slots[i],
+                    cap: caps[i],
+                });
+                index.push(i);
+            }
+            (Err(e), _) | (_, Err(e)) => outs[i].error = Some(("unsupported", 0, e)),
+        }
+    }
+    (items, index, outs)
+}
+
+/// Run one wave of GETs on `store`; see `gdsstore_core.pyi`.
+#[pyfunction]
+#[pyo3(signature = (store, paths, starts, ends, expect, slots, caps, buffer, *, concurrency = 256, timeout = 30.0))]
+#[allow(clippy::too_many_arguments)]
+fn read_wave<'py>(
+    py: Python<'py>,
+    store: &Store,
+    paths: Vec<String>,
+    starts: Vec<i64>,
+    ends: Vec<i64>,
+    expect: Vec<i64>,
+    slots: Vec<usize>,
+    caps: Vec<usize>,
+    buffer: &Bound<'py, PyAny>,
+    concurrency: usize,
+    timeout: f64,
+) -> PyResult<Vec<Row>> {
+    let n = paths.len();
+    if [
+        starts.len(),
+        ends.len(),
+        expect.len(),
+        slots.len(),
+        caps.len(),
+    ]
+    .iter()
+    .any(|l| *l != n)
+    {
+        return Err(PyValueError::new_err(
+            "read_wave(): all item lists must have one entry per path",
+        ));
+    }
+    let buf = PyBuffer::<u8>::get(buffer)?;
+    if buf.readonly() || !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err(
+            "read_wave(): `buffer` must be a writable, contiguous uint8 buffer",
+        ));
+    }
+    check_slots(&slots, &caps, buf.len_bytes())?;
+    if !(timeout > 0.0 && timeout.is_finite()) {
+        return Err(PyValueError::new_err(format!(
+            "read_wave(): `timeout` must be > 0, got {timeout}"
+        )));
+    }
+    let to = Target(buf.buf_ptr() as usize);
+    let (items, index, mut outs) = plan(paths, &starts, &ends, &expect, &slots, &caps);
+    let os = store.get().map_err(PyRuntimeError::new_err)?;
+    let rt = runtime::get()
+        .map_err(|e| PyRuntimeError::new_err(format!("gdsstore_core: no runtime: {e}")))?;
+    let read_timeout = Duration::from_secs_f64(timeout);
+    // `buf` stays alive (and the memory exported) until the wave is over.
+    let done = py.allow_threads(|| {
+        catch_unwind(AssertUnwindSafe(|| {
+            rt.block_on(wave::run(os, items, to, concurrency, read_timeout))
+        }))
+    });
+    let done = done
+        .map_err(|_| PyRuntimeError::new_err("gdsstore_core: the wave failed inside the core"))?;
+    for (i, o) in index.into_iter().zip(done) {
+        outs[i] = o;
+    }
+    drop(buf);
+    Ok(outs.into_iter().map(row).collect())
+}
+
+/// The crate versions this core was built with.
+#[pyfunction]
+fn versions(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
+    PyTuple::new(
+        py,
+        [
+            ("gdsstore_core", env!("CARGO_PKG_VERSION")),
+            ("object_store", "0.12"),
+        ],
+    )
+}
+
+#[pymodule]
+fn gdsstore_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Store>()?;
+    m.add_function(wrap_pyfunction!(read_wave, m)?)?;
+    m.add_function(wrap_pyfunction!(versions, m)?)?;
+    Ok(())
+}

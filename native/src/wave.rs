@@ -1,0 +1,270 @@
+//! One wave: many GETs on one store, at most `concurrency` in flight, each body written into its slot of
+//! one caller buffer. Every answer is checked: status, Content-Range (object_store checks it against the
+//! range asked, and that a range was answered with 206), the body's length against what was asked or
+//! expected, and Content-Encoding (must be absent or identity). Nothing is retried here: Python's retry
+//! policy decides from each item's error kind.
+
+use futures::StreamExt;
+use object_store::client::{HttpError, HttpErrorKind};
+use object_store::path::Path;
+use object_store::{Attribute, GetOptions, GetRange, GetResult, ObjectStore};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// One request: `range` (None: the whole object), where its body goes, and the size it must have.
+pub struct Item {
+    pub path: Path,
+    pub range: Option<GetRange>,
+    pub expect: Option<u64>,
+    pub slot: usize,
+    pub cap: usize,
+}
+
+/// What one request did: bytes landed, or an error `(kind, status, message)`.
+#[derive(Default)]
+pub struct Outcome {
+    pub got: i64,
+    pub total: i64,
+    pub etag: Option<String>,
+    pub mtime_ns: i64,
+    pub version: Option<String>,
+    pub error: Option<(&'static str, u16, String)>,
+}
+
+type Failure = (&'static str, u16, String);
+
+/// The base address of the caller's buffer, shared by the tasks; each writes only inside its own slot
+/// (slots are checked in bounds and disjoint before the wave starts).
+#[derive(Clone, Copy)]
+pub struct Target(pub usize);
+
+/// Remove what may be a secret from a message: a URL's query string (a signature or token).
+pub fn scrub(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut skipping = false;
+    for c in msg.chars() {
+        if c == '?' {
+            skipping = true;
+            out.push_str("?<redacted>");
+            continue;
+        }
+        if skipping && (c.is_whitespace() || c == '"' || c == '\'' || c == ')') {
+            skipping = false;
+        }
+        if !skipping {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn status_in(msg: &str) -> Option<u16> {
+    let at = msg.find("status code: ")? + "status code: ".len();
+    msg.get(at..at + 3)?.parse().ok()
+}
+
+fn http_kind(e: &(dyn std::error::Error + 'static)) -> Option<HttpErrorKind> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<HttpError>() {
+            return Some(h.kind());
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// The kind of a failure, for Python's exception tree and retry policy.
+fn classify(e: &object_store::Error) -> Failure {
+    use object_store::Error as E;
+    let msg = scrub(&e.to_string());
+    let (kind, status) = match e {
+        E::NotFound { .. } => ("not_found", 404),
+        E::PermissionDenied { .. } => ("permission", 403),
+        E::Unauthenticated { .. } => ("permission", 401),
+        E::Precondition { .. } => ("changed", 412),
+        E::NotSupported { .. } => ("range_ignored", 200),
+        _ => match status_in(&msg) {
+            Some(404) => ("not_found", 404),
+            Some(s @ (401 | 403)) => ("permission", s),
+            Some(s) => ("status", s),
+            None if msg.contains("non-partial response") => ("range_ignored", 200),
+            None if msg.contains("Content-Length Header missing") => ("unsupported", 0),
+            None if msg.contains("Content-Range") || msg.contains("Requested ") => ("range", 206),
+            // object_store's RetryError hides its HttpError from `source()` (transparent): read the text too.
+            None => match http_kind(e) {
+                Some(HttpErrorKind::Timeout) => ("timeout", 0),
+                Some(HttpErrorKind::Connect) => ("connect", 0),
+                Some(_) => ("io", 0),
+                None if msg.contains("error sending request") => ("connect", 0),
+                None if msg.contains("timed out") => ("timeout", 0),
+                None if msg.contains("HTTP error") => ("io", 0),
+                None => ("invalid", 0),
+            },
+        },
+    };
+    (kind, status, msg)
+}
+
+fn fail(kind: &'static str, msg: String) -> Failure {
+    (kind, 0, msg)
+}
+
+/// Write the body of `res` into the slot; the number of bytes it had. A body that breaks leaves its
+/// checked prefix landed; `partial` says how long it is, so a retry can ask for the rest only.
+async fn land(
+    res: GetResult,
+    it: &Item,
+    to: Target,
+    read_timeout: Duration,
+    partial: &mut u64,
+) -> Result<u64, Failure> {
+    let want = res.range.end - res.range.start;
+    if want > it.cap as u64 {
+        return Err((
+            "too_large",
+            0,
+            format!("{want} bytes do not fit its slot of {}", it.cap),
+        ));
+    }
+    let mut stream = res.into_stream();
+    let mut off: u64 = 0;
+    loop {
+        let next = tokio::time::timeout(read_timeout, stream.next())
+            .await
+            .map_err(|_| fail("timeout", format!("no body bytes for {read_timeout:?}")))?;
+        let Some(chunk) = next else { break };
+        let chunk = chunk.map_err(|e| classify(&e))?;
+        let n = chunk.len() as u64;
+        if off + n > want {
+            return Err(fail(
+                "length",
+                format!("body longer than the {want} bytes announced"),
+            ));
+        }
+        // SAFETY: [slot, slot + cap) lies inside the caller's buffer, no other task writes there, and
+        // off + n <= want <= cap was checked above.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                chunk.as_ptr(),
+                (to.0 + it.slot + off as usize) as *mut u8,
+                chunk.len(),
+            );
+        }
+        off += n;
+        *partial = off;
+    }
+    if off != want {
+        return Err(fail(
+            "short",
+            format!("body ended after {off} of {want} bytes"),
+        ));
+    }
+    Ok(off)
+}
+
+fn check_answer(res: &GetResult, it: &Item) -> Result<(), Failure> {
+    if let Some(enc) = res.attributes.get(&Attribute::ContentEncoding) {
+        let enc: &str = enc.as_ref();
+        if !enc.is_empty() && !enc.eq_ignore_ascii_case("identity") {
+            return Err(fail(
+                "encoding",
+                format!("Content-Encoding {enc:?} (bytes would not be the object's)"),
+            ));
+        }
+    }
+    let len = res.range.end - res.range.start;
+    if let Some(e) = it.expect {
+        if len != e {
+            return Err(fail(
+                "length",
+                format!("answer of {len} bytes, {e} expected"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn fetch(
+    store: Arc<dyn ObjectStore>,
+    it: Item,
+    to: Target,
+    read_timeout: Duration,
+) -> Outcome {
+    let opts = GetOptions {
+        range: it.range.clone(),
+        ..Default::default()
+    };
+    let mut out = Outcome::default();
+    let res = match tokio::time::timeout(read_timeout, store.get_opts(&it.path, opts)).await {
+        Err(_) => {
+            out.error = Some(fail("timeout", format!("no answer for {read_timeout:?}")));
+            return out;
+        }
+        Ok(Err(e)) => {
+            out.error = Some(classify(&e));
+            return out;
+        }
+        Ok(Ok(res)) => res,
+    };
+    out.total = res.meta.size as i64;
+    out.etag = res.meta.e_tag.clone();
+    out.version = res.meta.version.clone();
+    out.mtime_ns = res.meta.last_modified.timestamp_nanos_opt().unwrap_or(0);
+    if let Err(f) = check_answer(&res, &it) {
+        out.error = Some(f);
+        return out;
+    }
+    let mut partial = 0u64;
+    match land(res, &it, to, read_timeout, &mut partial).await {
+        Ok(n) => out.got = n as i64,
+        Err(f) => {
+            out.got = partial as i64;
+            out.error = Some(f);
+        }
+    }
+    out
+}
+
+/// Run the wave; one outcome per item, in order.
+pub async fn run(
+    store: Arc<dyn ObjectStore>,
+    items: Vec<Item>,
+    to: Target,
+    concurrency: usize,
+    read_timeout: Duration,
+) -> Vec<Outcome> {
+    let n = items.len();
+    let gate = Arc::new(Semaphore::new(concurrency.max(1)));
+    let mut tasks = JoinSet::new();
+    for (i, it) in items.into_iter().enumerate() {
+        let Ok(permit) = gate.clone().acquire_owned().await else {
+            break;
+        };
+        let store = store.clone();
+        tasks.spawn(async move {
+            let out = fetch(store, it, to, read_timeout).await;
+            drop(permit);
+            (i, out)
+        });
+    }
+    let mut outs: Vec<Outcome> = (0..n).map(|_| Outcome::default()).collect();
+    let mut done = vec![false; n];
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok((i, out)) = joined {
+            outs[i] = out;
+            done[i] = true;
+        }
+    }
+    for (i, d) in done.iter().enumerate() {
+        if !d {
+            outs[i].error = Some(fail(
+                "panic",
+                "the request's task failed inside the core".into(),
+            ));
+        }
+    }
+    outs
+}

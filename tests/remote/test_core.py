@@ -1,0 +1,372 @@
+"""The native core (``gdsstore_core``) on its own: every check of every answer, against the fault server,
+a gzip server, a slow server and moto, plus fork and the GIL. Skipped where the core is not built."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import pytest
+from servers.faults import FaultServer
+
+from gdsstore.engine.remote import core
+from gdsstore.engine.remote.core import CorePiece
+from gdsstore.engine.remote.retry import RetryPolicy
+from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError
+
+from .conftest import payload
+
+pytestmark = pytest.mark.skipif(not core.available(), reason=f"native core not built: {core.unavailable_reason()}")
+
+DATA = payload(256 << 10, seed=7)
+FILL = 0xA5
+RETRY = RetryPolicy(max_attempts=4, retry_status=(503,), backoff_base=0.001, backoff_max=0.01)
+
+
+@pytest.fixture
+def srv(faults: FaultServer) -> FaultServer:
+    faults.objects["obj.bin"] = DATA
+    faults.objects["obj.bin.v2"] = payload(len(DATA), seed=8)
+    faults.slow_seconds = 0.6
+    return faults
+
+
+def store_of(srv: FaultServer) -> Any:
+    return core.http_store(f"http://127.0.0.1:{srv.port}/", connect_timeout=2.0)
+
+
+def wave(srv: FaultServer, pieces: list[CorePiece], n: int, timeout: float = 5.0) -> tuple[np.ndarray, list[Any]]:
+    buf = np.full(n, FILL, "u1")
+    res = core.read_wave(store_of(srv), "http://srv/", pieces, buf, retry=RETRY, concurrency=8, timeout=timeout)
+    return buf, res
+
+
+def gets(srv: FaultServer, mode: str) -> int:
+    return sum(1 for e in srv.log if e[0] == "GET" and e[1].startswith(f"/{mode}/"))
+
+
+def untouched_or_right(buf: np.ndarray, ref: bytes) -> None:
+    want = np.frombuffer(ref, "u1")[: buf.size]
+    assert np.all((buf == FILL) | (buf == want))
+
+
+def test_ranges_and_whole_objects_land_in_their_slots(srv: FaultServer) -> None:
+    n = len(DATA)
+    pieces = [
+        CorePiece("ok/0/obj.bin", 0, None, n, 0, n),  # whole, size known
+        CorePiece("ok/0/obj.bin", 0, None, None, n, n),  # whole, size unknown
+        CorePiece("ok/0/obj.bin", 1000, 5000, 4000, 2 * n, 4000),  # a range
+        CorePiece("ok/0/obj.bin", -300, None, None, 2 * n + 4096, 300),  # a suffix
+        CorePiece("ok/0/obj.bin", n - 10, n + 90, None, 2 * n + 8192, 100),  # clamped at the end
+    ]
+    buf, res = wave(srv, pieces, 2 * n + 8192 + 100)
+    assert [r.error for r in res] == [None] * 5
+    assert [r.size for r in res] == [n, n, 4000, 300, 10]
+    assert buf[:n].tobytes() == DATA and buf[n : 2 * n].tobytes() == DATA
+    assert buf[2 * n : 2 * n + 4000].tobytes() == DATA[1000:5000]
+    assert buf[2 * n + 4096 : 2 * n + 4396].tobytes() == DATA[-300:]
+    assert buf[2 * n + 8192 : 2 * n + 8202].tobytes() == DATA[-10:]
+    assert buf[2 * n + 8202 :].tolist() == [FILL] * 90  # nothing past what the server sent
+    assert all(r.total == n and r.etag for r in res)
+
+
+def test_missing_object_is_file_not_found(srv: FaultServer) -> None:
+    _, res = wave(srv, [CorePiece("ok/0/nope.bin", 0, None, None, 0, 100)], 100)
+    assert isinstance(res[0].error, FileNotFoundError) and res[0].kind == "not_found"
+
+
+def test_forbidden_is_permission_error_without_retries(srv: FaultServer) -> None:
+    # "forbidden" answers HEAD with 403; GETs of a missing name are 404, so ask the object that exists.
+    srv.objects["secret.bin"] = b"x" * 10
+    _, res = wave(srv, [CorePiece("forbidden/always/secret.bin", 0, 10, 10, 0, 10)], 10)
+    assert res[0].error is not None and res[0].attempts == 1
+    assert not isinstance(res[0].error, RemoteIOError) or "failed after" not in str(res[0].error)
+
+
+def test_ignored_range_never_lands(srv: FaultServer) -> None:
+    buf, res = wave(srv, [CorePiece("ignore-range/always/obj.bin", 100, 200, 100, 0, 4096)], 4096)
+    assert isinstance(res[0].error, RangeNotSupportedError)
+    assert res[0].attempts == 1 and gets(srv, "ignore-range") == 1  # not retried: it would fail the same
+    assert buf.tolist() == [FILL] * 4096
+
+
+@pytest.mark.parametrize("mode", ["wrong-range", "short-range"])
+def test_mismatched_ranges_are_refused(srv: FaultServer, mode: str) -> None:
+    buf, res = wave(srv, [CorePiece(f"{mode}/always/obj.bin", 1000, 2000, 1000, 0, 1000)], 1000)
+    assert isinstance(res[0].error, RangeMismatchError), res[0].error
+    assert res[0].size < 1000
+    untouched_or_right(buf, DATA[1000:2000])
+
+
+@pytest.mark.parametrize("mode", ["503", "reset", "truncate", "slow"])
+def test_transient_faults_recover(srv: FaultServer, mode: str) -> None:
+    n = len(DATA)
+    buf, res = wave(srv, [CorePiece(f"{mode}/2/obj.bin", 0, n, n, 0, n)], n, timeout=0.3)
+    assert res[0].error is None, res[0].error
+    assert buf.tobytes() == DATA
+    assert res[0].attempts == 3 and gets(srv, mode) == 3
+
+
+@pytest.mark.parametrize("mode", ["503", "reset", "truncate", "slow"])
+def test_transient_faults_give_up_after_max_attempts(srv: FaultServer, mode: str) -> None:
+    n = len(DATA)
+    t0 = time.perf_counter()
+    buf, res = wave(srv, [CorePiece(f"{mode}/always/obj.bin", 0, n, n, 0, n)], n, timeout=0.3)
+    assert isinstance(res[0].error, RemoteIOError)
+    assert "failed after 4 attempt(s) (remote.max_attempts=4)" in str(res[0].error)
+    assert gets(srv, mode) == 4 and time.perf_counter() - t0 < 4 * 0.3 + 2
+    untouched_or_right(buf, DATA)
+
+
+def test_retry_asks_only_for_what_is_missing(srv: FaultServer) -> None:
+    n = len(DATA)
+    buf, res = wave(srv, [CorePiece("truncate/1/obj.bin", 0, n, n, 0, n)], n)
+    assert res[0].error is None and buf.tobytes() == DATA
+    ranges = [e[2] for e in srv.log if e[0] == "GET"]
+    assert ranges[0] == f"bytes=0-{n - 1}"
+    assert ranges[1] == f"bytes={n // 2}-{n - 1}"
+
+
+def test_resumed_piece_of_a_replaced_object_fails(srv: FaultServer) -> None:
+    # The first body breaks half way; the retry gets the replacement (another ETag): never spliced.
+    n = len(DATA)
+    srv.objects["both.bin"] = DATA
+    srv.objects["both.bin.v2"] = payload(n, seed=9)
+    srv.objects["half.bin"] = DATA
+    # "truncate" then "replaced" cannot be combined on one path; check the rule on the merge itself.
+    res = core.CoreResult(size=n // 2, etag='"v1"')
+    err = core._merge(res, (10, n, '"v2"', 0, None, None), first=False)
+    assert err is not None and err[0] == "changed"
+
+
+def test_chunked_answer_is_handed_back(srv: FaultServer) -> None:
+    # object_store needs a Content-Length; the wave reads such answers the Python way.
+    _, res = wave(srv, [CorePiece("chunked/always/obj.bin", 0, 1000, 1000, 0, 1000)], 1000)
+    assert res[0].kind == "unsupported"
+
+
+def test_slot_too_small_is_handed_back(srv: FaultServer) -> None:
+    buf, res = wave(srv, [CorePiece("ok/0/obj.bin", 0, None, None, 0, 1000)], 1000)
+    assert res[0].kind == "too_large" and res[0].total == len(DATA)
+    assert buf.tolist() == [FILL] * 1000
+
+
+def test_wrong_size_of_a_known_object_fails(srv: FaultServer) -> None:
+    n = len(DATA)
+    buf, res = wave(srv, [CorePiece("ok/0/obj.bin", 0, None, n + 1, 0, n + 1)], n + 1)
+    assert isinstance(res[0].error, RemoteIOError) and res[0].kind == "length"
+    assert buf.tolist() == [FILL] * (n + 1)
+
+
+def test_bad_slots_and_buffers_are_refused(srv: FaultServer) -> None:
+    mod = pytest.importorskip("gdsstore_core")
+    st = store_of(srv)
+    buf = np.zeros(100, "u1")
+    with pytest.raises(ValueError, match="overlaps"):
+        mod.read_wave(st, ["ok/0/obj.bin"] * 2, [0, 0], [60, 60], [-1, -1], [0, 40], [60, 60], buf)
+    with pytest.raises(ValueError, match="outside the buffer"):
+        mod.read_wave(st, ["ok/0/obj.bin"], [0], [60], [-1], [50], [60], buf)
+    ro = np.zeros(100, "u1")
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        mod.read_wave(st, ["ok/0/obj.bin"], [0], [60], [-1], [0], [60], ro)
+
+
+class _Gzip(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    body = gzip.compress(DATA)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+
+class _Slow(BaseHTTPRequestHandler):
+    """Answers every GET after 50 ms, counting the requests in flight."""
+
+    protocol_version = "HTTP/1.1"
+    lock = threading.Lock()
+    now = 0
+    peak = 0
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        cls = type(self)
+        with cls.lock:
+            cls.now += 1
+            cls.peak = max(cls.peak, cls.now)
+        time.sleep(0.05)
+        with cls.lock:
+            cls.now -= 1
+        self.send_response(200)
+        self.send_header("Content-Length", "16")
+        self.end_headers()
+        self.wfile.write(b"0123456789abcdef")
+
+
+@pytest.fixture
+def http_server(request: pytest.FixtureRequest) -> Iterator[int]:
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), request.param)
+    srv.daemon_threads = True
+    srv.request_queue_size = 512
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield srv.server_address[1]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.mark.parametrize("http_server", [_Gzip], indirect=True)
+def test_encoded_body_is_refused(http_server: int) -> None:
+    st = core.http_store(f"http://127.0.0.1:{http_server}/", connect_timeout=2.0)
+    buf = np.full(len(DATA), FILL, "u1")
+    res = core.read_wave(st, "x", [CorePiece("a.bin", 0, None, None, 0, len(DATA))], buf, retry=RETRY,
+                         concurrency=4, timeout=5.0)
+    assert res[0].kind == "encoding" and isinstance(res[0].error, RemoteIOError)
+    assert buf.tolist() == [FILL] * len(DATA)
+
+
+@pytest.mark.parametrize("http_server", [_Slow], indirect=True)
+@pytest.mark.parametrize("concurrency", [4, 64])
+def test_requests_in_flight_follow_concurrency(http_server: int, concurrency: int) -> None:
+    _Slow.peak = 0
+    st = core.http_store(f"http://127.0.0.1:{http_server}/", connect_timeout=2.0)
+    n = 256
+    pieces = [CorePiece(f"o{i}", 0, None, 16, 64 * i, 16) for i in range(n)]
+    buf = np.zeros(64 * n, "u1")
+    t0 = time.perf_counter()
+    res = core.read_wave(st, "x", pieces, buf, retry=RETRY, concurrency=concurrency, timeout=10.0)
+    elapsed = time.perf_counter() - t0
+    assert all(r.error is None for r in res)
+    assert _Slow.peak <= concurrency
+    if concurrency == 4:
+        assert elapsed >= n / 4 * 0.05 * 0.9
+    else:
+        assert _Slow.peak >= 32  # many really in flight, not a handful
+        assert elapsed < n / 4 * 0.05 / 2
+
+
+@pytest.mark.parametrize("http_server", [_Slow], indirect=True)
+def test_gil_is_released_during_the_wave(http_server: int) -> None:
+    st = core.http_store(f"http://127.0.0.1:{http_server}/", connect_timeout=2.0)
+    pieces = [CorePiece(f"o{i}", 0, None, 16, 64 * i, 16) for i in range(8)]
+    buf = np.zeros(64 * 8, "u1")
+    t = threading.Thread(target=core.read_wave, args=(st, "x", pieces, buf),
+                         kwargs={"retry": RETRY, "concurrency": 1, "timeout": 10.0})
+    t.start()
+    spins = 0
+    while t.is_alive():  # 8 x 50 ms in the core: Python keeps running meanwhile
+        spins += 1
+        time.sleep(0)
+    assert spins > 1000
+
+
+def test_wave_in_a_forked_child(srv: FaultServer) -> None:
+    n = len(DATA)
+    _, res = wave(srv, [CorePiece("ok/0/obj.bin", 0, None, n, 0, n)], n)  # the runtime exists before fork
+    assert res[0].error is None
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        code = 1
+        try:
+            b2, r2 = wave(srv, [CorePiece("ok/0/obj.bin", 0, None, n, 0, n)], n)
+            code = 0 if r2[0].error is None and b2.tobytes() == DATA else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    pytest.fail("the forked child's wave hung")
+
+
+def test_s3_wave_signed_in_headers(s3: dict[str, Any]) -> None:
+    client = s3["client"]
+    objs = {f"k/{i}.bin": payload(1000 + i, seed=i) for i in range(20)}
+    for k, v in objs.items():
+        client.put_object(Bucket="test-bucket", Key=k, Body=v)
+    opts = {"aws_endpoint": s3["endpoint_url"], "aws_region": "us-east-1", "aws_bucket": "test-bucket",
+            "aws_access_key_id": s3["key"], "aws_secret_access_key": s3["secret"]}
+    st = core.s3_store(opts, connect_timeout=2.0)
+    pieces = [CorePiece(k, 0, None, None, 4096 * i, 4096) for i, k in enumerate(objs)]
+    pieces.append(CorePiece("k/3.bin", 10, 20, 10, 4096 * 20, 10))
+    buf = np.zeros(4096 * 21, "u1")
+    res = core.read_wave(st, "s3://test-bucket/", pieces, buf, retry=RETRY, concurrency=8, timeout=10.0)
+    assert [r.error for r in res] == [None] * 21
+    for i, v in enumerate(objs.values()):
+        assert buf[4096 * i : 4096 * i + res[i].size].tobytes() == v
+    assert buf[4096 * 20 : 4096 * 20 + 10].tobytes() == objs["k/3.bin"][10:20]
+
+
+@pytest.fixture(scope="module")
+def moto_auth() -> Iterator[str]:
+    """A moto server that checks signatures (``INITIAL_NO_AUTH_ACTION_COUNT=0``): unknown keys get 403."""
+    import subprocess
+    import sys
+
+    from servers.net import free_port, stop_process, wait_port
+
+    port = free_port()
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        wait_port(port, timeout=30, proc=proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(proc)
+
+
+def test_s3_wrong_credentials_are_permission_error_at_once(moto_auth: str) -> None:
+    secret = "WRONG-secret-DoNotLeak-42"
+    opts = {"aws_endpoint": moto_auth, "aws_region": "us-east-1", "aws_bucket": "test-bucket",
+            "aws_access_key_id": "AKIAWRONGKEY", "aws_secret_access_key": secret}
+    st = core.s3_store(opts, connect_timeout=2.0)
+    buf = np.zeros(16, "u1")
+    res = core.read_wave(st, "s3://test-bucket/", [CorePiece("a.bin", 0, None, None, 0, 16)], buf, retry=RETRY,
+                         concurrency=1, timeout=10.0)
+    assert isinstance(res[0].error, PermissionError) and res[0].attempts == 1
+    assert secret not in str(res[0].error)
+
+
+def test_s3_missing_key_is_file_not_found(s3: dict[str, Any]) -> None:
+    opts = {"aws_endpoint": s3["endpoint_url"], "aws_region": "us-east-1", "aws_bucket": "test-bucket",
+            "aws_access_key_id": s3["key"], "aws_secret_access_key": s3["secret"]}
+    buf = np.zeros(16, "u1")
+    res = core.read_wave(core.s3_store(opts, connect_timeout=2.0), "s3://test-bucket/",
+                         [CorePiece("nope.bin", 0, None, None, 0, 16)], buf, retry=RETRY, concurrency=1, timeout=10.0)
+    assert isinstance(res[0].error, FileNotFoundError)
+
+
+def test_closed_port_fails_after_attempts() -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    st = core.http_store(f"http://127.0.0.1:{port}/", connect_timeout=1.0)
+    buf = np.zeros(16, "u1")
+    res = core.read_wave(st, "x", [CorePiece("a", 0, None, None, 0, 16)], buf, retry=RETRY, concurrency=1,
+                         timeout=2.0)
+    assert isinstance(res[0].error, RemoteIOError) and "failed after 4 attempt(s)" in str(res[0].error)
+    assert res[0].kind in ("connect", "io")
