@@ -1,6 +1,6 @@
 """Running read plans: fetch waves, staging, decode and scatter, one window at a time.
 
-Each selection is read in windows (:func:`gdsstore.gpu.plan.split_windows`): while window ``k`` is
+Each selection is read in windows (:class:`gdsstore.gpu.plan.Windows`): while window ``k`` is
 decoded and scattered, window ``k + 1`` is being fetched (:func:`run_windows`). Two entry points, one
 per kind of chunk storage:
 
@@ -40,6 +40,7 @@ from gdsstore.gpu.plan import (
     InnerChunks,
     Layout,
     ShardReadPlan,
+    Windows,
     chunk_blocks,
     inner_chunks_of_selection,
     inner_chunks_of_slices,
@@ -48,7 +49,6 @@ from gdsstore.gpu.plan import (
     plan_shard_reads,
     shard_geometry,
     slice_arrays,
-    split_windows,
 )
 
 if TYPE_CHECKING:
@@ -101,36 +101,32 @@ def _on_budget(read: Callable[[range], Any]) -> Callable[[range], Any]:
 
 
 def run_windows(
-    windows: list[range],
+    windows: Windows,
     read: Callable[[range], Any],
     process: Callable[[range, Any], None],
-    learn: tuple[tuple[Any, ...], Sequence[int], int] | None = None,
+    key: tuple[Any, ...] | None = None,
 ) -> None:
     """Run ``process`` on each window while the next window's ``read`` runs in the background (the
-    engine pool: one read ahead). ``learn``: the kind of window, each window's decoded bytes and the
-    window limit: the device memory each window took at its peak (this window's staging, decode and
-    scratch, the next one's staging) is recorded for the next windows of that kind
-    (:func:`gdsstore.gpu.memory.observe`)."""
-    if not windows:
+    engine pool: one read ahead). ``key``: the kind of window (device windows): the device memory
+    each window took at its peak (this window's staging, decode and scratch, the next one's staging)
+    is recorded (:func:`gdsstore.gpu.memory.observe`), so the windows cut after it fit what it measured."""
+    w = windows.next()
+    if w is None:
         return
     pool = engine_pool()
     fetch = _on_budget(read)
-    nxt: Future[Any] = pool.submit(fetch, windows[0])
-    for k, w in enumerate(windows):
+    nxt: Future[Any] = pool.submit(fetch, w.items)
+    while w is not None:
         cur = nxt.result()
         _memory.budget.reset_peak()
-        if k + 1 < len(windows):
-            nxt = pool.submit(fetch, windows[k + 1])
-        process(w, cur)
+        following = windows.next()
+        if following is not None:
+            nxt = pool.submit(fetch, following.items)
+        process(w.items, cur)
         del cur
-        if learn is not None:
-            _memory.observe(learn[0], _memory.budget.peak, int(learn[1][k]), learn[2])
-
-
-def window_sizes(windows: list[range], sizes: Sequence[int]) -> list[int]:
-    """Bytes of each window (the sum of its items' ``sizes``)."""
-    ends = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
-    return [int(ends[w.stop] - ends[w.start]) for w in windows]
+        if key is not None:
+            _memory.observe(key, _memory.budget.peak, w.nbytes, w.limit)
+        w = following
 
 
 # -- output and scatter -----------------------------------------------------------------------------------
@@ -238,10 +234,9 @@ def _read_chunks(
     device = is_device_spec(spec0)
     layout = chain.view_layout(spec0) if device and kernel_scatter_ok(batch, drop_axes) else None
     results: list[GetResult] = [GetResult(status="missing")] * len(batch)
-    sizes = [raw_nbytes(item[1]) for item in batch]
-    limit, key = window_bytes(chain, device, raw_nbytes(spec0))
-    windows = split_windows(sizes, limit)
-    learn = None if key is None else (key, window_sizes(windows, sizes), limit)
+    chunk = raw_nbytes(spec0)
+    key = window_bytes(chain, device, chunk)[1]
+    windows = Windows([raw_nbytes(item[1]) for item in batch], lambda: window_bytes(chain, device, chunk)[0])
     geometry: ChunkGeometry | None = None
     out_ptr = 0
     if layout is not None:
@@ -287,7 +282,7 @@ def _read_chunks(
         finally:
             staged.release()
 
-    run_windows(windows, read, process, learn)
+    run_windows(windows, read, process, key)
     return tuple(results)
 
 
@@ -391,10 +386,10 @@ def _read_shards(
     # Windows are cut by the decoded bytes of each read's inner chunks; the stored bytes are known.
     decoded = (np.diff(plan.bounds) * raw_nbytes(inner_spec)).tolist()
     stored = plan.window_nbytes()
-    ratio = sum(stored) / max(1, sum(decoded))
-    limit, key = window_bytes(chain, device, raw_nbytes(inner_spec), min(1.0, ratio), "shards")
-    windows = split_windows(decoded, limit)
-    learn = None if key is None else (key, window_sizes(windows, decoded), limit)
+    ratio = min(1.0, sum(stored) / max(1, sum(decoded)))
+    chunk = raw_nbytes(inner_spec)
+    key = window_bytes(chain, device, chunk, ratio, "shards")[1]
+    windows = Windows(decoded, lambda: window_bytes(chain, device, chunk, ratio, "shards")[0])
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
 
     def read(w: range) -> staging.Staged:
@@ -402,7 +397,7 @@ def _read_shards(
         return fetch.ranges(getters[sl], plan.read_start[sl], plan.read_stop[sl], device, on_gpu)
 
     if layout is not None:
-        _scatter_shards(plan, shards, chain, inner_spec, layout, batch, out, windows, read, learn)
+        _scatter_shards(plan, shards, chain, inner_spec, layout, batch, out, windows, read, key)
     else:
         # (its decoded chunks pile up until the end: a window's peak would not be the window's alone)
         _assemble_shards(codec, plan, shards, chain, batch, out, drop_axes, windows, read, device)
@@ -417,9 +412,9 @@ def _scatter_shards(
     layout: Layout,
     batch: list[BatchItem],
     out: NDBuffer,
-    windows: list[range],
+    windows: Windows,
     read: Callable[[range], staging.Staged],
-    learn: tuple[tuple[Any, ...], Sequence[int], int] | None = None,
+    key: tuple[Any, ...] | None = None,
 ) -> None:
     """Device outputs: fills first, then per window one decode and one scatter launch."""
     out_ptr, out_layout = output_layout(out)
@@ -436,7 +431,7 @@ def _scatter_shards(
         finally:
             staged.release()
 
-    run_windows(windows, read, process, learn)
+    run_windows(windows, read, process, key)
     sync()
 
 
@@ -448,7 +443,7 @@ def _assemble_shards(
     batch: list[BatchItem],
     out: NDBuffer,
     drop_axes: tuple[int, ...],
-    windows: list[range],
+    windows: Windows,
     read: Callable[[range], staging.Staged],
     device: bool,
 ) -> None:

@@ -30,6 +30,8 @@ __all__ = [
     "InnerChunks",
     "Layout",
     "ShardReadPlan",
+    "Window",
+    "Windows",
     "blocks_from_rows",
     "budget_window",
     "c_order_layout",
@@ -119,6 +121,44 @@ def split_windows(sizes: Sequence[int], limit: int) -> list[range]:
     if start < len(sizes):
         out.append(range(start, len(sizes)))
     return out
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window: its items, their bytes, and the limit it was cut by."""
+
+    items: range
+    nbytes: int
+    limit: int
+
+
+class Windows:
+    """Consecutive items cut into windows as they are needed, each by the limit of that moment
+    (``limit()``): a window cut after others were measured fits what they measured. With a fixed
+    limit the windows are :func:`split_windows`'s.
+
+    Examples:
+        >>> ws = Windows([10, 10, 10, 10, 10], lambda: 25)
+        >>> [w.items for w in iter(ws.next, None)]
+        [range(0, 2), range(2, 4), range(4, 5)]
+    """
+
+    def __init__(self, sizes: Sequence[int], limit: Any) -> None:
+        self._cum = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
+        self._n = len(sizes)
+        self._limit = limit
+        self._pos = 0
+
+    def next(self) -> Window | None:
+        """The next window, or ``None`` after the last (an item larger than the limit is one alone)."""
+        if self._pos >= self._n:
+            return None
+        limit = int(self._limit())
+        start = self._pos
+        end = int(np.searchsorted(self._cum, self._cum[start] + limit, side="right")) - 1
+        end = min(self._n, max(start + 1, end))
+        self._pos = end
+        return Window(range(start, end), int(self._cum[end] - self._cum[start]), limit)
 
 
 # -- strided layouts ------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from gdsstore.engine.pool import engine_pool, map_all
 from gdsstore.gpu import write_plan
 from gdsstore.gpu.decode import raw_nbytes
 from gdsstore.gpu.fetch import backend_of
-from gdsstore.gpu.plan import split_windows
+from gdsstore.gpu.plan import Windows
 from gdsstore.gpu.write_gpu import Encoded
 
 if TYPE_CHECKING:
@@ -189,12 +189,12 @@ def _execute(
     device = _on_device(value, old)
     sizes = [raw_nbytes(item[1]) for item in batch]
     key = ("write", route, tuple(type(c).__name__ for c in delegate.codecs), sizes[0] if sizes else 0)
-    limit = _window_bytes(device, key)
-    windows = split_windows(sizes, limit)
+    windows = Windows(sizes, lambda: _window_bytes(device, key))  # cut as measured windows teach
     pending: Future[None] | None = None  # the previous window's publish, overlapping this one's encode
     with memory.device_call() if device else contextlib.nullcontext():
         try:
-            for w in windows:
+            while (win := windows.next()) is not None:
+                w = win.items
                 memory.budget.reset_peak()
                 part = [batch[i] for i in w]
                 if route == "chunks":
@@ -203,7 +203,7 @@ def _execute(
                 else:
                     job = _write_shards(delegate.array_bytes_codec, part, value, backend, device)
                 if device:  # what this window's encode took on the device sizes the next ones
-                    memory.observe(key, memory.budget.peak, sum(sizes[w.start : w.stop]), limit)
+                    memory.observe(key, memory.budget.peak, win.nbytes, win.limit)
                 if pending is not None:
                     pending.result()
                     pending = None

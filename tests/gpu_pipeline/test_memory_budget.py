@@ -7,6 +7,8 @@ from __future__ import annotations
 import gc
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import gdsstore
 from gdsstore.gpu import execute, memory, nvcomp, plan
@@ -171,8 +173,20 @@ def test_the_budget_setting_is_validated() -> None:
         assert memory.budget_bytes() == 256 << 20
 
 
-def test_window_sizes_sum_their_items() -> None:
-    assert execute.window_sizes([range(0, 2), range(2, 3)], [5, 6, 7]) == [11, 7]
+def test_windows_are_cut_by_the_limit_of_their_moment() -> None:
+    limits = iter([25, 25, 100])
+    ws = plan.Windows([10] * 8, lambda: next(limits))
+    got = [ws.next() for _ in range(4)]
+    assert [w.items for w in got if w] == [range(0, 2), range(2, 4), range(4, 8)]
+    assert got[2] is not None and (got[2].nbytes, got[2].limit) == (40, 100) and got[3] is None
+    big = plan.Windows([50, 5], lambda: 10)
+    assert big.next() == plan.Window(range(0, 1), 50, 10)  # an item larger than the limit: alone
+
+
+@given(sizes=st.lists(st.integers(0, 100), max_size=40), limit=st.integers(1, 300))
+def test_fixed_limit_windows_are_split_windows(sizes: list[int], limit: int) -> None:
+    ws = plan.Windows(sizes, lambda: limit)
+    assert [w.items for w in iter(ws.next, None)] == plan.split_windows(sizes, limit)
 
 
 def test_budget_stats_without_a_gpu() -> None:
