@@ -213,7 +213,9 @@ def drop_codecs() -> None:
     """Forget every cached nvCOMP codec, and with it the scratch it holds (a codec in use stays alive
     with its caller)."""
     with _codecs_lock:
+        gone = list(_codecs.values())
         _codecs.clear()
+    gone.clear()  # their scratch is freed here, outside the lock (freeing waits on nvCOMP's stream)
 
 
 def _codec(fmt: str, chunk: int | None = None) -> Any:
