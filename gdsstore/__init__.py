@@ -6,7 +6,8 @@ Public API (a contract; see ``docs/``):
 - :func:`open` — local paths and URLs, reads/writes into host or device buffers.
 - :func:`trace` — which route each operation took, and why.
 - :func:`doctor` — environment report (``gdsstore doctor``).
-- :class:`GDSStore` — a Zarr v3 store; :func:`enable_gpu` — zarr on GPU buffers through gdsstore.
+- :class:`GDSStore` — a Zarr v3 store; :func:`enable_pipeline` — zarr's reads and writes as batches
+  through gdsstore's pipeline (host buffers); :func:`enable_gpu` — the same on GPU buffers.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gdsstore._config import config
     from gdsstore._version import __version__
-    from gdsstore.adapters.zarr_store import GDSStore
+    from gdsstore.adapters.zarr_store import GDSStore, enable_pipeline
     from gdsstore.doctor import doctor
     from gdsstore.engine import open
     from gdsstore.errors import (
@@ -45,6 +46,7 @@ __all__ = [
     "config",
     "doctor",
     "enable_gpu",
+    "enable_pipeline",
     "open",
     "trace",
 ]
@@ -67,6 +69,7 @@ _LAZY = {
     "Trace": ("gdsstore.trace", "Trace"),
     "GDSStore": ("gdsstore.adapters.zarr_store", "GDSStore"),
     "enable_gpu": ("gdsstore.gpu.enable", "enable_gpu"),
+    "enable_pipeline": ("gdsstore.adapters.zarr_store", "enable_pipeline"),
 }
 
 

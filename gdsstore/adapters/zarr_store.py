@@ -30,18 +30,26 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.core.buffer.core import default_buffer_prototype
 
-from gdsstore.engine.backend import Backend, backend_for, check_key, host_alloc
+from gdsstore.engine.backend import Backend, BatchResult, backend_for, check_key, host_alloc
+from gdsstore.engine.localfs import LocalBackend
 from gdsstore.engine.ranges import ByteRange, start_range_reads
 
 if TYPE_CHECKING:
+    from donfig.config_obj import ConfigSet
     from zarr.core.common import AccessModeLiteral
 
-__all__ = ["GDSStore"]
+__all__ = ["GDSStore", "enable_pipeline"]
 
 # zarr's own defaults for Store.get_ranges (zarr/abc/store.py): merge ranges closer than 1 MiB,
 # into fetches of at most 16 MiB.
 _MAX_GAP_BYTES = 1 << 20
 _MAX_COALESCED_BYTES = 16 << 20
+
+# Local batches leave the event loop every few items: zarr copies each chunk on the loop thread (out
+# of a read, into a write), and one batch per tick would keep the files idle while it copies (measured
+# slower than these sizes). Remote gets of a tick form one wave: its requests are in flight together.
+_LOCAL_GETS = 4
+_LOCAL_SETS = 2
 
 # Buffer class -> its memory is on the device (decided once per class from a zero-length buffer).
 _DEVICE_BUFFER_CLASSES: dict[type[Buffer], bool] = {}
@@ -223,12 +231,108 @@ def _is_empty(backend: Backend, prefix: str) -> bool:
     return next(iter(backend.list(prefix)), None) is None
 
 
+def _get_batch(backend: Backend, items: Sequence[tuple[str, ByteRange | None, BufferPrototype]]) -> BatchResult:
+    """The gets of one event-loop tick as one engine batch (host buffers): a local batch of reads,
+    or a remote wave. Each item comes back as a Buffer of its prototype, None (missing), or its error."""
+    out = backend.get_batch([key for key, _, _ in items], [br for _, br, _ in items])
+    bufs = out.bufs
+    for i, (_, _, prototype) in enumerate(items):
+        if bufs[i] is not None:
+            bufs[i] = prototype.buffer.from_array_like(bufs[i])
+    return out
+
+
+def _put_batch(backend: Backend, items: Sequence[tuple[str, Buffer, bool]]) -> BatchResult:
+    """The sets of one event-loop tick, published in parallel (each atomic on its own)."""
+    return backend.put_batch(
+        [key for key, _, _ in items], [_engine_array(v) for _, v, _ in items], [x for _, _, x in items]
+    )
+
+
+class _Gather:
+    """Calls of one store that arrive in the same event-loop tick, run as one batch in one thread.
+
+    zarr's pipeline reads (and writes) a selection's chunks as concurrent coroutines,
+    ``async.concurrency`` of them at once; one thread hop per chunk would cost more than a small
+    chunk's read. Here the first call of a tick schedules a flush at the end of that tick; the calls
+    that join before it go to the engine as one batch, each awaiting its own item (a failed item
+    fails its caller alone). Nothing is held between ticks, and each event loop has its own batch.
+    """
+
+    def __init__(
+        self, backend: Backend, run: Callable[[Backend, list[Any]], BatchResult], max_items: int = 1 << 30
+    ) -> None:
+        self._backend = backend
+        self._run = run
+        self._max_items = max_items
+        self._pending: dict[asyncio.AbstractEventLoop, tuple[list[Any], list[asyncio.Future[Any]]]] = {}
+
+    def submit(self, item: Any) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        pending = self._pending.get(loop)
+        if pending is None:
+            pending = self._pending[loop] = ([], [])
+            loop.call_soon(self._flush, loop, pending)
+        fut: asyncio.Future[Any] = loop.create_future()
+        pending[0].append(item)
+        pending[1].append(fut)
+        if len(pending[0]) >= self._max_items:
+            self._flush(loop, pending)
+        return fut
+
+    def _flush(self, loop: asyncio.AbstractEventLoop, pending: tuple[list[Any], list[asyncio.Future[Any]]]) -> None:
+        if self._pending.get(loop) is not pending:
+            return  # flushed already (it filled up before the end of its tick)
+        del self._pending[loop]
+        items, futs = pending
+        done = loop.run_in_executor(None, self._run, self._backend, items)
+        done.add_done_callback(lambda d: _settle(d, futs))
+
+
+def _settle(done: asyncio.Future[BatchResult], futs: list[asyncio.Future[Any]]) -> None:
+    """Hand each caller of a batch its item (callers cancelled meanwhile are skipped)."""
+    exc = None if done.cancelled() else done.exception()
+    if done.cancelled() or exc is not None:
+        for f in futs:
+            if not f.done():
+                f.set_exception(exc) if exc is not None else f.cancel()
+        return
+    out = done.result()
+    for i, f in enumerate(futs):
+        if f.done():
+            continue
+        err = out.errors.get(i)
+        if err is not None:
+            f.set_exception(err)
+        else:
+            f.set_result(out.bufs[i])
+
+
 def _put(backend: Backend, key: str, value: Buffer, exclusive: bool) -> None:
     try:
         backend.put(key, _engine_array(value), exclusive=exclusive)
     except FileExistsError:
         if not exclusive:
             raise
+
+
+def enable_pipeline() -> ConfigSet:
+    """Switch zarr to gdsstore's batched codec pipeline and codecs, keeping zarr's host buffers.
+
+    A selection's chunks then move as one batch: read straight into the output array where no codec
+    changes the bytes, decoded as a batch otherwise, and written in parallel. Without it, plain
+    zarr over :class:`GDSStore` still reads each tick's chunks as one engine batch. Returns zarr's
+    ``ConfigSet``: it applies at once and, used as a context manager, undoes itself::
+
+        with gdsstore.enable_pipeline():
+            x = zarr.open_array(gdsstore.GDSStore("/data/x.zarr"), mode="r")[:]   # numpy.ndarray
+
+    Arrays pick their codec pipeline when they are opened: open them inside (or after) the call.
+    :func:`gdsstore.enable_gpu` is the same with GPU buffers.
+    """
+    from gdsstore.gpu.enable import enable_gpu  # the pipeline's modules load only when asked for
+
+    return enable_gpu(buffers=False)
 
 
 def _dir_prefix(prefix: str) -> str:
@@ -286,6 +390,12 @@ class GDSStore(Store):
         self.backend = backend
         # Local roots: the absolute directory; remote roots: the URL as given.
         self.root = getattr(backend, "root", None) or self._root_arg
+        # zarr's concurrent gets (and local sets) of one tick become engine batches or one wave.
+        local = isinstance(backend, LocalBackend)
+        self._gets = (
+            _Gather(backend, _get_batch, _LOCAL_GETS) if local else _Gather(backend, _get_batch) if backend.waves else None
+        )
+        self._sets = _Gather(backend, _put_batch, _LOCAL_SETS) if local else None
 
     # -- identity ------------------------------------------------------------------------------------
 
@@ -316,7 +426,8 @@ class GDSStore(Store):
     def __getstate__(self) -> dict[str, Any]:
         # The backend is rebuilt on unpickling: remote backends hold connection pools and locks.
         state = self.__dict__.copy()
-        del state["backend"]
+        for name in ("backend", "_gets", "_sets"):
+            del state[name]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -400,7 +511,11 @@ class GDSStore(Store):
         check_key(key, "GDSStore.get()")
         br = _to_byte_range(byte_range, "GDSStore.get()")
         await self._ensure_open()
-        return await asyncio.to_thread(_get, self.backend, key, prototype or default_buffer_prototype(), br)
+        prototype = prototype or default_buffer_prototype()
+        if self._gets is not None and not _is_device_buffer(prototype.buffer):
+            buf: Buffer | None = await self._gets.submit((key, br, prototype))
+            return buf
+        return await asyncio.to_thread(_get, self.backend, key, prototype, br)
 
     def get_sync(
         self,
@@ -533,7 +648,14 @@ class GDSStore(Store):
         await self._ensure_open()
         self._check_writes(where)
         self._check_value(value, where)
-        await asyncio.to_thread(_put, self.backend, key, value, exclusive)
+        if self._sets is None:
+            await asyncio.to_thread(_put, self.backend, key, value, exclusive)
+            return
+        try:
+            await self._sets.submit((key, value, exclusive))
+        except FileExistsError:
+            if not exclusive:
+                raise
 
     def set_sync(self, key: str, value: Buffer) -> None:
         """Blocking :meth:`set`."""

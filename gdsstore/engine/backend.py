@@ -19,9 +19,13 @@ import numpy as np
 
 from gdsstore.engine import registry
 from gdsstore.engine.file import BaseFile
+from gdsstore.engine.pool import map_all
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 
-__all__ = ["Backend", "ByteRange", "ObjectInfo", "Wave", "backend_for", "check_key", "coalesce_ranges", "host_alloc"]
+__all__ = [
+    "Backend", "BatchResult", "ByteRange", "ObjectInfo", "Wave", "backend_for", "check_key", "coalesce_ranges",
+    "host_alloc", "host_buffer",
+]
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,11 @@ def host_alloc(n: int) -> tuple[np.ndarray, None]:
     return np.empty(n, dtype=np.uint8), None
 
 
+def host_buffer(n: int) -> np.ndarray:
+    """``n`` uninitialised bytes of host memory (``alloc`` of :meth:`Backend.get`)."""
+    return np.empty(n, dtype=np.uint8)
+
+
 @dataclass
 class Wave:
     """Many objects or byte ranges read together into one buffer (:meth:`Backend.get_many`).
@@ -90,6 +99,18 @@ class Wave:
             return None
         a = int(self.offsets[i])
         return self.host[a : a + n]
+
+
+class BatchResult:
+    """Per item of a batch (:meth:`Backend.get_batch`, :meth:`Backend.put_batch`): its buffer (None:
+    missing, or a write) and, where it failed, its error; one item's failure fails it alone."""
+
+    __slots__ = ("bufs", "errors")
+
+    def __init__(self, n: int) -> None:
+        self.bufs: list[Any] = [None] * n
+        #: item -> the exception that failed it.
+        self.errors: dict[int, BaseException] = {}
 
 
 class Backend(abc.ABC):
@@ -157,6 +178,45 @@ class Backend(abc.ABC):
             NotImplementedError: a backend without waves (local files use the batched ``preadv``).
         """
         raise NotImplementedError(f"{type(self).__name__}.get_many(): no waves here (waves=False)")
+
+    def get_batch(self, keys: Sequence[str], ranges: Sequence[ByteRange | None]) -> BatchResult:
+        """Read many keys (whole, or ``ranges[i]`` of each, zarr's clamping) into host memory as one
+        batch: the chunk reads of one zarr selection. Backends with :attr:`waves` send one wave
+        (items are views of its one buffer); the local backend reads the files on the engine's
+        threads (:func:`gdsstore.engine.batch.read_objects`); others read one key after another.
+        """
+        out = BatchResult(len(keys))
+        if self.waves:
+            w = self.get_many(keys, ranges, host_alloc, errors="return", where=f"{type(self).__name__}.get_batch()")
+            for i in range(len(keys)):
+                exc = w.errors[i] if w.errors is not None else None
+                if exc is not None:
+                    out.errors[i] = exc
+                else:
+                    out.bufs[i] = w.view(i)
+            return out
+        for i, (key, br) in enumerate(zip(keys, ranges, strict=True)):
+            try:
+                out.bufs[i] = self.get(key, host_buffer, br)
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                pass
+            except Exception as exc:
+                out.errors[i] = exc
+        return out
+
+    def put_batch(self, keys: Sequence[str], bufs: Sequence[Any], exclusive: Sequence[bool]) -> BatchResult:
+        """:meth:`put` of many keys at once (each atomic on its own), on the engine pool; the
+        result holds each failed item's error."""
+        out = BatchResult(len(keys))
+
+        def put(i: int) -> None:
+            try:
+                self.put(keys[i], bufs[i], exclusive=exclusive[i])
+            except Exception as exc:
+                out.errors[i] = exc
+
+        map_all(put, range(len(keys)))
+        return out
 
     @abc.abstractmethod
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:

@@ -38,13 +38,20 @@ import numpy as np
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.backend import check_key
+from gdsstore.engine.backend import BatchResult, check_key
 from gdsstore.engine.pool import run_pieces
+from gdsstore.engine.ranges import ByteRange
 
-__all__ = ["HostSink", "Sink", "groups", "local_paths", "piece_size", "read_batch", "stat_batch"]
+__all__ = [
+    "HostSink", "Sink", "groups", "local_paths", "piece_size", "read_batch", "read_objects", "stat_batch",
+]
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _MISSING = (FileNotFoundError, NotADirectoryError)
+_S_IFMT, _S_IFREG = 0o170000, 0o100000
+#: Bytes a pool task of :func:`read_objects` should have at least: below it, one more thread costs
+#: more in hand-offs than it saves (a batch of 64 KiB chunks runs in the calling thread).
+_GROUP_BYTES = 1 << 20
 
 
 def groups(n: int, parts: int) -> list[range]:
@@ -321,6 +328,93 @@ def read_batch(
         reason += " through pinned bounce slots, async H2D"
     _trace.record("read", "posix", reason, int(got.clip(0).sum()), time.perf_counter() - t0, url, sink.device)
     return got
+
+
+def _read_object(path: str, br: ByteRange | None, alloc: Callable[[int], Any]) -> Any:
+    """One whole file (or ``br`` of it, zarr's clamping) into ``alloc(n)``; None when ``path`` is
+    missing or not a regular file (a directory is not a key)."""
+    try:
+        fd = os.open(path, _FLAGS)
+    except _MISSING:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & _S_IFMT != _S_IFREG:
+            return None
+        off, n = br.resolve(st.st_size) if br is not None else (0, st.st_size)
+        buf = alloc(n)
+        view = memoryview(buf).cast("B")
+        done = 0
+        while done < n:
+            k = os.preadv(fd, [view[done:]], off + done)
+            if k == 0:
+                break
+            done += k
+    finally:
+        os.close(fd)
+    if done != n:  # the file shrank under us: never hand out a buffer with a stale tail
+        raise OSError(f"read_objects(): short read of {path!r}: {done} of {n} bytes")
+    return buf
+
+
+def read_objects(
+    paths: Sequence[str],
+    ranges: Sequence[ByteRange | None] | None,
+    alloc: Callable[[int], Any],
+    num_threads: int | None = None,
+    *,
+    url: str = "",
+) -> BatchResult:
+    """Many whole files (or a byte range of each) into a host buffer each, as one batch.
+
+    The batch a zarr selection's chunk reads make: each file opened, sized, read with ``preadv`` and
+    closed by a pool thread (no per-file settings, routing or futures); contiguous groups of the
+    batch share ``num_threads`` threads, a group of at least ~1 MiB each. One trace event records the
+    batch (route "posix", reason "batch of reads into host buffer": host memory needs no probe).
+
+    Args:
+        paths: local file paths.
+        ranges: per item, a :class:`~gdsstore.engine.ranges.ByteRange` (clamped to the file) or None
+            for the whole file; None: all whole.
+        alloc: ``alloc(nbytes)`` -> a writable host buffer (each item gets its own).
+        num_threads: threads to use (default: the policy's ``num_threads``).
+        url: the trace's path column (a batch of one file: that file's path).
+
+    Returns:
+        :class:`~gdsstore.engine.backend.BatchResult`: buffers (None where a file is missing or a
+        directory) and per-item errors (a failed item fails alone).
+    """
+    n = len(paths)
+    out = BatchResult(n)
+    rs: Sequence[ByteRange | None] = ranges if ranges is not None else [None] * n
+    t0 = time.perf_counter()
+    bufs, errors = out.bufs, out.errors
+
+    def run(g: range) -> None:
+        for i in g:
+            try:
+                bufs[i] = _read_object(paths[i], rs[i], alloc)
+            except Exception as exc:  # one item's failure (permissions, I/O) is that item's answer
+                errors[i] = exc
+
+    threads = _threads(num_threads)
+    if n:
+        # Whole-file sizes are unknown before the reads: the first file's size stands for all.
+        first = rs[0].nbytes if rs[0] is not None and rs[0].kind == "range" else _size_hint(paths[0])
+        threads = max(1, min(threads, n * max(first, 1) // _GROUP_BYTES))
+    _run_groups(run, n, threads)
+    if _trace.active():
+        nbytes = sum(memoryview(b).nbytes for b in bufs if b is not None)
+        where = paths[0] if n == 1 else url  # a batch of one names its file, as a single read does
+        _trace.record("read", "posix", "batch of reads into host buffer", nbytes, time.perf_counter() - t0, where)
+    return out
+
+
+def _size_hint(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def piece_size(total: int, threads: int, cap: int, floor: int = 1 << 20) -> int:

@@ -24,15 +24,21 @@ import errno
 import os
 import shutil
 import stat as stat_mod
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
+import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.backend import Backend, ObjectInfo, check_key
+from gdsstore.engine.backend import Backend, BatchResult, ObjectInfo, check_key, host_buffer
+from gdsstore.engine.batch import local_paths, read_objects
 from gdsstore.engine.local import LocalFile, check_mode
+from gdsstore.engine.pool import run_pieces
+from gdsstore.engine.ranges import ByteRange
 
-__all__ = ["TMP_SUFFIX", "AtomicWriter", "LocalBackend", "atomic_copy", "fsync_dir"]
+__all__ = ["TMP_SUFFIX", "AtomicWriter", "LocalBackend", "atomic_copy", "fsync_dir", "write_atomic"]
 
 #: Suffix of in-flight temporary files. They are hidden from listings (a writer killed mid-``put``
 #: leaves one behind; it must not show up as a key) and keys may not end with it.
@@ -57,6 +63,116 @@ def fsync_dir(path: str) -> None:
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _any_link(root: str, parts: list[str]) -> bool:
+    """Whether a directory of ``root/parts...`` that exists is a symbolic link. Without one, the
+    path resolves inside the root, whatever it resolves to: one ``lstat`` per level instead of two
+    ``realpath`` walks from ``/`` per write."""
+    path = root
+    for part in parts:
+        path = f"{path}{os.sep}{part}"
+        try:
+            if os.lstat(path).st_mode & 0o170000 == 0o120000:  # S_ISLNK
+                return True
+        except (FileNotFoundError, NotADirectoryError):
+            return False  # nothing below a missing name exists: makedirs creates real directories
+    return False
+
+
+def _host_bytes(buf: Any) -> memoryview | None:
+    """A byte view of a contiguous host buffer of at most ``task_size`` bytes (written in one
+    ``pwrite`` by the calling thread); None for device memory or a value the file route cuts."""
+    if hasattr(buf, "__cuda_array_interface__"):
+        return None
+    try:
+        view = memoryview(buf).cast("B")
+    except (TypeError, ValueError):  # not a buffer, or not contiguous: the file route says why
+        return None
+    return view if view.nbytes <= policy.settings().task_size else None
+
+
+def _publish(tmp: str, path: str, exclusive: bool, exists: Callable[[], None]) -> None:
+    """Put the finished file ``tmp`` at ``path``: ``os.replace``, or with ``exclusive`` a hard link
+    that fails if ``path`` exists (``exists()`` raises FileExistsError). ``tmp`` stays for the caller
+    to remove after a link."""
+    if not exclusive:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)  # atomic, and fails with EEXIST: the one exclusive primitive we need
+    except FileExistsError:
+        exists()
+    except OSError as exc:
+        if exc.errno not in _NO_HARDLINKS:
+            raise
+        # No hard links here (FAT, some FUSE/SMB mounts): claim the name with O_EXCL, which still
+        # lets exactly one writer win, then rename over the claim (readers may briefly see it empty).
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))
+        except FileExistsError:
+            exists()
+        os.replace(tmp, path)
+
+
+def _tmp_name(path: str) -> str:
+    head, name = os.path.split(path)
+    return os.path.join(head, f".{name}.{uuid.uuid4().hex}{TMP_SUFFIX}")
+
+
+def _open_tmp(tmp: str, parent: str, where: str, name: str) -> int:
+    """Create the temporary file (and, the first time, its directory)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(tmp, flags, 0o666)
+    except FileNotFoundError:
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise NotADirectoryError(f"{where}: cannot create {name!r}: a parent of it is a file") from None
+        return os.open(tmp, flags, 0o666)
+    except NotADirectoryError:
+        raise NotADirectoryError(f"{where}: cannot create {name!r}: a parent of it is a file") from None
+
+
+def write_atomic(path: str, view: memoryview, *, exclusive: bool = False, where: str = "write",
+                 name: str | None = None) -> None:
+    """Write the host bytes ``view`` as the whole file ``path``, atomically: :class:`AtomicWriter`'s
+    contract (a temporary file beside it, ``fsync`` when the setting asks, then ``os.replace`` or,
+    with ``exclusive``, ``os.link``) in the fewest system calls, for values one ``pwrite`` writes.
+
+    Raises:
+        FileExistsError: ``exclusive`` and ``path`` exists (the value untouched).
+        NotADirectoryError: a parent of ``path`` is a file.
+    """
+    name = path if name is None else name
+    parent = os.path.dirname(path) or "."
+    tmp = _tmp_name(path)
+    fd = _open_tmp(tmp, parent, where, name)
+    durable = policy.settings().fsync
+    try:
+        try:
+            done = 0
+            while done < view.nbytes:
+                done += os.pwritev(fd, [view[done:]], done)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+        def exists() -> None:
+            raise FileExistsError(f"{where}: {name!r} already exists")
+
+        _publish(tmp, path, exclusive, exists)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    if exclusive:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # the link published it; the temporary name goes
+    if durable:
+        fsync_dir(parent)
 
 
 class AtomicWriter:
@@ -131,23 +247,7 @@ class AtomicWriter:
             fsync_dir(self._parent)
 
     def _publish(self, tmp: str) -> None:
-        if not self.exclusive:
-            os.replace(tmp, self.path)
-            return
-        try:
-            os.link(tmp, self.path)  # atomic, and fails with EEXIST: the one exclusive primitive we need
-        except FileExistsError:
-            self._exists()
-        except OSError as exc:
-            if exc.errno not in _NO_HARDLINKS:
-                raise
-            # No hard links here (FAT, some FUSE/SMB mounts): claim the name with O_EXCL, which still
-            # lets exactly one writer win, then rename over the claim (readers may briefly see it empty).
-            try:
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))
-            except FileExistsError:
-                self._exists()
-            os.replace(tmp, self.path)
+        _publish(tmp, self.path, self.exclusive, self._exists)
 
     def discard(self) -> None:
         """Drop the written bytes: nothing is published. Idempotent."""
@@ -252,7 +352,7 @@ class LocalBackend(Backend):
         path = os.path.join(self.root, *parts)
         if not self.follow_symlinks:
             self._refuse_links(parts, key, where)
-        elif write and len(parts) > 1:
+        elif write and len(parts) > 1 and _any_link(self.root, parts[:-1]):
             # A write or delete acts on the key's own name (a link there is replaced or removed, never
             # its target), so only the directories above it can lead out of the root.
             parent = os.path.realpath(os.path.dirname(path))
@@ -323,25 +423,76 @@ class LocalBackend(Backend):
             )
         return info.size
 
+    def get_batch(self, keys: Sequence[str], ranges: Sequence[ByteRange | None]) -> BatchResult:
+        """Many keys (or a range of each) into host buffers, one per key, as one batch of reads on
+        the engine's threads (:func:`~gdsstore.engine.batch.read_objects`); missing keys are None."""
+        where = "LocalBackend.get_batch()"
+        if self.follow_symlinks and all(k and k[-1] != "/" for k in keys):
+            paths = local_paths(self.root, keys, where)  # reads follow links: the key check is all
+        else:
+            paths = [self._path(k, where) for k in keys]
+        return read_objects(paths, ranges, host_buffer, url=self.url)
+
     # -- writes --------------------------------------------------------------------------------------
 
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
         """Write ``buf`` (host or device memory) as the whole value of ``key``, atomically.
 
-        Through :class:`AtomicWriter`: a temporary file in the key's directory, fsynced when the
-        ``fsync`` setting is on, published by ``os.replace``; ``exclusive=True`` publishes with
-        ``os.link`` instead, which fails if the key exists: FileExistsError, the value untouched.
+        A temporary file in the key's directory, fsynced when the ``fsync`` setting is on,
+        published by ``os.replace``; ``exclusive=True`` publishes with ``os.link`` instead, which
+        fails if the key exists: FileExistsError, the value untouched. A host value of at most
+        ``task_size`` bytes is one ``pwrite`` (:func:`write_atomic`); device memory and larger values
+        go through :class:`AtomicWriter` (the policy's route, parallel pieces).
         """
-        where = "LocalBackend.put()"
+        t0 = time.perf_counter()
+        path, view = self._put(key, buf, exclusive, "LocalBackend.put()")
+        if view is not None and _trace.active():
+            _trace.record("write", "posix", "host buffer", view.nbytes, time.perf_counter() - t0, path)
+
+    def put_batch(self, keys: Sequence[str], bufs: Sequence[Any], exclusive: Sequence[bool]) -> BatchResult:
+        """:meth:`put` of many keys at once, ``num_threads`` at a time (each atomic on its own; one
+        item's failure fails it alone); one trace event for the host values of the batch."""
+        where = "LocalBackend.put_batch()"
+        out = BatchResult(len(keys))
+        sizes = [0] * len(keys)
+        t0 = time.perf_counter()
+
+        def put(i: int) -> int:
+            try:
+                view = self._put(keys[i], bufs[i], exclusive[i], where)[1]
+                sizes[i] = view.nbytes if view is not None else 0
+            except Exception as exc:
+                out.errors[i] = exc
+            return 0
+
+        run_pieces([partial(put, i) for i in range(len(keys))], [0] * len(keys), policy.settings().num_threads).result()
+        if _trace.active() and any(sizes):
+            _trace.record("write", "posix", "batch of atomic writes from host buffers", sum(sizes),
+                          time.perf_counter() - t0, self.url)
+        return out
+
+    def _put(self, key: str, buf: Any, exclusive: bool, where: str) -> tuple[str, memoryview | None]:
+        """One atomic put; returns the path and, for a host value written in one call, its bytes."""
         path = self._path(key, where, write=True)
         if not key.rstrip("/") or key.endswith("/"):
             raise ValueError(f"{where}: invalid key {key!r}: a value needs a file name")
         if _is_tmp(os.path.basename(path)):
             raise ValueError(f"{where}: invalid key {key!r}: names ending in {TMP_SUFFIX!r} are reserved")
-        if os.path.isdir(path) and not os.path.islink(path):
-            self._drop_empty_dirs(path, key, where)
-        with AtomicWriter(path, exclusive=exclusive, where=where, name=key) as f:
-            f.write(buf)
+        view = _host_bytes(buf)
+        for attempt in (0, 1):
+            try:
+                if view is not None:
+                    write_atomic(path, view, exclusive=exclusive, where=where, name=key)
+                else:
+                    with AtomicWriter(path, exclusive=exclusive, where=where, name=key) as f:
+                        f.write(buf)
+                return path, view
+            except (IsADirectoryError, FileExistsError):
+                # Deleted keys leave empty directories behind; one at the key's name makes way once.
+                if attempt or not (os.path.isdir(path) and not os.path.islink(path)):
+                    raise
+                self._drop_empty_dirs(path, key, where)
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _drop_empty_dirs(path: str, key: str, where: str) -> None:

@@ -162,3 +162,34 @@ def test_read_batch_through_slots_checks_and_piece_size(files: tuple[list[str], 
         p = batch.piece_size(total, threads, cap)
         rounds = -(-total // (threads * cap))  # the fewest rounds of full slots
         assert min(1 << 20, cap) <= p <= cap and -(-total // p) <= threads * rounds
+
+
+def test_read_objects_whole_ranges_missing_and_errors(files: tuple[list[str], list[bytes]], tmp_path: Path) -> None:
+    from gdsstore.engine.ranges import ByteRange
+
+    paths, datas = files
+    os.symlink("loop", tmp_path / "loop")
+    all_paths = [*paths, str(tmp_path), str(tmp_path / "loop"), paths[1], paths[0]]
+    ranges = [None, None, None, None, None, None, ByteRange("suffix", 7), ByteRange("range", 5, 1 << 30)]
+    with gdsstore.trace() as t:
+        out = batch.read_objects(all_paths, ranges, lambda n: np.empty(n, np.uint8), 2)
+    assert [bytes(b) if b is not None else None for b in out.bufs[:4]] == [*datas, None]
+    assert out.bufs[4] is None and out.bufs[5] is None  # a directory is no key; the failed item has no buffer
+    assert list(out.errors) == [5] and isinstance(out.errors[5], OSError)  # ELOOP fails its item alone
+    assert bytes(out.bufs[6]) == datas[1][-7:] and bytes(out.bufs[7]) == datas[0][5:]
+    rows = t.by_reason()
+    assert list(rows) == [("read", "posix", "batch of reads into host buffer")]  # one event per batch
+    assert rows[next(iter(rows))]["bytes"] == sum(len(d) for d in datas) + 7 + len(datas[0]) - 5
+
+
+def test_read_objects_refuses_a_file_that_shrinks(tmp_path: Path) -> None:
+    """A size from fstat and fewer bytes from the read: an error, never a buffer with a stale tail."""
+    p = tmp_path / "f"
+    p.write_bytes(b"x" * 100)
+
+    def alloc(n: int) -> np.ndarray:
+        os.truncate(p, 10)  # between the size lookup and the read
+        return np.empty(n, np.uint8)
+
+    out = batch.read_objects([str(p)], None, alloc, 1)
+    assert out.bufs == [None] and "short read" in str(out.errors[0])
