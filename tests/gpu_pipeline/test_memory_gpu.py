@@ -15,7 +15,7 @@ from zarr.storage import LocalStore
 
 import gdsstore
 from gdsstore.engine import bounce
-from gdsstore.gpu import memory, nvcomp
+from gdsstore.gpu import memory, nvcomp, staging
 
 pytestmark = pytest.mark.gpu
 
@@ -120,8 +120,16 @@ def test_a_write_stays_within_the_budget(cp: Any, tmp_path: Path) -> None:
     assert stats["top"] <= 16 * MiB and stats["live"] == 0, stats
 
 
+def _unpin_idle() -> None:
+    """Free what earlier tests left pinned and idle (ring slots, staging buffers)."""
+    staging._pinned_pool.drop_idle()
+    with bounce.ring._cond:
+        bounce.ring._drop_idle(0)
+
+
 def test_pinned_staging_and_the_ring_stay_within_the_limit(cp: Any, tmp_path: Path) -> None:
     data = _array(tmp_path, GzipCodec())  # host-staged: pinned staging buffers, then one copy
+    _unpin_idle()
     with gdsstore.config.set({"pinned_memory_limit": 32 * MiB, "gpu.memory_budget": 256 * MiB}):
         bounce.ring.reset_peak()
         np.testing.assert_array_equal(_read(tmp_path).get(), data)
@@ -131,8 +139,7 @@ def test_pinned_staging_and_the_ring_stay_within_the_limit(cp: Any, tmp_path: Pa
 
 def test_a_small_read_pins_what_it_reads(cp: Any, tmp_path: Path) -> None:
     _array(tmp_path, chunks=(512, 512))  # 16 chunks of 1 MiB, zstd: staged on the GPU through the ring
-    with bounce.ring._cond:
-        bounce.ring._drop_idle(0)  # start from an empty ring
+    _unpin_idle()
     bounce.ring.reset_peak()
     _read(tmp_path)
     assert bounce.ring.stats()["peak"] <= 24 * MiB  # slots as large as the pieces, not 16 x 8 MiB
