@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up (venv, Python deps, nginx for the HTTP tests), lint (ruff), types (mypy),
-# then pytest — unit, property, conformance (zarr StoreTests, fsspec abstract suites), servers over
-# loopback (moto S3, nginx, our WebHDFS and fault-injecting servers), docs build (Sphinx, -W -n, notebooks
-# executed), the built site checked in headless Chromium, docs code blocks. GPU tests skip here with their
-# reason; on a GPU machine: pytest -m gpu.
+# The whole test suite: set-up (venv, Python deps, nginx for the HTTP tests), the native core where there is
+# one (scripts/build_core.sh), lint (ruff), types (mypy), then pytest on two workers: unit, property,
+# conformance (zarr StoreTests, fsspec abstract suites), servers over loopback (moto S3, nginx, our WebHDFS
+# and fault-injecting servers), docs build (Sphinx, -W -n, notebooks executed, the site left in
+# docs/_build/html), the built site checked in headless Chromium, docs code blocks. GPU tests skip here
+# with their reason; on a GPU machine: pytest -m gpu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GDSSTORE_EXTRAS=${GDSSTORE_EXTRAS:-test,docs,s3,cufile} bash scripts/bootstrap.sh
@@ -30,8 +31,20 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
 fi
 
 export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
+# The native core (Rust), where the tree has it: its build script also runs cargo's own checks.
+if [ -f scripts/build_core.sh ]; then echo "== native core"; bash scripts/build_core.sh; fi
 echo "== ruff"; ruff check .
 echo "== mypy"; mypy
 echo "== lint-imports"; lint-imports --no-cache
-echo "== pytest"
-exec pytest -p no:cacheprovider "$@"
+# Two workers on the 2-core machine (pytest-xdist), a whole test file per worker so each file's servers and
+# module fixtures are made once; the tests that compare timings (marker `serial`) run after, alone.
+# With arguments, one run with them (`bash scripts/test.sh tests/docs -n 0`: serial).
+if [ "$#" -gt 0 ]; then
+  exec pytest -p no:cacheprovider -n auto --dist loadfile "$@"
+fi
+echo "== pytest (2 workers)"
+status=0
+pytest -p no:cacheprovider -n auto --dist loadfile -m "not serial" || status=$?
+echo "== pytest (timed tests, alone)"
+pytest -p no:cacheprovider -m serial || { s=$?; [ "$s" = 5 ] || status=$s; }
+exit "$status"
