@@ -56,7 +56,7 @@ def test_the_table_from_made_up_cells(bench: ModuleType) -> None:
     first = {"seconds": 0.2, "with_imports": 1.5, "imports": 1.0, "held": 4 << 20, "peak_beyond": 40 << 20,
              "pinned": None}
     write = {"first": _sample(700 << 20, 0), "second": _sample(600 << 20, 0)}
-    results = {
+    results: dict[str, Any] = {
         "machine": "test",
         "reads": {"4 MiB zstd chunks | gdsstore": bench.summarize_reads([run, run]),
                   "4 MiB zstd chunks | tensorstore": bench.summarize_reads([{"error": "not installed"}])},
