@@ -361,8 +361,8 @@ class Settings:
         settings, credentials or a query); every request it does not take or fails goes through gdsstore's own
         client, with its retries. On the H200 machine it read compressed 4 MiB chunks and shard ranges over
         loopback nginx 1.1-2x faster than gdsstore's own pipelined client, which stays faster for small
-        requests and for chunks of known size, which it lands straight in their slots (the A/B is on the docs'
-        Performance page). `False`, or no obstore: gdsstore's own client.""",
+        requests and for chunks of known size, which it lands straight in their slots (the A/B is in
+        benchmarks/results/HISTORY.md). `False`, or no obstore: gdsstore's own client.""",
     )  # fmt: skip
     remote_native_min_size: int = _setting(
         "remote.native_min_size", 1 << 20, _int(0),
