@@ -46,9 +46,9 @@ has() { tr , '\n' <<<"$1" | grep -qxE "$2"; }
 major_of() {  # extras -> 12, 13 or nothing, from the explicit CUDA extras among them
   if has "$1" "$cu13"; then echo 13; elif has "$1" "$cu12"; then echo 12; fi
 }
-installed_major() {  # the CUDA major of the cuda-bindings or CuPy in .venv, or nothing
-  .venv/bin/python -m pip list --format=freeze 2>/dev/null \
-    | sed -nE 's/^cuda[-_]bindings==([0-9]+)\..*/\1/p; s/^cupy-cuda([0-9]+)x==.*/\1/p' | head -n1
+installed_major() {  # the CUDA major of the cuda-bindings or CuPy in .venv, or nothing (never fails)
+  { .venv/bin/python -m pip list --format=freeze 2>/dev/null || true; } \
+    | sed -nE 's/^cuda[-_]bindings==([0-9]+)\..*/\1/p; s/^cupy-cuda([0-9]+)x==.*/\1/p' | awk 'NR == 1'
 }
 to_major() {  # $1: extras, $2: 12, 13 or nothing -> $1 with the short names as that major's extras
   [ -n "$2" ] || { echo "$1"; return; }
