@@ -255,20 +255,7 @@ class Settings:
         together. When a new buffer would pass it, idle buffers of other sizes are freed first, then I/O waits
         for a buffer to come back. The default holds what 16 threads use (about 768 MiB); lower it where many
         processes share a machine (dask-cuda workers). At least 1 MiB, and at least one bounce buffer. The
-        GPU pipeline's pinned staging buffers (in use and idle) count against the same limit, together with the
-        bounce buffers; a staging buffer that would pass it is ordinary host memory instead (slower copies,
-        never a wait). `gdsstore doctor` shows what is pinned.""",
-    )  # fmt: skip
-    gpu_memory_budget: int = _setting(
-        "gpu.memory_budget", 1 << 30, _int(16 << 20, 1 << 50),
-        """Most device memory one GPU pipeline read or write takes beyond its output (or its input): staging of
-        the stored bytes, decoded chunks and nvCOMP's scratch, the next window's staging included. Windows of
-        chunks are sized to fit it, so a lower budget costs speed, not correctness (a single chunk larger than
-        it is still read, alone). A fixed number, not a share of free memory: it holds beside a model that owns
-        the rest of the GPU. Every allocation goes through CuPy's current allocator (RMM, a PyTorch-shared
-        pool); under CuPy's default pool, gdsstore keeps its temporaries in a private pool, emptied when a call
-        returns unless what it holds is within 1/32 of the budget
-        ([GPU pipeline](gpu-pipeline.md#device-memory-a-budget)). At least 16 MiB.""",
+        GPU pipeline's staging buffers kept idle between windows are bounded by it too, separately.""",
     )  # fmt: skip
     direct_io_read: bool = _setting(
         "direct_io_read", False, _bool,

@@ -108,21 +108,6 @@ def _cufile() -> dict[str, Any]:
     }
 
 
-def _memory() -> dict[str, Any]:
-    """Pinned host memory gdsstore holds (bounce ring and pipeline staging, one limit) and the GPU
-    pipeline's device budget (what its private pool holds between calls)."""
-    from gdsstore.engine import bounce
-
-    out: dict[str, Any] = {"pinned": bounce.ring.stats()}
-    try:
-        from gdsstore.gpu.memory import budget_stats
-
-        out["device"] = budget_stats()
-    except Exception as exc:  # no CuPy: the budget is a setting only
-        out["device"] = {"error": f"{type(exc).__name__}: {exc}"}
-    return out
-
-
 def _probe_read(gpu: bool) -> dict[str, Any]:
     """Write a small file, read it back through the engine into host (and device) memory, traced."""
     import numpy as np
@@ -186,7 +171,6 @@ def doctor(probe: bool = True) -> dict[str, Any]:
             report["probe"] = _probe_read(gpu["devices"] > 0)
         except Exception as exc:  # the report is still useful without the probe
             report["probe"] = {"error": f"{type(exc).__name__}: {exc}"}
-    report["memory"] = _memory()  # after the probe: what it left pinned and held
     return report
 
 
@@ -242,7 +226,6 @@ def format_report(r: dict[str, Any]) -> str:
         lines.append(f"  {k:<22} -> {d['route']:<7} ({d['reason']})")
     for h in r.get("hints", []):
         lines.append(f"hint: {h}")
-    lines.extend(_memory_lines(r.get("memory")))
     p = r.get("probe")
     if p:
         if "error" in p:
@@ -252,27 +235,6 @@ def format_report(r: dict[str, Any]) -> str:
             lines.append(f"probe read (4 MiB, write then read back): {ok}")
             lines.extend("  " + ln for ln in p["trace"].splitlines())
     return "\n".join(lines)
-
-
-def _memory_lines(m: dict[str, Any] | None) -> list[str]:
-    """The memory section of :func:`format_report`."""
-    if not m:
-        return []
-    p = m["pinned"]
-    mib = 1 << 20
-    lines = [
-        f"pinned memory: {p['total'] / mib:.0f} MiB of pinned_memory_limit {p['limit'] / mib:.0f} MiB "
-        f"(bounce ring {p['ring'] / mib:.0f}, pipeline staging {p['staging'] / mib:.0f}; peak {p['peak'] / mib:.0f})"
-    ]
-    d = m["device"]
-    if "error" in d:
-        lines.append(f"device memory budget: not in use ({d['error']})")
-    else:
-        lines.append(
-            f"device memory budget: gpu.memory_budget {d['budget'] / mib:.0f} MiB; gdsstore holds "
-            f"{d['held'] / mib:.0f} MiB idle, {d['live'] / mib:.0f} MiB in use"
-        )
-    return lines
 
 
 class _CallableModule(types.ModuleType):

@@ -6,10 +6,8 @@ turn), its H2D copy is queued on the thread's stream, and the thread moves on to
 the copy runs; memory is refilled only once its copy's event has completed. (kvikio's POSIX path
 waits for each copy before the next read.)
 
-The ring holds at most ``pinned_memory_limit`` bytes of pinned memory, all slot sizes together and the
-GPU pipeline's pinned staging buffers (:mod:`gdsstore.gpu.staging`) with them: one count of everything
-gdsstore pins (:meth:`BounceRing.stats`, shown by ``gdsstore doctor``). It is emptied in a forked child
-(its pinned memory belongs to the parent's CUDA context).
+The ring holds at most ``pinned_memory_limit`` bytes of pinned memory, all slot sizes together, and is
+emptied in a forked child (its pinned memory belongs to the parent's CUDA context).
 """
 
 from __future__ import annotations
@@ -25,16 +23,7 @@ from gdsstore import policy
 from gdsstore.engine import cuda
 from gdsstore.engine.posix import pread_full, pwrite_full
 
-__all__ = [
-    "BounceRing",
-    "DeviceSink",
-    "bounce_slots",
-    "read_to_device",
-    "ring",
-    "slot_for",
-    "slot_reserve",
-    "write_from_device",
-]
+__all__ = ["BounceRing", "DeviceSink", "bounce_slots", "read_to_device", "ring", "write_from_device"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -63,58 +52,15 @@ class BounceRing:
 
     def __init__(self, alloc: Callable[[int], Any] = cuda.PinnedBuffer) -> None:
         self._alloc = alloc
-        self._cond = threading.Condition()  # an RLock: drop_staging() re-enters from acquire()
+        self._cond = threading.Condition()
         self._free: dict[int, deque[_Slot]] = {}
         self._count: dict[int, int] = {}
         self._pinned = 0  # bytes of every slot alive, free or in use
-        self._staging = 0  # bytes of the pipeline's pinned staging buffers alive (reserve_staging)
-        self._peak = 0  # most of both together since reset_peak()
-        #: frees the staging pool's idle buffers (set by gdsstore.gpu.staging) when a slot needs room
-        self.drop_staging: Callable[[], None] | None = None
 
     @property
     def pinned_bytes(self) -> int:
         """Pinned bytes the ring holds now (free and in-use slots)."""
         return self._pinned
-
-    def stats(self) -> dict[str, int]:
-        """Everything gdsstore has pinned now: ``ring`` (bounce slots), ``staging`` (the pipeline's
-        staging buffers, in use or idle), their ``total``, its ``peak`` and the ``limit``."""
-        with self._cond:
-            return {
-                "ring": self._pinned,
-                "staging": self._staging,
-                "total": self._pinned + self._staging,
-                "peak": self._peak,
-                "limit": policy.settings().pinned_memory_limit,
-            }
-
-    def reset_peak(self) -> None:
-        """Start a new :meth:`stats` peak from what is pinned now."""
-        with self._cond:
-            self._peak = self._pinned + self._staging
-
-    def reserve_staging(self, nbytes: int) -> bool:
-        """Count ``nbytes`` of pipeline staging about to be pinned, if they fit: under
-        ``pinned_memory_limit`` with the ring's slots (idle ones are freed to make room), leaving room
-        for the largest bounce buffer (:func:`slot_reserve`) so that the ring never waits on staging.
-        ``False``: they do not fit (the caller stages in ordinary host memory instead; never a wait)."""
-        s = policy.settings()
-        room = s.pinned_memory_limit - slot_reserve(s)
-        with self._cond:
-            if self._pinned + self._staging + nbytes > room:
-                self._drop_idle(room - self._staging - nbytes)
-            if self._pinned + self._staging + nbytes > room:
-                return False
-            self._staging += nbytes
-            self._peak = max(self._peak, self._pinned + self._staging)
-            return True
-
-    def release_staging(self, nbytes: int) -> None:
-        """``nbytes`` of staging counted by :meth:`reserve_staging` were freed."""
-        with self._cond:
-            self._staging = max(0, self._staging - nbytes)
-            self._cond.notify_all()
 
     def acquire(self, slot_size: int, limit: int) -> _Slot:
         """A slot of ``slot_size`` bytes: a free one, a new one within both bounds, or the next released."""
@@ -132,10 +78,8 @@ class BounceRing:
                     slot = free.popleft()
                     break
                 if self._count.get(slot_size, 0) < limit:
-                    self._drop_idle(cap - self._staging - slot_size)
-                    if self._pinned + self._staging + slot_size > cap and self.drop_staging is not None:
-                        self.drop_staging()  # idle staging buffers give way to I/O
-                    if self._pinned + self._staging + slot_size <= cap:
+                    self._drop_idle(cap - slot_size)
+                    if self._pinned + slot_size <= cap:
                         slot = self._new_slot(slot_size)
                         break
                 self._cond.wait()
@@ -147,7 +91,6 @@ class BounceRing:
     def _new_slot(self, slot_size: int) -> _Slot:
         self._count[slot_size] = self._count.get(slot_size, 0) + 1
         self._pinned += slot_size
-        self._peak = max(self._peak, self._pinned + self._staging)
         try:
             return _Slot(slot_size, self._alloc)
         except BaseException:
@@ -179,31 +122,11 @@ class BounceRing:
                 slot.buf.ptr = 0  # PinnedBuffer.__del__ frees nothing for ptr 0
         self._cond = threading.Condition()
         self._free, self._count, self._pinned = {}, {}, 0
-        self._staging = self._peak = 0
 
 
 ring = BounceRing()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=ring.forget_after_fork)
-
-
-def slot_reserve(s: policy.Settings) -> int:
-    """The largest bounce buffer the ring hands out (local I/O's, or a remote read's half range):
-    what pipeline staging leaves free of ``pinned_memory_limit``, so that a slot always fits."""
-    return max(s.bounce_buffer_size, s.remote_max_range_size // 2)
-
-
-def slot_for(piece: int, slot_size: int) -> int:
-    """The slot size for pieces of ``piece`` bytes: a power of two from 1 MiB up to ``slot_size``, so
-    that a small read pins what it reads, not ``num_threads`` full bounce buffers, and the ring still
-    pools few sizes.
-
-    Examples:
-        >>> slot_for(640 << 10, 8 << 20) >> 20, slot_for(3 << 20, 8 << 20) >> 20, slot_for(9 << 20, 8 << 20) >> 20
-        (1, 4, 8)
-    """
-    size = max(1 << 20, 1 << (max(piece, 1) - 1).bit_length())
-    return min(slot_size, size)
 
 
 def bounce_slots(s: policy.Settings) -> tuple[int, int]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import os
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -74,7 +73,6 @@ class PinnedBuffer:
         cp = cupy_or_none()
         assert cp is not None
         self.nbytes = nbytes
-        self.pid = os.getpid()  # a forked child drops the parent's buffers (gdsstore.gpu.staging)
         # cudaHostAlloc returns page-aligned memory (needed for O_DIRECT), unlike pool sub-allocations.
         self.ptr = int(cp.cuda.runtime.hostAlloc(nbytes, 0))
         self.view = memoryview((ctypes.c_ubyte * nbytes).from_address(self.ptr)).cast("B")

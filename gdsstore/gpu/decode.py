@@ -272,8 +272,7 @@ def _payloads(
 
 
 def _scratch(nbytes: int) -> Any:
-    """A device buffer for decoded bytes (counted by the call's budget; its pool reuses the memory
-    across windows: :mod:`gdsstore.gpu.memory`)."""
+    """A device buffer for decoded bytes (cupy's pool reuses the memory across windows)."""
     cp = _codecs._cupy()
     return cp.empty(max(nbytes, 1), dtype=cp.uint8)
 

@@ -96,20 +96,6 @@ def enable_gpu(*, buffers: bool = True) -> ConfigSet:
 
     if buffers:
         check_gpu()
-        _warm_once()
     register()
     change: ConfigSet = zarr.config.set(config_for(gpu=buffers))
     return change
-
-
-_warmed = False
-
-
-def _warm_once() -> None:
-    """Load nvCOMP and the pipeline's kernels in the background, once per process (a fast first read)."""
-    global _warmed
-    if not _warmed:
-        _warmed = True
-        from gdsstore.gpu.kernels import warm_up_async
-
-        warm_up_async()

@@ -1,6 +1,6 @@
 """Running read plans: fetch waves, staging, decode and scatter, one window at a time.
 
-Each selection is read in windows (:class:`gdsstore.gpu.plan.Windows`): while window ``k`` is
+Each selection is read in windows (:func:`gdsstore.gpu.plan.split_windows`): while window ``k`` is
 decoded and scattered, window ``k + 1`` is being fetched (:func:`run_windows`). Two entry points, one
 per kind of chunk storage:
 
@@ -14,7 +14,6 @@ are assembled by one scatter kernel launch per window; every other output by zar
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -29,7 +28,6 @@ from gdsstore.engine.pool import engine_pool
 from gdsstore.engine.ranges import ByteRange
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import decode as _decode
-from gdsstore.gpu import memory as _memory
 from gdsstore.gpu import plan as _plan
 from gdsstore.gpu import staging
 from gdsstore.gpu.decode import CodecChain, decode_window, device_pointer, is_device_spec, raw_nbytes
@@ -40,7 +38,6 @@ from gdsstore.gpu.plan import (
     InnerChunks,
     Layout,
     ShardReadPlan,
-    Windows,
     chunk_blocks,
     inner_chunks_of_selection,
     inner_chunks_of_slices,
@@ -49,6 +46,7 @@ from gdsstore.gpu.plan import (
     plan_shard_reads,
     shard_geometry,
     slice_arrays,
+    split_windows,
 )
 
 if TYPE_CHECKING:
@@ -66,67 +64,38 @@ BatchItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
 # -- windows --------------------------------------------------------------------------------------------
 
 
-def window_bytes(
-    chain: CodecChain, device: bool, chunk_nbytes: int = 0, stored_ratio: float = 1.0, what: str = "chunks"
-) -> tuple[int, tuple[Any, ...] | None]:
-    """Decoded bytes per window, and the kind of window (the key its measured memory is learned under;
-    ``None``: host windows, nothing on the device).
-
-    Host staging keeps windows small enough to stay in cache (:data:`~gdsstore.gpu.plan.WINDOW_BYTES`).
-    Device reads fit ``gpu.memory_budget``: the first window of a kind by the model of
-    :func:`~gdsstore.gpu.plan.read_cost` (``stored_ratio``: stored per decoded byte, when known), the
-    later ones by what such windows measured (:func:`gdsstore.gpu.memory.learned_cost`).
-    """
+def window_bytes(chain: CodecChain, device: bool) -> int:
+    """Large windows where the GPU decodes or the bytes are staged on the GPU (each window's read
+    starts with no copy to overlap); host staging keeps windows small enough to stay in cache."""
     if not device:
-        return _plan.WINDOW_BYTES, None
+        return _plan.WINDOW_BYTES
     fmt = chain.device_plan()[0]
-    staged = chain.device_staged()
-    gpu_decode = fmt not in (None, "-")
-    key = ("read", what, fmt, staged, chunk_nbytes)
-    model = _plan.read_cost(decoded_on_gpu=gpu_decode, staged_on_gpu=staged, stored_ratio=stored_ratio)
-    limit = _plan.budget_window(_memory.budget_bytes(), _memory.learned_cost(key, model))
-    if not (gpu_decode or staged):  # host staging, CPU decode: small windows, as on the host
-        limit = min(limit, _plan.WINDOW_BYTES)
-    return limit, key
-
-
-def _on_budget(read: Callable[[range], Any]) -> Callable[[range], Any]:
-    """``read`` run with its thread's device allocations counted by the budget (a pool thread)."""
-
-    def run(w: range) -> Any:
-        with _memory.on_thread():
-            return read(w)
-
-    return run
+    if fmt not in (None, "-") or chain.device_staged():
+        free = 0
+        cp = _codecs._cupy()
+        if cp is not None:
+            try:
+                free = int(cp.cuda.runtime.memGetInfo()[0])
+            except Exception:  # no usable device: the smallest large window
+                free = 0
+        return _plan.large_window(free)
+    return _plan.WINDOW_BYTES
 
 
 def run_windows(
-    windows: Windows,
-    read: Callable[[range], Any],
-    process: Callable[[range, Any], None],
-    key: tuple[Any, ...] | None = None,
+    windows: list[range], read: Callable[[range], Any], process: Callable[[range, Any], None]
 ) -> None:
     """Run ``process`` on each window while the next window's ``read`` runs in the background (the
-    engine pool: one read ahead). ``key``: the kind of window (device windows): the device memory
-    each window took at its peak (this window's staging, decode and scratch, the next one's staging)
-    is recorded (:func:`gdsstore.gpu.memory.observe`), so the windows cut after it fit what it measured."""
-    w = windows.next()
-    if w is None:
+    engine pool: one read ahead)."""
+    if not windows:
         return
     pool = engine_pool()
-    fetch = _on_budget(read)
-    nxt: Future[Any] = pool.submit(fetch, w.items)
-    while w is not None:
+    nxt: Future[Any] = pool.submit(read, windows[0])
+    for k, w in enumerate(windows):
         cur = nxt.result()
-        _memory.budget.reset_peak()
-        following = windows.next()
-        if following is not None:
-            nxt = pool.submit(fetch, following.items)
-        process(w.items, cur)
-        del cur
-        if key is not None:
-            _memory.observe(key, _memory.budget.peak, w.nbytes, w.limit)
-        w = following
+        if k + 1 < len(windows):
+            nxt = pool.submit(read, windows[k + 1])
+        process(w, cur)
 
 
 # -- output and scatter -----------------------------------------------------------------------------------
@@ -149,31 +118,10 @@ def sync() -> None:
     _codecs._cupy().cuda.get_current_stream().synchronize()
 
 
-def scatter(blocks: Blocks, itemsize: int, fill: bytes) -> str:
-    """Copy the blocks on the current stream; returns the route: ``"gpu-copy"`` (few blocks, each a
-    ``cudaMemcpy2DAsync``: no kernel to compile or load, :func:`~gdsstore.gpu.plan.copies_2d`) or
-    ``"gpu-kernel"`` (one scatter launch)."""
+def scatter(blocks: Blocks, itemsize: int, fill: bytes) -> None:
     from gdsstore.gpu.kernels import scatter_arrays
 
-    copies = _plan.copies_2d(blocks, itemsize)
-    if copies is not None and _copy_2d(copies):
-        return "gpu-copy"
     scatter_arrays(*blocks, itemsize=itemsize, fill=fill)
-    return "gpu-kernel"
-
-
-def _copy_2d(copies: np.ndarray) -> bool:
-    """Issue the 2-D copies; ``False`` when the runtime refused one (the kernel then copies every block
-    again: the same bytes to the same places)."""
-    cp = _codecs._cupy()
-    rt = cp.cuda.runtime
-    stream = cp.cuda.get_current_stream().ptr
-    try:
-        for dst, dpitch, src, spitch, width, height in copies.tolist():
-            rt.memcpy2DAsync(dst, dpitch, src, spitch, width, height, rt.memcpyDeviceToDevice, stream)
-    except Exception:
-        return False
-    return True
 
 
 def fill_bytes(spec: ArraySpec) -> bytes:
@@ -206,11 +154,10 @@ def decode_scatter(
     raw = _decode.decode_on_device(chain, specs, staged)
     ptrs = raw.ptrs()
     itemsize = specs[0].dtype.to_native_dtype().itemsize
-    route = scatter(chunk_blocks(ptrs, layout, geometry, out_ptr), itemsize, fill_bytes(specs[0]))
+    scatter(chunk_blocks(ptrs, layout, geometry, out_ptr), itemsize, fill_bytes(specs[0]))
     sync()
     nbytes = sum(raw_nbytes(sp) for sp in specs)
-    why = "one launch per window" if route == "gpu-kernel" else "few blocks: 2-D copies, no kernel"
-    _trace.record("scatter", route, why, nbytes, time.perf_counter() - t0)
+    _trace.record("scatter", "gpu-kernel", "one launch per window", nbytes, time.perf_counter() - t0)
     return ptrs
 
 
@@ -220,23 +167,13 @@ def decode_scatter(
 def read_chunks(
     codecs: Sequence[Any], batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
 ) -> tuple[GetResult, ...]:
-    """Read whole chunk objects, window by window, and place them in ``out`` (device reads within
-    ``gpu.memory_budget``: :func:`gdsstore.gpu.memory.device_call`)."""
-    with _memory.device_call() if is_device_spec(batch[0][1]) else contextlib.nullcontext():
-        return _read_chunks(codecs, batch, out, drop_axes, fetch)
-
-
-def _read_chunks(
-    codecs: Sequence[Any], batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
-) -> tuple[GetResult, ...]:
+    """Read whole chunk objects, window by window, and place them in ``out``."""
     chain = CodecChain.of(codecs)
     spec0 = batch[0][1]
     device = is_device_spec(spec0)
     layout = chain.view_layout(spec0) if device and kernel_scatter_ok(batch, drop_axes) else None
     results: list[GetResult] = [GetResult(status="missing")] * len(batch)
-    chunk = raw_nbytes(spec0)
-    key = window_bytes(chain, device, chunk)[1]
-    windows = Windows([raw_nbytes(item[1]) for item in batch], lambda: window_bytes(chain, device, chunk)[0])
+    windows = split_windows([raw_nbytes(item[1]) for item in batch], window_bytes(chain, device))
     geometry: ChunkGeometry | None = None
     out_ptr = 0
     if layout is not None:
@@ -282,7 +219,7 @@ def _read_chunks(
         finally:
             staged.release()
 
-    run_windows(windows, read, process, key)
+    run_windows(windows, read, process)
     return tuple(results)
 
 
@@ -352,14 +289,7 @@ def read_shards(
     codec: ShardingCodec, batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
 ) -> tuple[GetResult, ...]:
     """Read the inner chunks a selection touches in each shard, coalesced into few reads per shard,
-    decode them window by window, and place them in ``out`` (device reads within ``gpu.memory_budget``)."""
-    with _memory.device_call() if is_device_spec(batch[0][1]) else contextlib.nullcontext():
-        return _read_shards(codec, batch, out, drop_axes, fetch)
-
-
-def _read_shards(
-    codec: ShardingCodec, batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
-) -> tuple[GetResult, ...]:
+    decode them window by window, and place them in ``out``."""
     spec0 = batch[0][1]
     device = is_device_spec(spec0)
     tables = read_shard_indexes(codec, batch, fetch)
@@ -383,13 +313,7 @@ def _read_shards(
         shards, tables, config.sharding_coalesce_max_gap_bytes, config.sharding_coalesce_max_bytes
     )
     getters = [batch[i][0] for i in plan.read_item.tolist()]
-    # Windows are cut by the decoded bytes of each read's inner chunks; the stored bytes are known.
-    decoded = (np.diff(plan.bounds) * raw_nbytes(inner_spec)).tolist()
-    stored = plan.window_nbytes()
-    ratio = min(1.0, sum(stored) / max(1, sum(decoded)))
-    chunk = raw_nbytes(inner_spec)
-    key = window_bytes(chain, device, chunk, ratio, "shards")[1]
-    windows = Windows(decoded, lambda: window_bytes(chain, device, chunk, ratio, "shards")[0])
+    windows = split_windows(plan.window_nbytes(), window_bytes(chain, device))
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
 
     def read(w: range) -> staging.Staged:
@@ -397,9 +321,8 @@ def _read_shards(
         return fetch.ranges(getters[sl], plan.read_start[sl], plan.read_stop[sl], device, on_gpu)
 
     if layout is not None:
-        _scatter_shards(plan, shards, chain, inner_spec, layout, batch, out, windows, read, key)
+        _scatter_shards(plan, shards, chain, inner_spec, layout, batch, out, windows, read)
     else:
-        # (its decoded chunks pile up until the end: a window's peak would not be the window's alone)
         _assemble_shards(codec, plan, shards, chain, batch, out, drop_axes, windows, read, device)
     return tuple(GetResult(status="missing" if t is None else "present") for t in tables)
 
@@ -412,9 +335,8 @@ def _scatter_shards(
     layout: Layout,
     batch: list[BatchItem],
     out: NDBuffer,
-    windows: Windows,
+    windows: list[range],
     read: Callable[[range], staging.Staged],
-    key: tuple[Any, ...] | None = None,
 ) -> None:
     """Device outputs: fills first, then per window one decode and one scatter launch."""
     out_ptr, out_layout = output_layout(out)
@@ -431,7 +353,7 @@ def _scatter_shards(
         finally:
             staged.release()
 
-    run_windows(windows, read, process, key)
+    run_windows(windows, read, process)
     sync()
 
 
@@ -443,13 +365,12 @@ def _assemble_shards(
     batch: list[BatchItem],
     out: NDBuffer,
     drop_axes: tuple[int, ...],
-    windows: Windows,
+    windows: list[range],
     read: Callable[[range], staging.Staged],
     device: bool,
 ) -> None:
     """Any output: decode every window to zarr buffers, then assemble each shard's selection with
-    zarr's ``scatter_chunk`` and copy it into the output (the decoded chunks stay alive until then:
-    this path is not held to the budget's windows; device outputs of slices take :func:`_scatter_shards`)."""
+    zarr's ``scatter_chunk`` and copy it into the output."""
     inner_specs: dict[int, ArraySpec] = {}  # inner specs follow each shard's spec (prototype, fill value)
 
     def inner_spec_of(spec: ArraySpec) -> ArraySpec:

@@ -10,7 +10,6 @@ CI checks it against ``google_crc32c`` so that the kernel's arithmetic is tested
 from __future__ import annotations
 
 import functools
-import threading
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,6 @@ __all__ = [
     "scatter_arrays",
     "scatter_blocks",
     "shift_matrix",
-    "warm_up_async",
 ]
 
 #: Bytes hashed by one GPU thread.
@@ -152,55 +150,11 @@ extern "C" __global__ void crc32c_join(const unsigned long long* chunk_ptr, cons
 """
 
 
-_KERNEL_NAMES = ("scatter_blocks", "crc32c_blocks", "crc32c_join")
-_module_lock = threading.Lock()
-_loaded: list[Any] = []
-
-
+@functools.cache
 def _module() -> Any:
-    """The pipeline's kernels, compiled and loaded once per process (one fixed source: CuPy's kernel
-    disk cache keys it the same in every process, so only the first process on a machine compiles)."""
-    if _loaded:
-        return _loaded[0]
-    with _module_lock:
-        if not _loaded:
-            cp = cuda.cupy_or_none()
-            assert cp is not None
-            mod = cp.RawModule(code=_KERNELS)
-            for name in _KERNEL_NAMES:
-                mod.get_function(name)  # compile (or load from the disk cache) and load now, not mid-read
-            _loaded.append(mod)
-    return _loaded[0]
-
-
-def _warm_up() -> None:
-    """What a first read or write would otherwise wait for: nvCOMP's library (and its allocator
-    routing), this module's kernels, and CuPy's float32 copy and ``any`` kernels of the write path."""
-    try:
-        from gdsstore.gpu import nvcomp
-
-        nvcomp.nvcomp_or_none()
-        _module()
-        from gdsstore.gpu.memory import on_thread
-
-        cp = cuda.cupy_or_none()
-        if cp is None:
-            return
-        with on_thread():  # its few bytes from gdsstore's pool, not the user's
-            a = cp.zeros((2, 16), dtype=cp.float32)
-            b = cp.empty(64, dtype=cp.uint8)
-            b.view(cp.float32).reshape(2, 8)[...] = a[:, ::2]  # a strided chunk packed
-            b.view(cp.uint64).reshape(2, 4).any(axis=1).get()
-    except Exception:  # a warm-up only: the read that needs it reports any real error
-        pass
-
-
-def warm_up_async() -> threading.Thread:
-    """Start :func:`_warm_up` on a daemon thread (``gdsstore.enable_gpu()`` does), so that its cost
-    overlaps the opening of arrays instead of the first read."""
-    t = threading.Thread(target=_warm_up, name="gdsstore-gpu-warm-up", daemon=True)
-    t.start()
-    return t
+    cp = cuda.cupy_or_none()
+    assert cp is not None
+    return cp.RawModule(code=_KERNELS)
 
 
 def crc32c_device(chunks: list[Any]) -> np.ndarray:

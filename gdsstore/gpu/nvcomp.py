@@ -36,7 +36,6 @@ __all__ = [
     "Frame",
     "decode_batch",
     "decode_batch_into",
-    "drop_codecs",
     "encode_batch",
     "frame_of",
     "nvcomp_or_none",
@@ -59,48 +58,7 @@ def _import_nvcomp() -> tuple[Any, str]:
         from nvidia import nvcomp
     except Exception as exc:  # ImportError, or the shared library failing to load
         return None, f"nvCOMP not available ({type(exc).__name__}: {exc}); pip install gdsstore[nvcomp]"
-    _route_allocations(nvcomp)
     return nvcomp, f"nvCOMP {getattr(nvcomp, '__version__', '?')}"
-
-
-class _StreamOrderedBlock:
-    """nvCOMP's scratch from CuPy's allocator: CuPy's pools order reuse on CuPy's streams, not on
-    nvCOMP's, so the block waits for nvCOMP's stream before going back."""
-
-    __slots__ = ("mem", "ptr", "stream")
-
-    def __init__(self, mem: Any, stream: Any) -> None:
-        self.mem, self.ptr, self.stream = mem, int(mem.ptr), stream
-
-    def __del__(self) -> None:
-        ptr = getattr(self.stream, "ptr", None)
-        cp = cuda.cupy_or_none()
-        if ptr is not None and cp is not None:
-            try:
-                cp.cuda.runtime.streamSynchronize(int(ptr))
-            except Exception:  # the memory goes back regardless; a failed stream failed its call already
-                pass
-        self.mem = None
-
-
-def _route_allocations(nv: Any) -> None:
-    """nvCOMP's device allocations (its scratch, outputs it makes) through CuPy's current allocator, so
-    that RMM, a PyTorch-shared pool or gdsstore's budget (:mod:`gdsstore.gpu.memory`) sees them, not
-    an allocator of nvCOMP's own. Set once, when gdsstore first loads nvCOMP; a process that sets its
-    own (``nvidia.nvcomp.set_device_allocator``) afterwards keeps it."""
-    setter = getattr(nv, "set_device_allocator", None)
-    cp = cuda.cupy_or_none()
-    if setter is None or cp is None:
-        return
-    try:
-        from nvidia.nvcomp.external_memory import ExternalMemory
-    except Exception:
-        return
-
-    def allocate(nbytes: int, stream: Any) -> Any:
-        return ExternalMemory(_StreamOrderedBlock(cp.cuda.alloc(max(int(nbytes), 1)), stream), stream)
-
-    setter(allocate)
 
 
 def nvcomp_or_none() -> Any:
@@ -196,6 +154,7 @@ def gzip_isize(tail: Any) -> int:
 
 # -- batched GPU calls ------------------------------------------------------------------------------
 
+_tls = threading.local()
 _ALIGN = 16  # input alignment given to nvCOMP (its strictest format asks for 4 or 8)
 
 
@@ -203,36 +162,20 @@ _ALIGN = 16  # input alignment given to nvCOMP (its strictest format asks for 4 
 MAX_ENCODE_CHUNK = 16 << 20
 
 
-# Codec objects by (thread, format, chunk size): they keep their scratch between calls, so they are
-# counted by the budget while kept and all dropped when the last pipeline call returns (drop_codecs).
-_codecs: dict[tuple[int, str, int | None], Any] = {}
-_codecs_lock = threading.Lock()
-
-
-def drop_codecs() -> None:
-    """Forget every cached nvCOMP codec, and with it the scratch it holds (a codec in use stays alive
-    with its caller)."""
-    with _codecs_lock:
-        gone = list(_codecs.values())
-        _codecs.clear()
-    gone.clear()  # their scratch is freed here, outside the lock (freeing waits on nvCOMP's stream)
-
-
 def _codec(fmt: str, chunk: int | None = None) -> Any:
     # nvCOMP Codec objects are thread-local by contract (mutable scratch state). Encoders are keyed
     # by chunk size: a RAW stream must be one compressed chunk, or numcodecs would see several frames.
-    key = (threading.get_ident(), fmt, chunk)
-    with _codecs_lock:
-        c = _codecs.get(key)
+    codecs: dict[tuple[str, int | None], Any] | None = getattr(_tls, "codecs", None)
+    if codecs is None:
+        codecs = _tls.codecs = {}
+    c = codecs.get((fmt, chunk))
     if c is None:
         nv = nvcomp_or_none()
         assert nv is not None
         kw: dict[str, Any] = {"algorithm": _ALGORITHM[fmt], "bitstream_kind": nv.BitstreamKind.RAW}
         if chunk is not None:
             kw["uncomp_chunk_size"] = chunk
-        c = nv.Codec(**kw)
-        with _codecs_lock:
-            _codecs[key] = c
+        c = codecs[(fmt, chunk)] = nv.Codec(**kw)
     return c
 
 

@@ -22,27 +22,22 @@ import numpy as np
 from gdsstore.engine.ranges import coalesce_ranges
 
 __all__ = [
-    "SCRATCH_GUESS",
+    "DECODE_WINDOW_BYTES",
     "WINDOW_BYTES",
-    "WRITE_COST_GUESS",
     "Blocks",
     "ChunkGeometry",
     "InnerChunks",
     "Layout",
     "ShardReadPlan",
-    "Window",
-    "Windows",
     "blocks_from_rows",
-    "budget_window",
     "c_order_layout",
     "chunk_blocks",
-    "copies_2d",
     "inner_chunks_of_selection",
     "inner_chunks_of_slices",
     "is_slice_selection",
+    "large_window",
     "plan_chunk_geometry",
     "plan_shard_reads",
-    "read_cost",
     "select_strided",
     "shard_geometry",
     "slice_arrays",
@@ -51,9 +46,10 @@ __all__ = [
 
 #: Decoded bytes per window of host staging: bounds pinned staging, and sets the read/copy overlap.
 WINDOW_BYTES = 128 << 20
-#: nvCOMP's scratch per decoded byte assumed before a window of the same kind was measured (then the
-#: measured peak replaces the whole model: :func:`gdsstore.gpu.memory.learned_cost`).
-SCRATCH_GUESS = 0.5
+#: Decoded bytes per window when nvCOMP decodes it: one nvCOMP call decodes each chunk on its own
+#: thread block, so its time is nearly flat in the number of chunks (measured on an H200: 64 zstd
+#: chunks of 4 MiB 62 ms, 256 of them 69 ms): fewer, larger windows decode several times faster.
+DECODE_WINDOW_BYTES = 1 << 30
 
 #: A strided view: ``(shape, byte strides)``.
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
@@ -67,39 +63,16 @@ _EMPTY_SHARD_ENTRY = np.uint64(2**64 - 1)  # the shard index's (offset, length) 
 # -- windows ------------------------------------------------------------------------------------------
 
 
-def read_cost(*, decoded_on_gpu: bool, staged_on_gpu: bool, stored_ratio: float, scratch: float = SCRATCH_GUESS) -> float:
-    """Device bytes a read window holds at its peak, per decoded byte of the window.
-
-    While window ``k`` is decoded and scattered, window ``k + 1`` is being read: with the stored bytes
-    staged on the GPU (the bounce ring) both windows' stored bytes are on the device (``2 *
-    stored_ratio``); staged in host memory, only window ``k``'s, copied over (``stored_ratio``). nvCOMP
-    decodes into a buffer of the decoded bytes (``1``) and takes ``scratch`` more; uncompressed chunks
-    decode as views of their staging (``0``).
+def large_window(free: int) -> int:
+    """A window on the GPU: :data:`DECODE_WINDOW_BYTES`, but at most a quarter of the device's free
+    memory (a window's staging and decoded bytes, and the next window's staging being read, are alive
+    at once), and at least :data:`WINDOW_BYTES`.
 
     Examples:
-        >>> read_cost(decoded_on_gpu=True, staged_on_gpu=True, stored_ratio=0.5, scratch=0.5)
-        2.5
-        >>> read_cost(decoded_on_gpu=False, staged_on_gpu=True, stored_ratio=1.0)
-        2.0
+        >>> large_window(100 << 30) == DECODE_WINDOW_BYTES, large_window(2 << 30) >> 20, large_window(0) >> 20
+        (True, 512, 128)
     """
-    staging = stored_ratio * (2.0 if staged_on_gpu else 1.0)
-    return staging + ((1.0 + scratch) if decoded_on_gpu else 0.0)
-
-
-#: Device bytes per raw byte of a write window before one was measured: the packed raw bytes, nvCOMP's
-#: outputs (up to the raw size) and scratch, and the packed encoded bytes copied to the host.
-WRITE_COST_GUESS = 4.0
-
-
-def budget_window(budget: int, cost: float) -> int:
-    """Decoded (or raw) bytes per window so that a window's device memory, ``cost`` bytes per byte,
-    stays within ``budget`` (at least 1: an item larger than the window is a window of its own).
-
-    Examples:
-        >>> budget_window(1 << 30, 2.5) >> 20, budget_window(1 << 30, 0.0) >> 20
-        (409, 1024)
-    """
-    return max(1, int(budget / max(cost, 1.0)))
+    return max(WINDOW_BYTES, min(DECODE_WINDOW_BYTES, free // 4))
 
 
 def split_windows(sizes: Sequence[int], limit: int) -> list[range]:
@@ -121,44 +94,6 @@ def split_windows(sizes: Sequence[int], limit: int) -> list[range]:
     if start < len(sizes):
         out.append(range(start, len(sizes)))
     return out
-
-
-@dataclass(frozen=True)
-class Window:
-    """One window: its items, their bytes, and the limit it was cut by."""
-
-    items: range
-    nbytes: int
-    limit: int
-
-
-class Windows:
-    """Consecutive items cut into windows as they are needed, each by the limit of that moment
-    (``limit()``): a window cut after others were measured fits what they measured. With a fixed
-    limit the windows are :func:`split_windows`'s.
-
-    Examples:
-        >>> ws = Windows([10, 10, 10, 10, 10], lambda: 25)
-        >>> [w.items for w in iter(ws.next, None)]
-        [range(0, 2), range(2, 4), range(4, 5)]
-    """
-
-    def __init__(self, sizes: Sequence[int], limit: Any) -> None:
-        self._cum = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
-        self._n = len(sizes)
-        self._limit = limit
-        self._pos = 0
-
-    def next(self) -> Window | None:
-        """The next window, or ``None`` after the last (an item larger than the limit is one alone)."""
-        if self._pos >= self._n:
-            return None
-        limit = int(self._limit())
-        start = self._pos
-        end = int(np.searchsorted(self._cum, self._cum[start] + limit, side="right")) - 1
-        end = min(self._n, max(start + 1, end))
-        self._pos = end
-        return Window(range(start, end), int(self._cum[end] - self._cum[start]), limit)
 
 
 # -- strided layouts ------------------------------------------------------------------------------------
@@ -525,46 +460,3 @@ def shard_geometry(
         dst_st[ids] = shard_st[i]
     blocks = tuple(np.concatenate(parts) for parts in zip(*fills)) if fills else None
     return ChunkGeometry(start, count, step, dst, dst_st), blocks  # type: ignore[return-value]
-
-
-# -- few blocks: 2-D copies instead of a kernel -----------------------------------------------------------
-
-#: Most blocks copied as ``cudaMemcpy2DAsync`` calls instead of one scatter kernel launch: a small read
-#: then needs no kernel at all (none to compile on a machine whose CuPy kernel cache is empty).
-MAX_COPIES = 64
-
-
-def copies_2d(blocks: Blocks, itemsize: int, most: int = MAX_COPIES) -> np.ndarray | None:
-    """The blocks as 2-D copies, one row each: ``(dst, dst pitch, src, src pitch, width, height)`` in
-    bytes (``cudaMemcpy2DAsync``'s arguments), or ``None`` when they are more than ``most``, or one is
-    the fill value, a strided selection (elements not adjacent) or more than 2-D after merging
-    contiguous axes (then the scatter kernel runs). Empty blocks copy nothing and take no row.
-
-    Examples:
-        >>> b = (np.array([1000]), np.array([5000]), np.array([[2, 3]]), np.array([[12, 4]]), np.array([[40, 4]]))
-        >>> copies_2d(b, 4).tolist()
-        [[5000, 40, 1000, 12, 12, 2]]
-    """
-    src, dst, shape, s_st, d_st = blocks
-    if len(src) > most or (src == 0).any():
-        return None
-    rows: list[tuple[int, int, int, int, int, int]] = []
-    for i in range(len(src)):
-        dims = [(int(n), int(a), int(b)) for n, a, b in zip(shape[i], s_st[i], d_st[i]) if n != 1]
-        if any(n == 0 for n, _, _ in dims):
-            continue
-        width, ss, ds = itemsize, itemsize, itemsize  # bytes of one row so far, and its element strides
-        while dims and dims[-1][1] == ss and dims[-1][2] == ds:  # contiguous in both: one longer row
-            n, _, _ = dims.pop()
-            width *= n
-            ss = ds = width
-        if len(dims) > 1 or (dims and width == itemsize):
-            return None  # 3-D after merging, or rows of one element (a strided selection): the kernel
-        if dims:
-            height, spitch, dpitch = dims[0]
-            if spitch < width or dpitch < width:
-                return None  # overlapping or reversed rows: not a 2-D copy
-        else:
-            height, spitch, dpitch = 1, width, width
-        rows.append((int(dst[i]), dpitch, int(src[i]), spitch, width, height))
-    return np.array(rows, dtype=np.int64).reshape(len(rows), 6)

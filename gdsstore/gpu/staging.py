@@ -34,7 +34,6 @@ __all__ = [
     "stage_from_host_buffers",
     "stage_local",
     "stage_wave",
-    "staging_size",
     "to_device",
 ]
 
@@ -124,87 +123,40 @@ class Staged:
         self.dev = None
 
 
-def staging_size(nbytes: int) -> int:
-    """Bytes to pin for a staging buffer of ``nbytes``: at least 1 MiB, rounded up to an eighth of the
-    next power of two (at most 1/8 more than asked, where a power of two pinned up to twice as much), so
-    that slightly larger batches still reuse a buffer.
-
-    Examples:
-        >>> staging_size(600 << 20) >> 20, staging_size((16 << 20) + 1) >> 20, staging_size(5) >> 20
-        (640, 20, 1)
-    """
-    n = max(int(nbytes), 1 << 20)
-    step = max(1 << 20, (1 << (n - 1).bit_length()) // 8)
-    return -(-n // step) * step
-
-
 class _PinnedPool:
     """Reuses pinned buffers: ``cudaHostAlloc`` of hundreds of MiB costs more than reading them.
 
-    Every buffer, in use or idle, is counted with the bounce ring's slots under ``pinned_memory_limit``
-    (:meth:`gdsstore.engine.bounce.BounceRing.reserve_staging`); one that would pass it is not made
-    (:meth:`get` returns ``None``: the caller stages in ordinary host memory). Idle buffers kept: at
-    most ``keep``, freed first when the ring or a new buffer needs the room; emptied in a forked child
-    (the parent's CUDA context owns them), and a buffer of the parent's that comes back in the child
-    is dropped, not reused or counted.
+    Idle buffers kept: at most ``keep``, and at most ``pinned_memory_limit`` bytes together (the
+    largest first); emptied in a forked child (the parent's CUDA context owns them).
     """
 
-    def __init__(self, keep: int = 4, ring: Any = None) -> None:
+    def __init__(self, keep: int = 4) -> None:
         self._free: list[Any] = []
         self._lock = threading.Lock()
         self._keep = keep
-        self._ring = ring if ring is not None else bounce.ring
 
-    def get(self, nbytes: int, alloc: Callable[[int], Any] | None = None) -> Any:
-        """A pinned buffer of at least ``nbytes`` (idle, or new within the limit), or ``None``."""
+    def get(self, nbytes: int) -> Any:
         with self._lock:
             fits = [b for b in self._free if b.nbytes >= nbytes]
             if fits:
                 best = min(fits, key=lambda b: b.nbytes)
                 self._free.remove(best)
                 return best
-        size = staging_size(nbytes)
-        if not self._ring.reserve_staging(size):
-            self.drop_idle()  # idle buffers too small for this one: their room instead
-            if not self._ring.reserve_staging(size):
-                return None
-        try:
-            return (alloc or cuda.PinnedBuffer)(size)
-        except BaseException:
-            self._ring.release_staging(size)
-            raise
+        # Round up so that slightly larger batches reuse the buffer.
+        return cuda.PinnedBuffer(max(1 << 20, 1 << (max(nbytes, 1) - 1).bit_length()))
 
     def put(self, buf: Any) -> None:
-        if getattr(buf, "pid", _PID[0]) != _PID[0]:  # the parent's, back in a forked child
-            buf.ptr = 0
-            return
         limit = policy.settings().pinned_memory_limit
         with self._lock:
             self._free.append(buf)
             self._free.sort(key=lambda b: -b.nbytes)
             kept: list[Any] = []
-            gone: list[Any] = []
             total = 0
             for b in self._free:
                 if len(kept) < self._keep and total + b.nbytes <= limit:
                     kept.append(b)
                     total += b.nbytes
-                else:
-                    gone.append(b)
-            self._free = kept
-        self._forget(gone)
-
-    def _forget(self, bufs: list[Any]) -> None:
-        """Free ``bufs`` (as their last reference goes) and uncount them, outside the pool's lock."""
-        for b in bufs:
-            self._ring.release_staging(b.nbytes)
-        bufs.clear()
-
-    def drop_idle(self) -> None:
-        """Free every idle buffer (the ring needs the room: :attr:`BounceRing.drop_staging`)."""
-        with self._lock:
-            gone, self._free = self._free, []
-        self._forget(gone)
+            self._free = kept  # the others are freed as they go
 
     def held(self) -> int:
         """Bytes of idle pinned buffers kept for reuse."""
@@ -219,18 +171,9 @@ class _PinnedPool:
         self._lock = threading.Lock()
 
 
-_PID = [os.getpid()]  # this process (reset in a forked child, before the pool forgets its buffers)
 _pinned_pool = _PinnedPool()
-bounce.ring.drop_staging = _pinned_pool.drop_idle
-
-
-def _after_fork() -> None:
-    _PID[0] = os.getpid()
-    _pinned_pool.forget_after_fork()
-
-
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+    os.register_at_fork(after_in_child=_pinned_pool.forget_after_fork)
 
 
 def map_parallel(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
@@ -251,12 +194,9 @@ def _layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _alloc(total: int, pinned: bool) -> tuple[np.ndarray, Any]:
-    """A host staging buffer of ``total`` bytes: pinned when asked and within ``pinned_memory_limit``
-    (with its owner, to hand back), else ordinary host memory (owner ``None``)."""
     if pinned and cuda.gpu_available():
         buf = _pinned_pool.get(total)
-        if buf is not None:
-            return np.frombuffer(buf.view, dtype=np.uint8, count=total), buf
+        return np.frombuffer(buf.view, dtype=np.uint8, count=total), buf
     return np.empty(total, dtype=np.uint8), None
 
 
@@ -284,9 +224,7 @@ def _read_to_device(
     slot, limit = bounce.bounce_slots(policy.settings())
     with cp.cuda.Device(device):
         dev = cp.empty(max(total, 1), dtype=cp.uint8)
-    piece = batch.piece_size(total, threads, slot)
-    # slots as large as the pieces: a small batch pins what it reads, not num_threads full buffers
-    sink = bounce.DeviceSink(device, int(dev.data.ptr), total, piece, bounce.slot_for(piece, slot), limit)
+    sink = bounce.DeviceSink(device, int(dev.data.ptr), total, batch.piece_size(total, threads, slot), slot, limit)
     got = batch.read_batch(paths, offsets, sizes, sink, slot_offsets, threads, url=url)
     return dev, got
 

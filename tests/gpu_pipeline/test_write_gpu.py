@@ -83,7 +83,7 @@ def test_gpu_write_of_many_windows_overlaps_publish(cp: Any, tmp_path: Path, mon
     from gdsstore.gpu import write as gwrite
 
     monkeypatch.setattr(gwrite, "WRITE_WINDOW_BYTES", 4 * 64 * 32 * 4)  # many windows in one batch
-    monkeypatch.setattr(gwrite, "_window_bytes", lambda device, key: 4 * 64 * 32 * 4)
+    monkeypatch.setattr(gwrite, "WRITE_DEVICE_WINDOW_BYTES", 4 * 64 * 32 * 4)
     data = cp.asarray(np.round(np.random.default_rng(2).standard_normal(SHAPE), 2).astype("f4"))
     with gdsstore.enable_gpu():
         z = zarr.create_array(
