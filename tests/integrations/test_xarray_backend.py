@@ -207,7 +207,7 @@ def test_device_dask_manager_finds_device_placement_without_a_gpu(tmp_path: Path
     assert {n: xarray_backend.placement_of(a) for n, a in adapters.items()} == {
         "temperature": "device", "count": "device", "pressure": "device",
         "time": "host", "y": "host", "x": "host", "lat": "host"}
-    with pytest.raises(MissingOptionalDependencyError, match=r"pip install 'gdsstore\[cuda13\]'"):
+    with pytest.raises(MissingOptionalDependencyError, match=r"pip install '\.\[cuda13\]'"):
         xarray_backend.DeviceDaskManager().from_array(adapters["temperature"], (6, 8, 10))
 
 
@@ -301,7 +301,7 @@ def test_storage_options_with_a_store_object_is_an_error(tmp_path: Path, xarray_
 @pytest.mark.skipif(cuda.cupy_or_none() is not None, reason="CuPy is installed: device=True would not fail")
 def test_device_true_without_cupy_names_the_extra(tmp_path: Path, xarray_engine: str) -> None:
     write_reference(tmp_path / "d.zarr")
-    with pytest.raises(MissingOptionalDependencyError, match=r"pip install 'gdsstore\[cuda13\]'"):
+    with pytest.raises(MissingOptionalDependencyError, match=r"pip install '\.\[cuda13\]'"):
         xr.open_dataset(tmp_path / "d.zarr", engine=xarray_engine, device=True, consolidated=False)
 
 
