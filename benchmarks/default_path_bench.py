@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shlex
 import shutil
 import statistics
@@ -133,8 +132,22 @@ def _once(contender: str, row: str, where: str, ref: np.ndarray, scratch: str, i
     return dt, dc
 
 
-def child(contender: str, row: str, where: str, repeat: int) -> dict[str, Any]:
-    ref = source(ROWS[row][0])
+def _status_mib(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def child(contender: str, row: str, where: str, ref_path: str, repeat: int) -> dict[str, Any]:
+    ref = np.load(ref_path)
+    try:  # the peak from here on: the reads', not the source array's creation
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    base = _status_mib("VmRSS")
     scratch = tempfile.mkdtemp(prefix="dpb-")
     try:
         _once(contender, row, where, ref, scratch, 0)  # warm-up: pools, connections, first-call costs
@@ -144,7 +157,7 @@ def child(contender: str, row: str, where: str, repeat: int) -> dict[str, Any]:
     return {
         "seconds": statistics.median(r[0] for r in runs),
         "cpu": statistics.median(r[1] for r in runs),
-        "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_mib": _status_mib("VmHWM") - base,
         "checked_bytes": int(ref.nbytes) * (repeat + 1),
     }
 
@@ -158,17 +171,19 @@ def prepare(tmp: str, rows: list[str]) -> dict[str, str]:
 
     paths = {}
     for row in rows:
+        ref = source(ROWS[row][0])
+        np.save(os.path.join(tmp, f"{row}.npy"), ref)
         if ROWS[row][3] == "write":
             paths[row] = ""
             continue
         path = os.path.join(tmp, f"{row}.zarr")
-        _create(zarr.storage.LocalStore(path), row)[...] = source(ROWS[row][0])
+        _create(zarr.storage.LocalStore(path), row)[...] = ref
         paths[row] = path
     return paths
 
 
-def run_child(contender: str, row: str, where: str, repeat: int) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", contender, row, where, str(repeat)]
+def run_child(contender: str, row: str, where: str, ref: str, repeat: int) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", contender, row, where, ref, str(repeat)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{contender} / {row} failed:\n{out.stderr[-3000:]}")
@@ -176,7 +191,7 @@ def run_child(contender: str, row: str, where: str, repeat: int) -> dict[str, An
     return result
 
 
-def measure(rows: list[str], where: dict[str, str], rounds: int, repeat: int,
+def measure(rows: list[str], where: dict[str, str], refs: str, rounds: int, repeat: int,
             log: Callable[[str], None]) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """``rounds`` interleaved rounds: each round runs every row's contenders once, the start rotated."""
     res: dict[str, dict[str, list[dict[str, Any]]]] = {r: {} for r in rows}
@@ -185,7 +200,7 @@ def measure(rows: list[str], where: dict[str, str], rounds: int, repeat: int,
             names = HTTP if ROWS[row][3] == "http" else LOCAL
             order = names[k % len(names):] + names[: k % len(names)]
             for name in order:
-                got = run_child(name, row, where[row], repeat)
+                got = run_child(name, row, where[row], os.path.join(refs, f"{row}.npy"), repeat)
                 res[row].setdefault(name, []).append(got)
                 log(f"round {k + 1}/{rounds} {row:13s} {name:40s} {got['seconds']:.3f} s  CPU {got['cpu']:.3f} s")
     return res
@@ -197,7 +212,7 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
 
 def table(res: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
     lines = [
-        "| workload | contender | GB/s (median) | CPU-s per read | peak RSS MiB | / best of zarr's stores | target |",
+        "| workload | contender | GB/s (median) | CPU-s per read | peak RSS MiB beyond the source | / best of zarr's stores | target |",
         "|---|---|---|---|---|---|---|",
     ]
     for row, by in res.items():
@@ -219,11 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed reads per child (after one warm-up)")
     ap.add_argument("--rows", default=",".join(ROWS))
     ap.add_argument("--out", type=Path, help="the results file (markdown)")
-    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        contender, row, where, repeat = args.child
-        print(json.dumps(child(contender, row, where, int(repeat))))
+        contender, row, where, ref, repeat = args.child
+        print(json.dumps(child(contender, row, where, ref, int(repeat))))
         return 0
     if args.out is None:
         ap.error("--out is required")
@@ -240,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
 
             server = NginxServer(tmp, workers=2, tcp_nopush=False)
             where["http-16k"] = server.url("http-16k.zarr")
-        res = measure(rows, where, args.rounds, args.repeat, lambda m: print(m, flush=True))
+        res = measure(rows, where, tmp, args.rounds, args.repeat, lambda m: print(m, flush=True))
     finally:
         if server is not None:
             server.close()
@@ -256,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         f"(interleaved rounds, {args.rounds} rounds, each the median of {args.repeat} timed reads in a fresh "
         "process after a warm-up read). Every read was checked against the source array (writes read back "
         "with LocalStore). CPU-s: the process's CPU-seconds (all threads) per timed read or write; peak RSS: "
-        "the child process's.",
+        "the child's peak resident memory during its reads (or writes) beyond what it held before them "
+        "(the source array, loaded to check the bytes; the output array is part of the peak).",
         "",
         *table(res),
         "",

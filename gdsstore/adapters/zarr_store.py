@@ -319,9 +319,10 @@ def _put(backend: Backend, key: str, value: Buffer, exclusive: bool) -> None:
 def enable_pipeline() -> ConfigSet:
     """Switch zarr to gdsstore's batched codec pipeline and codecs, keeping zarr's host buffers.
 
-    A selection's chunks then move as one batch: read straight into the output array where no codec
-    changes the bytes, decoded as a batch otherwise, and written in parallel. Without it, plain
-    zarr over :class:`GDSStore` still reads each tick's chunks as one engine batch. Returns zarr's
+    A selection's chunks then move in batches: read into one staging buffer per window, decoded as
+    one batch (numcodecs on threads) and scattered into the output; writes encoded as a batch and
+    published in parallel. Without it, zarr's own pipeline over :class:`GDSStore` still hands the
+    engine each event-loop tick's chunk reads together (one batch, or one remote wave). Returns zarr's
     ``ConfigSet``: it applies at once and, used as a context manager, undoes itself::
 
         with gdsstore.enable_pipeline():
