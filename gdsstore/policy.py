@@ -337,18 +337,23 @@ def decide_remote(
     return Decision(route, f"host buffer: {plan}, read in place")
 
 
-def decide_wave_transport(*, takes_core: bool, core_missing: str | None, s: Settings | None = None) -> Decision:
+def decide_wave_transport(
+    *, takes_core: bool, core_missing: str | None, requests: int = 1, s: Settings | None = None
+) -> Decision:
     """Choose who sends a remote wave: the native core (``"core"``) or the pure-Python transports.
 
     Args:
         takes_core: the backend can hand its requests to the core (HTTP(S), S3; not WebHDFS or custom TLS).
         core_missing: why ``gdsstore_core`` cannot be loaded; None when it loads.
+        requests: the wave's requests (one is sent by the core too: its pool then serves every wave).
         s: settings snapshot; read from ``gdsstore.config`` when omitted.
 
     Examples:
-        >>> decide_wave_transport(takes_core=True, core_missing=None).route
-        'core'
-        >>> decide_wave_transport(takes_core=True, core_missing="not built").reason
+        >>> decide_wave_transport(takes_core=True, core_missing=None).reason  # remote.core's default
+        'python: remote.core=off'
+        >>> import gdsstore
+        >>> with gdsstore.config.set({"remote.core": "auto"}):
+        ...     decide_wave_transport(takes_core=True, core_missing="not built").reason
         'python: native core unavailable (not built)'
     """
     s = s or settings()
@@ -358,6 +363,8 @@ def decide_wave_transport(*, takes_core: bool, core_missing: str | None, s: Sett
         return Decision("python", "python: this transport has no core route")
     if core_missing is not None:
         return Decision("python", f"python: native core unavailable ({core_missing})")
+    if requests < 1:
+        return Decision("python", "python: an empty wave")
     return Decision("core", f"native core, one call (remote.wave_concurrency {s.remote_wave_concurrency})")
 
 

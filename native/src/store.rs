@@ -32,7 +32,15 @@ struct Client {
 pub struct Store {
     spec: Spec,
     client: Client,
-    built: Mutex<Option<(u32, Arc<dyn ObjectStore>)>>,
+    built: Mutex<Option<(u32, Built)>>,
+}
+
+/// A store of this process and the gate of its connections: at most `pool_idle` requests in flight on it,
+/// whatever the number of concurrent waves, so its sockets stay bounded.
+#[derive(Clone)]
+pub struct Built {
+    pub store: Arc<dyn ObjectStore>,
+    pub gate: Arc<tokio::sync::Semaphore>,
 }
 
 fn client_options(c: &Client) -> ClientOptions {
@@ -89,7 +97,7 @@ fn build(spec: &Spec, client: &Client) -> Result<Arc<dyn ObjectStore>, String> {
 
 impl Store {
     /// The store of this process, built again after a fork.
-    pub fn get(&self) -> Result<Arc<dyn ObjectStore>, String> {
+    pub fn get(&self) -> Result<Built, String> {
         let pid = std::process::id();
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((p, s)) = built.as_ref() {
@@ -97,7 +105,7 @@ impl Store {
                 return Ok(s.clone());
             }
         }
-        let s = build(&self.spec, &self.client)?;
+        let s = self.fresh()?;
         if let Some(old) = built.replace((pid, s.clone())) {
             // The parent's pool holds tasks of a runtime that is gone in this process: never dropped.
             std::mem::forget(old);
@@ -105,13 +113,22 @@ impl Store {
         Ok(s)
     }
 
+    fn fresh(&self) -> Result<Built, String> {
+        Ok(Built {
+            store: build(&self.spec, &self.client)?,
+            gate: Arc::new(tokio::sync::Semaphore::new(self.client.pool_idle.max(1))),
+        })
+    }
+
     fn new_checked(spec: Spec, client: Client) -> PyResult<Self> {
-        let s = build(&spec, &client).map_err(PyValueError::new_err)?;
-        Ok(Store {
+        let store = Store {
             spec,
             client,
-            built: Mutex::new(Some((std::process::id(), s))),
-        })
+            built: Mutex::new(None),
+        };
+        let s = store.fresh().map_err(PyValueError::new_err)?;
+        *store.built.lock().unwrap_or_else(|e| e.into_inner()) = Some((std::process::id(), s));
+        Ok(store)
     }
 }
 

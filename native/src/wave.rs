@@ -230,7 +230,7 @@ async fn fetch(
 
 /// Run the wave; one outcome per item, in order.
 pub async fn run(
-    store: Arc<dyn ObjectStore>,
+    built: crate::store::Built,
     items: Vec<Item>,
     to: Target,
     concurrency: usize,
@@ -243,10 +243,14 @@ pub async fn run(
         let Ok(permit) = gate.clone().acquire_owned().await else {
             break;
         };
-        let store = store.clone();
+        // The store's gate bounds its connections across concurrent waves (their sockets, idle or not).
+        let Ok(conn) = built.gate.clone().acquire_owned().await else {
+            break;
+        };
+        let store = built.store.clone();
         tasks.spawn(async move {
             let out = fetch(store, it, to, read_timeout).await;
-            drop(permit);
+            drop((conn, permit));
             (i, out)
         });
     }

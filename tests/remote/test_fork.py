@@ -217,8 +217,8 @@ def test_fork_waves_through_obstore(nginx: NginxServer, nginx_root: str) -> None
         with open(os.path.join(nginx_root, name), "wb") as f:
             f.write(data)
     backend = backend_for(nginx.url(""))
-    with gdsstore.config.set({"remote.native": True, "remote.native_client": "obstore"}), gdsstore.trace() as t:
+    with gdsstore.config.set({"remote.native": True, "remote.native_client": "obstore", "remote.core": "off"}), gdsstore.trace() as t:
         assert _wave_reader(backend, objs)(0)
     assert any("obstore" in e.reason for e in t.events), str(t)  # the parent's runtime is started
-    with gdsstore.config.set({"remote.native": True, "remote.native_client": "obstore"}):
+    with gdsstore.config.set({"remote.native": True, "remote.native_client": "obstore", "remote.core": "off"}):
         _run_forked(_wave_reader(backend, objs), lambda c: _wave_reader(backend, objs))

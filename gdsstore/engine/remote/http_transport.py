@@ -657,7 +657,9 @@ class HTTPBackend(WaveReads, Backend):
         from gdsstore.engine.remote import core
 
         base = f"{parts.scheme}://{parts.netloc}/"
-        store = core.http_store(base, connect_timeout=policy.settings().remote_connect_timeout)
+        s = policy.settings()
+        # Idle connections kept: as many as a wave has in flight, so descriptors stay bounded.
+        store = core.http_store(base, connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
         return store, base, unquote(parts.path).lstrip("/")
 
     def open(self, key: str, mode: str = "rb") -> Any:

@@ -617,7 +617,9 @@ class S3Backend(WaveReads, Backend):
             opts = self._client.core_options(self.bucket)
             from gdsstore.engine.remote import core
 
-            store = None if opts is None else core.s3_store(opts, connect_timeout=policy.settings().remote_connect_timeout)
+            s = policy.settings()
+            store = None if opts is None else core.s3_store(
+                opts, connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
             cached = (now + 60.0, pid, store)
             _core_cache[self] = cached
         return None if cached[2] is None else (cached[2], f"s3://{self.bucket}/", full)

@@ -26,6 +26,7 @@ URL and the reason (``errors="raise"``: the first one is raised once every reque
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -40,7 +41,7 @@ from gdsstore import policy
 from gdsstore.engine.backend import Wave
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
-from gdsstore.engine.remote import native, obstore_route, rawhttp
+from gdsstore.engine.remote import core, native, obstore_route, rawhttp
 from gdsstore.engine.remote.reader import RangeRequest, RangeSource, check_first_response, get_object
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
 
@@ -100,6 +101,16 @@ class _Room:
             self.overflow = True
         r.side = np.empty(n, dtype=np.uint8)
         return r.side
+
+    def reserve(self, r: _Request, n: int) -> int:
+        """Set ``n`` bytes of room aside for ``r`` before its size is known (the native core writes in
+        place); -1 when they do not fit."""
+        with self._lock:
+            if self.used + n > self.cap:
+                return -1
+            r.base = self.used
+            self.used += n
+            return r.base
 
     def settle(self, reqs: list[_Request], alloc: Alloc, free: Callable[[Any], None]) -> None:
         """Copy items that landed outside the buffer (no room was left) and the buffer into one."""
@@ -234,6 +245,100 @@ def _native(backend: Any, reqs: list[_Request], room: _Room, share: int, where: 
         picked.append(k)
     obstore_route.fetch(asks)
     return _landed(reqs, [(k, ask.got, ask.error) for k, ask in zip(picked, asks)])
+
+
+def _first_route(backend: Any, reqs: list[_Request], room: _Room, share: int, open_sized: int, where: str,
+                 s: policy.Settings, errs: dict[int, BaseException]) -> tuple[policy.Decision, list[int], int]:
+    """The wave's transport, decided once (the native core, else the native clients); what it left to
+    ask the usual way and how many it landed. Failures for good go into ``errs``."""
+    transport = policy.decide_wave_transport(
+        takes_core=hasattr(backend, "core_target"), requests=len(reqs),
+        core_missing=None if s.remote_core == "off" or core.available() else core.unavailable_reason(), s=s)
+    if transport.route == "core":
+        todo, landed, core_errs = _core(backend, reqs, room, open_sized, where, s)
+        errs.update(core_errs)
+        return transport, todo, landed
+    return (transport, *_native(backend, reqs, room, share, where))
+
+
+def _core_piece(r: _Request, room: _Room, each: int) -> core.CorePiece | None:
+    """``r`` as one piece of the core's wave: in its slot, or in room set aside (``each`` bytes)."""
+    if r.suffix is not None:
+        at = room.reserve(r, _pad(r.suffix))
+        return None if at < 0 else core.CorePiece("", -r.suffix, None, None, at, r.suffix)
+    end = None if r.limit is None else r.offset + r.limit
+    if r.slot >= 0:
+        n = int(r.expect if r.expect is not None else r.limit or 0)
+        if n <= 0:
+            return None  # an empty request: the usual way answers it without a body
+        return core.CorePiece("", r.offset, end, r.expect, r.slot, n)
+    at = room.reserve(r, each) if each > 0 else -1
+    return None if at < 0 else core.CorePiece("", r.offset, end, r.expect, at, each)
+
+
+def _core_done(reqs: list[_Request], ks: list[int], results: list[core.CoreResult],
+               errs: dict[int, BaseException], where: str) -> set[int]:
+    """Record what the core did; the requests it settled (landed, missing or failed for good)."""
+    done: set[int] = set()
+    etags: dict[str, set[str]] = {}
+    for k, res in zip(ks, results, strict=True):
+        r = reqs[k]
+        if res.error is None:
+            r.got = res.size
+            if r.slot >= 0:
+                r.base = r.slot
+            if res.etag is not None:
+                etags.setdefault(r.key, set()).add(res.etag)
+            done.add(k)
+        elif res.kind in core.PASS_KINDS or (res.kind == "status" and "HTTP 416" in str(res.error)):
+            r.base = -1  # the usual way asks again, with its own rules (room, an empty range)
+        else:
+            r.got, r.base = -1, -1
+            if res.kind == "length" and res.total >= 0:  # the same words as the usual way's check (_slot)
+                n = res.total - r.offset if r.limit is None else min(r.limit, res.total - r.offset)
+                what = "object" if r.limit is None else f"range at {r.offset}"
+                res.error = RemoteIOError(f"{where}: {r.key!r}: the {what} is {n} bytes, not the {r.expect} expected")
+            if not isinstance(res.error, _MISSING):
+                errs[k] = res.error
+            done.add(k)
+    for k in list(done):  # the pieces of one object came from one version of it
+        r = reqs[k]
+        if k not in errs and len(etags.get(r.key, ())) > 1:
+            errs[k] = RemoteIOError(f"{r.key!r}: the object changed during the wave (ETags differ)")
+            r.got, r.base = -1, -1
+    return done
+
+
+def _core(backend: Any, reqs: list[_Request], room: _Room, open_sized: int, where: str,
+          s: policy.Settings) -> tuple[list[int], int, dict[int, BaseException]]:
+    """The wave through the native core (:mod:`.core`): one call per store; returns the requests still
+    to ask the usual way, how many landed, and the failures for good."""
+    each = (room.cap - room.used) // max(1, open_sized) // _ALIGN * _ALIGN
+    groups: dict[int, tuple[Any, str, list[int], list[core.CorePiece]]] = {}
+    left: list[int] = []
+    for k, r in enumerate(reqs):
+        try:
+            target = backend.core_target(r.key, where)
+        except (ValueError, OSError):
+            target = None  # the usual way raises it, in its place
+        piece = None if target is None else _core_piece(r, room, each)
+        if target is None or piece is None:
+            left.append(k)
+            continue
+        store, base, path = target
+        g = groups.setdefault(id(store), (store, base, [], []))
+        g[2].append(k)
+        g[3].append(dataclasses.replace(piece, path=path))
+    errs: dict[int, BaseException] = {}
+    landed = 0
+    retry = RetryPolicy.from_settings(s)
+    for store, base, ks, pieces in groups.values():
+        results = core.read_wave(store, base, pieces, room.buf, retry=retry,
+                                 concurrency=s.remote_wave_concurrency, timeout=s.remote_timeout or 1e9)
+        done = _core_done(reqs, ks, results, errs, where)
+        landed += len(done)
+        left += [k for k in ks if k not in done]
+    return sorted(left), landed, errs
 
 
 def _for_obstore(r: _Request, share: int, min_size: int) -> bool:
@@ -469,7 +574,9 @@ def read_wave(
         # The expected size of an object of unknown size: the room the caller set aside for it (the
         # GPU pipeline's learned average); without it, unknown (0).
         share = spare // max(1, open_sized) if room is not None else 0
-        todo, landed_natively = _native(backend, reqs, buf, share, where)
+        transport, todo, landed_natively = _first_route(backend, reqs, buf, share, open_sized, where, s, errs)
+        if errs and errors == "raise":
+            raise errs[min(errs)]
         if s.remote_pipeline_depth > 1:
             todo = _pipelined(backend, reqs, todo, buf, share or _ROOM, where, s)
         run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), s.remote_wave_concurrency).result()
@@ -488,12 +595,19 @@ def read_wave(
                 item_errors[i] = exc
     if _trace.active() and reqs:
         src = sources.get("route") or backend.source(reqs[0].key, where)
-        reason = f"wave: concurrent requests, no size lookup (remote.wave_concurrency {s.remote_wave_concurrency})"
-        if landed_natively:
-            reason = f"wave: {s.remote_native_client} (remote.native), the rest concurrent"
+        reason = _reason(transport, bool(todo), landed_natively, s)
         _trace.record("read", src.route, reason, int(sizes.clip(0).sum()), time.perf_counter() - t0,
                       getattr(backend, "url", ""), None, requests=len(reqs))
     return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs))
+
+
+def _reason(transport: policy.Decision, rest: bool, landed: int, s: policy.Settings) -> str:
+    """The wave's trace reason: who sent it (the policy's decision) and whether the usual way helped."""
+    if transport.route == "core":
+        return f"wave: {transport.reason}" + (", the rest concurrent" if rest else "")
+    if landed:
+        return f"wave: {s.remote_native_client} (remote.native), the rest concurrent"
+    return f"wave: concurrent requests, no size lookup (remote.wave_concurrency {s.remote_wave_concurrency})"
 
 
 def _bind(fn: Callable[[int], int], k: int) -> Callable[[], int]:
