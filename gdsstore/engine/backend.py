@@ -183,7 +183,7 @@ class Backend(abc.ABC):
         """Read many keys (whole, or ``ranges[i]`` of each, zarr's clamping) into host memory as one
         batch: the chunk reads of one zarr selection. Backends with :attr:`waves` send one wave
         (items are views of its one buffer); the local backend reads the files on the engine's
-        threads (:func:`gdsstore.engine.batch.read_objects`); others read one key after another.
+        threads (``gdsstore.engine.batch.read_objects``); others read one key after another.
         """
         out = BatchResult(len(keys))
         if self.waves:

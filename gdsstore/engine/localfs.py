@@ -425,7 +425,7 @@ class LocalBackend(Backend):
 
     def get_batch(self, keys: Sequence[str], ranges: Sequence[ByteRange | None]) -> BatchResult:
         """Many keys (or a range of each) into host buffers, one per key, as one batch of reads on
-        the engine's threads (:func:`~gdsstore.engine.batch.read_objects`); missing keys are None."""
+        the engine's threads (``gdsstore.engine.batch.read_objects``); missing keys are None."""
         where = "LocalBackend.get_batch()"
         if self.follow_symlinks and all(k and k[-1] != "/" for k in keys):
             paths = local_paths(self.root, keys, where)  # reads follow links: the key check is all
