@@ -1,0 +1,218 @@
+"""The wave alone: many GETs into one host buffer, through the native core, obstore and gdsstore's current
+Python wave, with the bytes checked, interleaved rounds, medians, and CPU-seconds per round.
+
+Workloads: ``N x SIZE`` objects served by nginx (tests/servers/nginx.py) on loopback, and ``2,048 x 64 KiB``
+behind a server that answers every GET after ``--latency`` seconds (aiohttp), as requests per second.
+
+    .venv/bin/python benchmarks/core_wave_bench.py --rounds 5 --out benchmarks/results/2026-12-01-cpu-core/wave.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+import gdsstore
+from gdsstore.engine.backend import backend_for
+from gdsstore.engine.remote import core
+from gdsstore.engine.remote.retry import RetryPolicy
+
+Reader = Callable[[], int]  # one round: returns the bytes landed (checked)
+
+
+def _write(root: str, name: str, n: int, size: int) -> list[bytes]:
+    os.makedirs(os.path.join(root, name), exist_ok=True)
+    rng = np.random.default_rng(n)
+    data = []
+    for i in range(n):
+        b = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        with open(os.path.join(root, name, str(i)), "wb") as f:
+            f.write(b)
+        data.append(b)
+    return data
+
+
+def _check(buf: np.ndarray, data: list[bytes], size: int) -> int:
+    step = (size + 63) // 64 * 64
+    for i in (0, len(data) // 2, len(data) - 1):  # spot checks: first, middle, last
+        assert buf[i * step : i * step + size].tobytes() == data[i], f"wrong bytes in slot {i}"
+    return len(data) * size
+
+
+def core_reader(base: str, name: str, data: list[bytes], size: int, conc: int) -> Reader:
+    store = core.http_store(base, connect_timeout=10.0, pool_idle=conc)
+    step = (size + 63) // 64 * 64
+    pieces = [core.CorePiece(f"{name}/{i}", 0, None, size, i * step, size) for i in range(len(data))]
+    buf = np.zeros(step * len(data), np.uint8)
+    retry = RetryPolicy.from_settings()
+
+    def run() -> int:
+        res = core.read_wave(store, base, pieces, buf, retry=retry, concurrency=conc, timeout=60.0)
+        assert all(r.error is None for r in res)
+        return _check(buf, data, size)
+
+    return run
+
+
+def obstore_reader(base: str, name: str, data: list[bytes], size: int, conc: int) -> Reader:
+    import obstore
+    from obstore.store import HTTPStore
+
+    store = HTTPStore.from_url(base, client_options={"allow_http": True, "pool_max_idle_per_host": str(conc)})
+    step = (size + 63) // 64 * 64
+    buf = np.zeros(step * len(data), np.uint8)
+    pool = ThreadPoolExecutor(16)  # obstore's sync get() from 16 threads (its fastest form measured)
+
+    def one(i: int) -> None:
+        body = obstore.get(store, f"{name}/{i}").bytes()
+        buf[i * step : i * step + size] = np.frombuffer(body, np.uint8)
+
+    def run() -> int:
+        list(pool.map(one, range(len(data))))
+        return _check(buf, data, size)
+
+    return run
+
+
+def python_reader(base: str, name: str, data: list[bytes], size: int, conc: int) -> Reader:
+    keys = [f"{name}/{i}" for i in range(len(data))]
+
+    def run() -> int:
+        with gdsstore.config.set({"remote.core": "off", "remote.wave_concurrency": conc}):
+            backend = backend_for(base)
+            w = backend.get_many(keys, None, lambda n: (np.zeros(n, np.uint8), None), expect=np.full(len(keys), size))
+        for i in (0, len(keys) // 2, len(keys) - 1):
+            assert w.view(i).tobytes() == data[i]
+        return len(keys) * size
+
+    return run
+
+
+def _measure(readers: dict[str, Reader], rounds: int) -> dict[str, dict[str, Any]]:
+    """Interleaved rounds (one of each contender per round) after one warm-up each; medians."""
+    for r in readers.values():
+        r()
+    times: dict[str, list[float]] = {k: [] for k in readers}
+    cpus: dict[str, list[float]] = {k: [] for k in readers}
+    nbytes: dict[str, int] = {}
+    for _ in range(rounds):
+        for k, r in readers.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            nbytes[k] = r()
+            times[k].append(time.perf_counter() - t0)
+            cpus[k].append(time.process_time() - c0)
+    out = {}
+    for k in readers:
+        t, c = statistics.median(times[k]), statistics.median(cpus[k])
+        out[k] = {"seconds": t, "GB/s": nbytes[k] / t / 1e9, "cpu_s": c, "cpu_s_per_GB": c / (nbytes[k] / 1e9),
+                  "all_seconds": times[k]}
+    return out
+
+
+class _SlowServer:
+    """aiohttp: every GET answered after ``latency`` seconds with ``size`` bytes (an S3-like first byte)."""
+
+    def __init__(self, latency: float, size: int) -> None:
+        from aiohttp import web
+
+        body = bytes(range(256)) * (size // 256)
+        self.body = body
+
+        async def handle(request: Any) -> Any:
+            await asyncio.sleep(latency)
+            return web.Response(body=body)
+
+        self._loop = asyncio.new_event_loop()
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        ready = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(self._runner.setup())
+            site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
+            self._loop.run_until_complete(site.start())
+            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            ready.set()
+            self._loop.run_forever()
+
+        threading.Thread(target=serve, daemon=True).start()
+        ready.wait(10)
+
+
+def latency_rows(latency: float, n: int, size: int, rounds: int, concs: list[int]) -> dict[str, Any]:
+    srv = _SlowServer(latency, size)
+    base = f"http://127.0.0.1:{srv.port}/"
+    data = [srv.body] * n
+    readers: dict[str, Reader] = {}
+    for c in concs:
+        readers[f"core c={c}"] = core_reader(base, "l", data, size, c)
+    readers["python wave c=64"] = python_reader(base, "l", data, size, 64)
+    readers["python wave c=256"] = python_reader(base, "l", data, size, 256)
+    readers["obstore sync 16 threads"] = obstore_reader(base, "l", data, size, 64)
+    res = _measure(readers, rounds)
+    for v in res.values():
+        v["requests/s"] = n / v["seconds"]
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--latency", type=float, default=0.020)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    if not core.available():
+        sys.exit(f"core_wave_bench: {core.unavailable_reason()}")
+    from servers.nginx import NginxServer
+
+    results: dict[str, Any] = {
+        "machine": f"{platform.node()} {os.cpu_count()} cores", "python": sys.version.split()[0],
+        "note": "2-core machine shared with other engineers' test runs: noisy; compare ratios of one run",
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]), "rounds": args.rounds,
+    }
+    with tempfile.TemporaryDirectory() as root:
+        os.chmod(root, 0o755)
+        loads = {"4096x256KiB": (4096, 256 << 10), "256x4MiB": (256, 4 << 20)}
+        srv = NginxServer(root, workers=2)
+        try:
+            for label, (n, size) in loads.items():
+                data = _write(root, label, n, size)
+                base = srv.url("")
+                readers = {
+                    "core c=64": core_reader(base, label, data, size, 64),
+                    "core c=256": core_reader(base, label, data, size, 256),
+                    "obstore sync 16 threads": obstore_reader(base, label, data, size, 64),
+                    "python wave c=64": python_reader(base, label, data, size, 64),
+                }
+                results[label] = _measure(readers, args.rounds)
+                print(label, json.dumps({k: round(v["GB/s"], 2) for k, v in results[label].items()}), flush=True)
+        finally:
+            srv.close()
+    lat = latency_rows(args.latency, 2048, 64 << 10, args.rounds, [64, 256, 1024])
+    results[f"2048x64KiB latency {args.latency * 1e3:.0f} ms"] = lat
+    print("latency", json.dumps({k: round(v["requests/s"]) for k, v in lat.items()}), flush=True)
+    if args.out:
+        os.makedirs(os.path.dirname(args.out), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
