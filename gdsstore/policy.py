@@ -349,11 +349,11 @@ def decide_wave_transport(
         s: settings snapshot; read from ``gdsstore.config`` when omitted.
 
     Examples:
-        >>> decide_wave_transport(takes_core=True, core_missing=None).reason  # remote.core's default
-        'python: remote.core=off'
         >>> import gdsstore
-        >>> with gdsstore.config.set({"remote.core": "auto"}):
-        ...     decide_wave_transport(takes_core=True, core_missing="not built").reason
+        >>> with gdsstore.config.set({"remote.core": "off"}):
+        ...     decide_wave_transport(takes_core=True, core_missing=None).reason
+        'python: remote.core=off'
+        >>> decide_wave_transport(takes_core=True, core_missing="not built").reason  # remote.core's default
         'python: native core unavailable (not built)'
     """
     s = s or settings()

@@ -255,22 +255,12 @@ GPU_PAGES = [p for p in PY_PAGES
 SKIPPED_GPU_BLOCK = "GPU block skipped"  # what a guarded block prints where there is no GPU
 
 
-# Pages whose blocks fail as written in a fresh interpreter, in files this suite's owner may not edit:
-# reported (issue 26), strict so the mark goes once the page is fixed.
-FAILS_AS_WRITTEN: dict[str, str] = {
-    "docs/remote.md": "its Settings block uses gdsstore.policy, which `import gdsstore` does not import "
-    "(AttributeError: module 'gdsstore' has no attribute 'policy'); remote.md's owner fixes the page",
-}
-
-
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("page", PY_PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PY_PAGES])
-def test_page_python_blocks_run(page: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_page_python_blocks_run(page: Path, tmp_path: Path) -> None:
     """Each page's blocks, in order, in a fresh interpreter: what a user who pastes them sees (issue 26:
-    in this process, a module another test had imported hid a page's missing import)."""
-    reason = FAILS_AS_WRITTEN.get(page.relative_to(ROOT).as_posix())
-    if reason:
-        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
+    in this process, a module another test had imported hid a page's missing import, remote.md's
+    `gdsstore.policy`)."""
     ran, _, _ = run_python_blocks(page, tmp_path, root=ROOT)
     assert ran > 0
 
