@@ -290,8 +290,11 @@ def _core_done(reqs: list[_Request], ks: list[int], results: list[core.CoreResul
             if res.etag is not None:
                 etags.setdefault(r.key, set()).add(res.etag)
             done.add(k)
-        elif res.kind in core.PASS_KINDS or (res.kind == "status" and "HTTP 416" in str(res.error)):
-            r.base = -1  # the usual way asks again, with its own rules (room, an empty range)
+        elif (res.kind in core.PASS_KINDS or res.kind == "range_ignored"
+              or (res.kind == "status" and "HTTP 416" in str(res.error))):
+            # The usual way asks again, with its own rules (room, an empty range; a 200 to a suffix of an
+            # empty object, which it tells apart from a server that ignores Range and then refuses).
+            r.base = -1
         else:
             r.got, r.base = -1, -1
             if res.kind == "length" and res.total >= 0:  # the same words as the usual way's check (_slot)
