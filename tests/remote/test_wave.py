@@ -159,11 +159,16 @@ def test_wave_refuses_mismatched_ranges(
 def test_wave_never_takes_an_answer_nobody_asked_for(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
     # After each correct body the server queues a well-formed 206 nobody asked for (wrong bytes).
     keys = [k for k, v in objs.items() if v]
-    w = wave_of(faults, "queue-extra", "always").get_many(keys, None, host, errors="return")
-    assert w.errors is not None
-    for i, k in enumerate(keys):  # the right bytes, or an error (a small body arrives with the extra one)
-        assert (w.errors[i] is not None and w.view(i) is None) or w.view(i).tobytes() == objs[k], k
-    assert any(e is None for e in w.errors)
+    landed = 0
+    for _ in range(3):  # on a loaded machine each extra answer may arrive with its body: every item refused
+        w = wave_of(faults, "queue-extra", "always").get_many(keys, None, host, errors="return")
+        assert w.errors is not None
+        for i, k in enumerate(keys):  # the right bytes, or an error (a small body arrives with the extra one)
+            assert (w.errors[i] is not None and w.view(i) is None) or w.view(i).tobytes() == objs[k], k
+        landed += sum(e is None for e in w.errors)
+        if landed:
+            break
+    assert landed  # the right answers still land: refusing everything would be safe but useless
 
 
 @pytest.mark.parametrize("depth", [0, 32])
