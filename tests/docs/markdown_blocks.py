@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -48,11 +49,14 @@ def code_blocks(text: str) -> list[tuple[str, int, str]]:
 # pasting them into a fresh `python` would; line numbers point into the Markdown file.
 _RUNNER = """
 import json, sys
+ALL_RAN = "markdown_blocks: every block ran"
 where, blocks = json.load(sys.stdin)
 ns = {"__name__": "__main__"}
 for line, code in blocks:
     exec(compile("\\n" * (line - 1) + code, where, "exec"), ns)
+print(ALL_RAN, flush=True)
 """
+ALL_RAN = "markdown_blocks: every block ran"
 
 
 def run_python_blocks(
@@ -64,9 +68,16 @@ def run_python_blocks(
     blocks = [(line, code) for lang, line, code in code_blocks(page.read_text()) if lang == "python"]
     run = [(line, code) for line, code in blocks if not skip(code)]
     where = page.relative_to(root).as_posix()
-    out = subprocess.run(
-        [sys.executable, "-c", _RUNNER], input=json.dumps([where, run]), capture_output=True, text=True,
-        cwd=cwd, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    def child() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", _RUNNER], input=json.dumps([where, run]), capture_output=True, text=True,
+            cwd=cwd, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    out = child()
+    if out.returncode == -signal.SIGABRT and ALL_RAN in out.stdout and "terminate called" in out.stderr:
+        # Known, rare under load (dataframes.md, about 1 run in 4 of the suite): a C++ abort at interpreter
+        # exit after every block ran. Not understood yet (open in issue 26's note); a second abort fails.
+        out = child()
     assert out.returncode == 0, f"{where} fails in a fresh interpreter:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
     return len(run), len(blocks) - len(run), out.stdout
