@@ -4,7 +4,6 @@ that joins a request's pieces."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from forked import run_forked
 
 import gdsstore
 from gdsstore.engine.pool import engine_pool, map_all, run_pieces
@@ -125,28 +125,18 @@ def test_a_forked_child_gets_a_fresh_pool_and_reads(tmp_path: Path) -> None:
         buf = np.empty_like(data)
         with gdsstore.open(str(path)) as f:
             assert f.read(buf) == data.nbytes  # the parent's pool has live workers now
-        pid = os.fork()
-        if pid == 0:  # the child: exit status says what happened, never return into pytest
-            code = 1
-            try:
-                got = np.zeros_like(data)
-                with gdsstore.open(str(path)) as f:
-                    n = f.read(got)
-                ok_pool = engine_pool().submit(lambda: 7).result(timeout=20) == 7
-                code = 0 if n == data.nbytes and np.array_equal(got, data) and ok_pool else 2
-            finally:
-                os._exit(code)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            time.sleep(0.05)
-        else:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung reading through the engine pool")
-    assert os.waitstatus_to_exitcode(status) == 0
+
+        def child() -> int:
+            got = np.zeros_like(data)
+            with gdsstore.open(str(path)) as f:
+                n = f.read(got)
+            ok_pool = engine_pool().submit(lambda: 7).result(timeout=20) == 7
+            return 0 if n == data.nbytes and np.array_equal(got, data) and ok_pool else 2
+
+        code = run_forked(child, timeout=60)
+    if code is None:
+        pytest.fail("the forked child hung reading through the engine pool")
+    assert code == 0
 
 
 def test_a_failing_on_done_after_a_failed_piece_still_resolves_the_future() -> None:

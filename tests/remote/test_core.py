@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from forked import run_forked
 from servers.faults import FaultServer
 
 from gdsstore.engine.remote import core
@@ -282,23 +283,15 @@ def test_wave_in_a_forked_child(srv: FaultServer) -> None:
     n = len(DATA)
     _, res = wave(srv, [CorePiece("ok/0/obj.bin", 0, None, n, 0, n)], n)  # the runtime exists before fork
     assert res[0].error is None
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports through its exit status
-        code = 1
-        try:
-            b2, r2 = wave(srv, [CorePiece("ok/0/obj.bin", 0, None, n, 0, n)], n)
-            code = 0 if r2[0].error is None and b2.tobytes() == DATA else 2
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            return
-        time.sleep(0.05)
-    os.kill(pid, 9)
-    pytest.fail("the forked child's wave hung")
+
+    def child() -> int:
+        b2, r2 = wave(srv, [CorePiece("ok/0/obj.bin", 0, None, n, 0, n)], n)
+        return 0 if r2[0].error is None and b2.tobytes() == DATA else 2
+
+    code = run_forked(child, timeout=30)
+    if code is None:
+        pytest.fail("the forked child's wave hung")
+    assert code == 0
 
 
 def test_s3_wave_signed_in_headers(s3: dict[str, Any]) -> None:
