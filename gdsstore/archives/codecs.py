@@ -1,0 +1,391 @@
+"""The HDF5/netCDF4 filters of archive chunks: ``zlib``, ``shuffle`` and ``fletcher32``, in batches.
+
+Each filter has three parts:
+
+- the pure math on numpy (:func:`zlib_frame`, :func:`adler32_rows`, :func:`fletcher32`,
+  :func:`unshuffle`), tested on the CPU against :mod:`zlib` and numcodecs, and reused by the GPU code;
+- a host decoder giving numcodecs' bytes exactly (``zlib`` through :func:`zlib.decompress`, which
+  releases the GIL, so a thread pool decodes chunks in parallel);
+- a device decoder over one buffer of many chunks (:func:`decode_zlib_device`: nvCOMP's raw Deflate on
+  the stream behind each 2-byte zlib header, adler32 checked on the GPU; :func:`unshuffle_device`: a
+  CuPy transpose; :func:`check_fletcher32_device`).
+
+The zarr codec classes at the end (:class:`Zlib`, :class:`Shuffle`, :class:`Fletcher32`) are zarr's
+``numcodecs.*`` classes of the same names, so array metadata round-trips; device buffers decode on the
+GPU, host buffers through numcodecs. They are selectable by name like those of :mod:`gdsstore.gpu.codecs`
+(the name holds a dot, so the ``codecs`` entry is set as a dict:
+``zarr.config.set({"codecs": {**zarr.config.get("codecs"), "numcodecs.zlib": "gdsstore.archives.codecs.Zlib"}})``).
+
+Examples:
+    >>> import zlib, numpy as np
+    >>> raw = np.arange(64, dtype="<u4").view(np.uint8)
+    >>> stream = np.frombuffer(zlib.compress(shuffle(raw, 4).tobytes(), 1), np.uint8)
+    >>> frame = zlib_frame(stream)
+    >>> frame.start, frame.stop == stream.size - 4
+    (2, True)
+    >>> unshuffle(np.frombuffer(zlib.decompress(stream.tobytes()), np.uint8), 4).view("<u4")[:4].tolist()
+    [0, 1, 2, 3]
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from zarr.codecs.numcodecs import Fletcher32 as _ZarrFletcher32
+from zarr.codecs.numcodecs import Shuffle as _ZarrShuffle
+from zarr.codecs.numcodecs import Zlib as _ZarrZlib
+
+from gdsstore.archives.errors import ChunkDecodeError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer
+
+__all__ = [
+    "ADLER_MOD",
+    "Fletcher32",
+    "Shuffle",
+    "Zlib",
+    "ZlibFrame",
+    "adler32_rows",
+    "check_fletcher32",
+    "check_fletcher32_device",
+    "decode_zlib_device",
+    "fletcher32",
+    "shuffle",
+    "unshuffle",
+    "unshuffle_device",
+    "zlib_decode",
+    "zlib_frame",
+]
+
+#: adler32's modulus (RFC 1950).
+ADLER_MOD = 65521
+# Rows of at most this many bytes keep adler32's weighted sums inside int64 (n * n * 255 < 2**63).
+_ADLER_BLOCK = 1 << 24
+
+
+# -- zlib ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ZlibFrame:
+    """The raw deflate stream of a zlib chunk, ``data[start:stop]``, and its adler32 trailer."""
+
+    start: int
+    stop: int
+    adler32: int
+
+
+def zlib_frame(head_and_tail: np.ndarray, where: str = "zlib chunk") -> ZlibFrame:
+    """Parse a zlib stream's 2-byte header and 4-byte adler32 trailer (RFC 1950).
+
+    Args:
+        head_and_tail: the whole stream as ``uint8`` (only its first 2 and last 4 bytes are read).
+        where: what the stream is, for the error (file and offset).
+
+    Raises:
+        ChunkDecodeError: not a zlib stream nvCOMP can take (too short, not deflate, a bad header
+            check, or a preset dictionary).
+    """
+    n = int(head_and_tail.size)
+    if n < 6:
+        raise ChunkDecodeError(f"{where}: zlib stream of {n} bytes is truncated (at least 6 expected)")
+    cmf, flg = int(head_and_tail[0]), int(head_and_tail[1])
+    if cmf & 0x0F != 8 or cmf >> 4 > 7:
+        raise ChunkDecodeError(f"{where}: not a zlib deflate stream (CMF byte 0x{cmf:02x})")
+    if (cmf << 8 | flg) % 31:
+        raise ChunkDecodeError(f"{where}: zlib header check failed (0x{cmf:02x}{flg:02x})")
+    if flg & 0x20:
+        raise ChunkDecodeError(f"{where}: zlib stream with a preset dictionary is not supported")
+    adler = int.from_bytes(head_and_tail[n - 4 : n].tobytes(), "big")
+    return ZlibFrame(2, n - 4, adler)
+
+
+def zlib_decode(data: Any, nbytes: int, where: str = "zlib chunk") -> bytes:
+    """Inflate one zlib chunk on the host (numcodecs' ``Zlib.decode`` bytes; adler32 checked by zlib).
+
+    Raises:
+        ChunkDecodeError: corrupt or truncated, or not ``nbytes`` long once decoded (``-1``: any size).
+    """
+    try:
+        out = zlib.decompress(data)
+    except zlib.error as exc:
+        raise ChunkDecodeError(f"{where}: corrupt zlib chunk ({exc})") from exc
+    if nbytes >= 0 and len(out) != nbytes:
+        raise ChunkDecodeError(f"{where}: zlib chunk decoded to {len(out)} bytes, expected {nbytes}")
+    return out
+
+
+def adler32_rows(rows: Any) -> Any:
+    """adler32 of each row of a 2-D ``uint8`` array (numpy or CuPy: the math is the same), as uint32.
+
+    Vectorised form of RFC 1950: ``a = 1 + sum(d)``, ``b = n + sum((n - i) * d[i])``, both mod 65521;
+    rows longer than 16 MiB are summed in blocks so the weighted sum stays in int64.
+
+    Examples:
+        >>> import zlib
+        >>> rows = np.frombuffer(b"hello world!", np.uint8).reshape(2, 6)
+        >>> adler32_rows(rows).tolist() == [zlib.adler32(b"hello "), zlib.adler32(b"world!")]
+        True
+    """
+    xp = _array_module(rows)
+    m, n = int(rows.shape[0]), int(rows.shape[1])
+    a = xp.ones(m, dtype=xp.int64)
+    b = xp.zeros(m, dtype=xp.int64)
+    for lo in range(0, max(n, 1), _ADLER_BLOCK):
+        block = rows[:, lo : lo + _ADLER_BLOCK].astype(xp.int64)
+        k = int(block.shape[1])
+        # Over a block of k bytes: b gains k * a_before + sum((k - i) * d[i]); a gains sum(d).
+        weights = xp.arange(k, 0, -1, dtype=xp.int64)
+        b = (b + k * a + block @ weights) % ADLER_MOD
+        a = (a + block.sum(axis=1)) % ADLER_MOD
+    return ((b << 16) | a).astype(xp.uint32)
+
+
+def _array_module(a: Any) -> Any:
+    if isinstance(a, np.ndarray):
+        return np
+    from gdsstore.engine import cuda
+
+    cp = cuda.cupy_or_none()
+    return cp if cp is not None else np
+
+
+# -- fletcher32 (HDF5's, as numcodecs writes it) ---------------------------------------------------
+
+
+def _fold(s: Any, xp: Any) -> Any:
+    """HDF5's end-around-carry folds: ``0`` for ``0``, else the residue mod 65535 in ``[1, 65535]``."""
+    return xp.where(s == 0, 0, (s - 1) % 65535 + 1)
+
+
+def fletcher32(rows: Any) -> Any:
+    """HDF5's Fletcher-32 of each row of a 2-D ``uint8`` array (numpy or CuPy), as uint32.
+
+    HDF5 sums big-endian 16-bit words (an odd last byte is the high byte of a last word) with
+    end-around carries: ``sum1 = fold(sum(w))``, ``sum2 = fold(sum((n - i) * w[i]))``.
+
+    Examples:
+        >>> import numcodecs
+        >>> data = bytes(range(7))
+        >>> stored = numcodecs.Fletcher32().encode(data)[-4:]
+        >>> int(fletcher32(np.frombuffer(data, np.uint8)[None])[0]) == int.from_bytes(stored, "little")
+        True
+    """
+    xp = _array_module(rows)
+    m, n = int(rows.shape[0]), int(rows.shape[1])
+    if n % 2:
+        rows = xp.concatenate([rows, xp.zeros((m, 1), dtype=xp.uint8)], axis=1)
+    words = rows.reshape(m, -1, 2).astype(xp.int64)
+    w = (words[:, :, 0] << 8) | words[:, :, 1]
+    k = int(w.shape[1])
+    s1 = w.sum(axis=1)
+    # Residues mod 65535 keep the weighted sum in int64 for any row length below 2**31 words.
+    # sum2 is zero exactly when every word is (all weights are >= 1), so s1 says which rows fold to 0.
+    s2 = (w % 65535) @ (xp.arange(k, 0, -1, dtype=xp.int64) % 65535) if k else xp.zeros(m, dtype=xp.int64)
+    sum2 = xp.where(s1 == 0, 0, (s2 - 1) % 65535 + 1)
+    return ((sum2 << 16) | _fold(s1, xp)).astype(xp.uint32)
+
+
+def check_fletcher32(chunk: np.ndarray, where: str = "fletcher32 chunk") -> np.ndarray:
+    """Check one chunk's trailing Fletcher-32 (numcodecs layout: 4 bytes, little-endian) and return
+    the payload before it (a view).
+
+    Raises:
+        ChunkDecodeError: too short, or the checksum does not match.
+    """
+    n = int(chunk.size)
+    if n < 4:
+        raise ChunkDecodeError(f"{where}: fletcher32 chunk of {n} bytes is truncated")
+    payload = chunk[: n - 4]
+    want = int.from_bytes(chunk[n - 4 :].tobytes(), "little")
+    got = int(fletcher32(payload[None])[0])
+    if got != want:
+        raise ChunkDecodeError(f"{where}: fletcher32 checksum mismatch (stored {want:#010x}, computed {got:#010x})")
+    return payload
+
+
+# -- shuffle ---------------------------------------------------------------------------------------
+
+
+def shuffle(raw: Any, elementsize: int) -> Any:
+    """HDF5/numcodecs byte shuffle of a 1-D ``uint8`` array (numpy or CuPy): byte ``j`` of every element
+    first; trailing bytes that make no whole element stay at the end, as HDF5 leaves them."""
+    xp = _array_module(raw)
+    n = int(raw.size) // elementsize * elementsize
+    if elementsize <= 1 or n == 0:
+        return raw.copy()
+    body = raw[:n].reshape(-1, elementsize).T.reshape(-1)
+    return xp.concatenate([body, raw[n:]]) if n < raw.size else body
+
+
+def unshuffle(data: Any, elementsize: int) -> Any:
+    """Inverse of :func:`shuffle` (numcodecs' ``Shuffle.decode`` bytes), numpy or CuPy.
+
+    Examples:
+        >>> import numcodecs
+        >>> raw = np.arange(24, dtype=np.uint8)
+        >>> enc = np.frombuffer(numcodecs.Shuffle(elementsize=4).encode(raw), np.uint8)
+        >>> bool((unshuffle(enc, 4) == raw).all())
+        True
+    """
+    xp = _array_module(data)
+    n = int(data.size) // elementsize * elementsize
+    if elementsize <= 1 or n == 0:
+        return data.copy()
+    body = xp.ascontiguousarray(data[:n].reshape(elementsize, -1).T).reshape(-1)
+    return xp.concatenate([body, data[n:]]) if n < data.size else body
+
+
+def unshuffle_device(rows: Any, elementsize: int) -> Any:
+    """Unshuffle every row of a 2-D device (or host) ``uint8`` array of equal-length chunks at once:
+    one transposed copy for the whole batch."""
+    xp = _array_module(rows)
+    m, n = int(rows.shape[0]), int(rows.shape[1])
+    if elementsize <= 1 or n % elementsize:
+        return xp.stack([unshuffle(r, elementsize) for r in rows]) if m else rows
+    return xp.ascontiguousarray(rows.reshape(m, elementsize, n // elementsize).transpose(0, 2, 1)).reshape(m, n)
+
+
+# -- device batches --------------------------------------------------------------------------------
+
+
+def check_fletcher32_device(
+    src: Any, offsets: np.ndarray, lengths: np.ndarray, where: list[str]
+) -> None:
+    """Check the trailing Fletcher-32 of many chunks inside one device ``uint8`` buffer (``src``):
+    chunks of one length are checked as the rows of one 2-D view, on the GPU.
+
+    Raises:
+        ChunkDecodeError: naming the first chunk whose checksum does not match (``where[i]``).
+    """
+    import cupy as cp
+
+    for n in np.unique(lengths).tolist():
+        idx = np.flatnonzero(lengths == n)
+        if n < 4:
+            raise ChunkDecodeError(f"{where[int(idx[0])]}: fletcher32 chunk of {n} bytes is truncated")
+        rows = cp.stack([src[o : o + n] for o in offsets[idx].tolist()])
+        got = fletcher32(rows[:, : n - 4]).get()
+        want = rows[:, n - 4 :].copy().view(cp.uint32).reshape(-1).get()  # little-endian on every GPU
+        bad = np.flatnonzero(got != want)
+        if bad.size:
+            i = int(idx[bad[0]])
+            raise ChunkDecodeError(f"{where[i]}: fletcher32 checksum mismatch (stored {int(want[bad[0]]):#010x})")
+
+
+def decode_zlib_device(
+    src: Any, offsets: np.ndarray, lengths: np.ndarray, raw_nbytes: int, heads: np.ndarray, where: list[str]
+) -> Any:
+    """Inflate many zlib chunks of one device buffer into the rows of one ``(n, raw_nbytes)`` device
+    array with one nvCOMP Deflate call, then check every row's adler32 on the GPU.
+
+    Args:
+        src: device ``uint8`` buffer holding the chunks.
+        offsets, lengths: each chunk's place in ``src``.
+        raw_nbytes: every chunk's decoded size (an archive's chunks all decode to the chunk's bytes).
+        heads: ``(n, 6)`` host ``uint8``: each chunk's first 2 and last 4 bytes (read on the host,
+            where the chunk landed first), parsed by :func:`zlib_frame` without a device round trip.
+        where: each chunk's file and offset, for errors.
+
+    Raises:
+        ChunkDecodeError: a bad header, a size or an adler32 mismatch, naming the chunk.
+    """
+    import cupy as cp
+
+    from gdsstore.gpu import nvcomp
+
+    frames = [zlib_frame(h, w) for h, w in zip(heads, where)]
+    n = len(frames)
+    out = cp.empty((n, raw_nbytes), dtype=cp.uint8)
+    starts = [int(o) + f.start for o, f in zip(offsets.tolist(), frames)]
+    sizes = [int(ln) - 6 for ln in lengths.tolist()]
+    try:
+        nvcomp.decode_batch_into(
+            "gzip", src, starts, sizes, out.reshape(-1), [i * raw_nbytes for i in range(n)], [raw_nbytes] * n
+        )
+    except ValueError as exc:
+        raise ChunkDecodeError(f"{where[0]} (or a later chunk of the batch): {exc}") from exc
+    got = adler32_rows(out).get()
+    want = np.array([f.adler32 for f in frames], dtype=np.uint32)
+    bad = np.flatnonzero(got != want)
+    if bad.size:
+        i = int(bad[0])
+        raise ChunkDecodeError(f"{where[i]}: adler32 mismatch (stored {int(want[i]):#010x}, decoded {int(got[i]):#010x})")
+    return out
+
+
+# -- zarr codec classes (numcodecs names; device buffers decode on the GPU) ------------------------
+
+
+def _device_bytes(buf: Buffer) -> Any | None:
+    arr = buf.as_array_like()
+    if not hasattr(arr, "__cuda_array_interface__"):
+        return None
+    import cupy as cp
+
+    return cp.asarray(arr).view(cp.uint8).reshape(-1)
+
+
+class _DeviceBytesCodec:
+    """Decode device buffers with :meth:`_decode_device`; host buffers through zarr's numcodecs class."""
+
+    def _decode_device(self, data: Any) -> Any:
+        raise NotImplementedError
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        dev = _device_bytes(chunk_bytes)
+        if dev is None:
+            out: Buffer = super()._decode_sync(chunk_bytes, chunk_spec)  # type: ignore[misc]
+            return out
+        return chunk_spec.prototype.buffer.from_array_like(self._decode_device(dev))
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return self._decode_sync(chunk_bytes, chunk_spec)
+
+    async def decode(self, chunks_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]) -> list[Buffer | None]:
+        return [None if b is None else self._decode_sync(b, s) for b, s in chunks_and_specs]
+
+
+class Zlib(_DeviceBytesCodec, _ZarrZlib):  # type: ignore[misc]
+    """zarr's ``numcodecs.zlib``: nvCOMP Deflate behind the zlib header on device buffers, adler32 checked."""
+
+    def _decode_device(self, data: Any) -> Any:
+        import cupy as cp
+
+        head = np.concatenate([data[:2].get(), data[-4:].get()]) if data.size >= 6 else data.get()
+        frame = zlib_frame(head)
+        from gdsstore.gpu import nvcomp
+
+        (out,) = nvcomp.decode_batch("gzip", [data[frame.start : frame.stop]], [-1])
+        if int(adler32_rows(out[None])[0]) != frame.adler32:
+            raise ChunkDecodeError("zlib chunk: adler32 mismatch")
+        return cp.ascontiguousarray(out)
+
+
+class Shuffle(_DeviceBytesCodec, _ZarrShuffle):  # type: ignore[misc]
+    """zarr's ``numcodecs.shuffle``: a CuPy transpose on device buffers."""
+
+    def _decode_device(self, data: Any) -> Any:
+        size = self.codec_config.get("elementsize", 4)
+        return unshuffle(data, size if isinstance(size, int) else 4)
+
+
+class Fletcher32(_DeviceBytesCodec, _ZarrFletcher32):  # type: ignore[misc]
+    """zarr's ``numcodecs.fletcher32``: the checksum computed on the GPU for device buffers."""
+
+    def _decode_device(self, data: Any) -> Any:
+        n = int(data.size)
+        if n < 4:
+            raise ChunkDecodeError(f"fletcher32 chunk of {n} bytes is truncated")
+        got = int(fletcher32(data[None, : n - 4])[0])
+        want = int.from_bytes(data[n - 4 :].get().tobytes(), "little")
+        if got != want:
+            raise ChunkDecodeError(f"fletcher32 checksum mismatch (stored {want:#010x}, computed {got:#010x})")
+        return data[: n - 4]
