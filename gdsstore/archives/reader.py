@@ -86,6 +86,8 @@ class VirtualArray:
             ChunkDecodeError: a corrupt or truncated chunk (the message names its file and offset).
             ArchiveChangedError: a file changed since the references were opened.
         """
+        if device:
+            _require_gpu()
         r = self.refs
         sel = _plan.select_chunks(r.shape, r.chunks, selection)
         flat = _plan.chunk_index(r.grid, sel.coords)
@@ -185,6 +187,15 @@ class _Where:
         return [self[int(i)] for i in idx.tolist()]
 
 
+def _require_gpu() -> None:
+    from gdsstore.engine import cuda
+
+    if not cuda.gpu_available():
+        from gdsstore.errors import GPUUnavailableError
+
+        raise GPUUnavailableError("VirtualArray.read(device=True): no CUDA GPU with CuPy here; read on the host")
+
+
 def _host_buffer(nbytes: int, *, pinned: bool) -> tuple[np.ndarray, Any]:
     """``nbytes`` of host memory and its owner (page-locked for the GPU: one fast H2D copy)."""
     if not pinned:
@@ -267,13 +278,8 @@ def _decode_device(
     r: ArrayRefs, sel: _plan.ChunkSelection, buf: np.ndarray, pos: np.ndarray, lens: np.ndarray, where: _Where
 ) -> Any:
     """Upload the landed bytes once, decode every chunk on the GPU in batches, scatter with one kernel."""
-    from gdsstore.engine import cuda
+    import cupy as cp
 
-    cp = cuda.cupy_or_none()
-    if cp is None or not cuda.gpu_available():
-        from gdsstore.errors import GPUUnavailableError
-
-        raise GPUUnavailableError("VirtualArray.read(device=True): no CUDA GPU with CuPy here")
     t0 = time.perf_counter()
     present = np.flatnonzero(lens >= 0)
     dev = cp.asarray(buf)

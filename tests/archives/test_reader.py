@@ -1,0 +1,222 @@
+"""Archives read through their references, compared with h5py (and netCDF4) reads of the same files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import kerchunk_refs, manifest_store, write_h5
+
+import gdsstore.archives as ga
+from gdsstore.archives import ArchiveChangedError, ChunkDecodeError
+
+h5py = pytest.importorskip("h5py")
+
+SELECTIONS: list[Any] = [
+    ...,
+    (slice(None),),
+    (1,),
+    (-1, slice(90, 140)),
+    (slice(1, 5), slice(100, 250), 5),
+    (slice(None, None, 2), slice(7, 290, 5), slice(3, None, 7)),
+    (4, 127, 128),
+    (slice(2, 2),),
+    (0, slice(128, 256), slice(0, 128)),  # exactly one chunk
+]
+
+
+@pytest.fixture(params=["manifest", "kerchunk"])
+def opened(request: pytest.FixtureRequest, h5file: tuple[Path, dict[str, np.ndarray]]) -> tuple[ga.VirtualGroup, dict[str, np.ndarray]]:
+    path, data = h5file
+    source = manifest_store(path) if request.param == "manifest" else kerchunk_refs(path)
+    return ga.open_virtual(source), data
+
+
+@pytest.mark.parametrize("sel", SELECTIONS, ids=repr)
+def test_selections_match_h5py(opened: tuple[ga.VirtualGroup, dict[str, np.ndarray]], sel: Any) -> None:
+    g, data = opened
+    got = g["t"][sel]
+    want = data["t"][sel]
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_fill_values_edges_and_other_arrays(opened: tuple[ga.VirtualGroup, dict[str, np.ndarray]]) -> None:
+    g, data = opened
+    t = g["t"][:]
+    assert (t[3] == -9.5).all() and (t[4, 100:, :] == -9.5).all()  # chunks never written: the fill value
+    np.testing.assert_array_equal(t, data["t"])
+    np.testing.assert_array_equal(g["q"][:], data["q"])  # 70 x 90 in 32 x 32 chunks: edge chunks
+    np.testing.assert_array_equal(np.asarray(g["x"]), data["x"])
+    assert g["q"][5, 7] == data["q"][5, 7]
+    assert set(g) >= {"t", "q", "x"} and len(g) == 3
+
+
+def test_fletcher32_through_virtualizarr(tmp_path: Path) -> None:
+    p = tmp_path / "f.h5"
+    data = write_h5(p, fletcher32=True)
+    ms = manifest_store(p)
+    g = ga.open_virtual(ms)
+    assert [c.codec_id for c in g["q"].refs.codecs][-1] == "fletcher32"
+    np.testing.assert_array_equal(g["q"][:], data["q"])
+    np.testing.assert_array_equal(g["t"][:], data["t"])
+
+
+def _flip(path: Path, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def test_corrupt_chunk_names_file_and_offset(tmp_path: Path) -> None:
+    p = tmp_path / "c.h5"
+    write_h5(p, fletcher32=True)
+    ms = manifest_store(p)
+    refs = ga.from_manifest_store(ms)["q"]
+    off, n = int(refs.offsets[1, 1]), int(refs.lengths[1, 1])
+    _flip(p, off + n // 2)
+    g = ga.open_virtual(ms)
+    np.testing.assert_array_equal(g["q"][:32, :32], h5py.File(p)["q"][:32, :32])  # other chunks still read
+    with pytest.raises(ChunkDecodeError, match=f"{p}: chunk at offset {off} .*fletcher32.*checksum"):
+        g["q"][:]
+
+
+def test_corrupt_zlib_chunk(tmp_path: Path) -> None:
+    p = tmp_path / "z.h5"
+    write_h5(p)
+    refs = kerchunk_refs(p)
+    off, n = refs["refs"]["t/0.0.0"][1:]
+    _flip(p, off + n - 2)  # the adler32 trailer
+    with pytest.raises(ChunkDecodeError, match=f"{p}: chunk at offset {off} .*corrupt zlib chunk"):
+        ga.open_virtual(refs)["t"][0]
+
+
+def test_truncated_file(tmp_path: Path) -> None:
+    p = tmp_path / "t.h5"
+    write_h5(p)
+    ms = manifest_store(p)
+    size = p.stat().st_size
+    os.truncate(p, size // 2)
+    with pytest.raises(ChunkDecodeError, match=f"{p}: truncated"):
+        ga.open_virtual(ms)["t"][:]
+
+
+def test_changed_file_fails_never_mixes(tmp_path: Path) -> None:
+    p = tmp_path / "m.h5"
+    write_h5(p)
+    g = ga.open_virtual(kerchunk_refs(p))
+    g["t"][0]
+    write_h5(p, seed=1)  # rewritten since the references were opened
+    with pytest.raises(ArchiveChangedError, match=f"{p}: changed since its references were opened"):
+        g["t"][0]
+    os.remove(p)
+    with pytest.raises(ArchiveChangedError, match="gone"):
+        g["t"][0]
+
+
+def test_several_files_one_reference_set(tmp_path: Path) -> None:
+    """A kerchunk set over two files, the second file's chunks after the first's along time."""
+    paths = [tmp_path / "a.h5", tmp_path / "b.h5"]
+    datas = [write_h5(p, seed=i, partial=False) for i, p in enumerate(paths)]
+    ra, rb = (kerchunk_refs(p)["refs"] for p in paths)
+    refs = {k: v for k, v in ra.items() if not k.startswith("t/")}
+    meta = json.loads(ra["t/.zarray"])
+    meta["shape"][0] = 10
+    refs["t/.zarray"] = json.dumps(meta)
+    refs["t/.zattrs"] = ra["t/.zattrs"]
+    for shift, r in ((0, ra), (5, rb)):
+        for k, v in r.items():
+            if k.startswith("t/") and not k.split("/")[1].startswith("."):
+                i, j, m = k.split("/")[1].split(".")
+                refs[f"t/{int(i) + shift}.{j}.{m}"] = v
+    path = tmp_path / "refs.json"
+    path.write_text(json.dumps({"version": 1, "refs": refs}))
+    g = ga.open_virtual(str(path))
+    want = np.concatenate([d["t"] for d in datas])
+    np.testing.assert_array_equal(g["t"][:], want)
+    np.testing.assert_array_equal(g["t"][3:7, 120:140], want[3:7, 120:140])
+    assert sorted(g["t"].refs.files) == sorted(str(p) for p in paths)
+
+
+def test_netcdf4_file(tmp_path: Path) -> None:
+    netCDF4 = pytest.importorskip("netCDF4")
+    p = tmp_path / "n.nc"
+    rng = np.random.default_rng(3)
+    temp = rng.standard_normal((6, 100, 150)).astype("f4")
+    with netCDF4.Dataset(p, "w") as ds:
+        ds.createDimension("time", None)
+        ds.createDimension("y", 100)
+        ds.createDimension("x", 150)
+        v = ds.createVariable(
+            "temp", "f4", ("time", "y", "x"), zlib=True, complevel=1, shuffle=True,
+            chunksizes=(1, 64, 64), fill_value=np.float32(1e20),
+        )
+        v[:5] = temp[:5]
+        ds.createVariable("x", "i4", ("x",))[:] = np.arange(150)
+    with h5py.File(p) as f:
+        want = f["temp"][...]
+    assert (want[:5] == temp[:5]).all()
+    for source in (manifest_store(p), kerchunk_refs(p)):
+        g = ga.open_virtual(source)
+        np.testing.assert_array_equal(g["temp"][:], want)
+        np.testing.assert_array_equal(g["temp"][2, 50:, 10:140], want[2, 50:, 10:140])
+        np.testing.assert_array_equal(g["x"][:], np.arange(150))
+
+
+def test_inlined_chunks(tmp_path: Path) -> None:
+    import kerchunk.hdf
+
+    p = tmp_path / "i.h5"
+    data = write_h5(p)
+    refs = kerchunk.hdf.SingleHdf5ToZarr(str(p), inline_threshold=4000).translate()
+    g = ga.open_virtual(refs)
+    assert g["x"].refs.inlined  # the coordinate's small chunks sit in the references
+    np.testing.assert_array_equal(g["x"][:], data["x"])
+    np.testing.assert_array_equal(g["t"][:2], data["t"][:2])
+
+
+def test_zarr_codec_classes_on_host_match_zarr(h5file: tuple[Path, dict[str, np.ndarray]]) -> None:
+    zarr = pytest.importorskip("zarr")
+    path, data = h5file
+    ms = manifest_store(path)
+    names = {f"numcodecs.{n}": f"gdsstore.archives.codecs.{c}" for n, c in
+             (("zlib", "Zlib"), ("shuffle", "Shuffle"), ("fletcher32", "Fletcher32"))}
+    with zarr.config.set({"codecs": {**zarr.config.get("codecs"), **names}}):
+        arr = zarr.open_group(ms, mode="r")["t"]
+        assert type(arr.metadata.codecs[-1]).__module__ == "gdsstore.archives.codecs"
+        np.testing.assert_array_equal(arr[:], data["t"])
+
+
+def test_errors_for_what_is_not_read(h5file: tuple[Path, dict[str, np.ndarray]]) -> None:
+    path, _ = h5file
+    g = ga.open_virtual(kerchunk_refs(path))
+    with pytest.raises(IndexError, match="out of bounds"):
+        g["t"][5]
+    with pytest.raises(IndexError, match="positive slice steps"):
+        g["t"][::-1]
+    with pytest.raises(TypeError, match="unsupported index"):
+        g["t"][[0, 1]]
+    with pytest.raises(TypeError, match="open_virtual"):
+        ga.open_virtual(42)
+    refs = kerchunk_refs(path)
+    refs["refs"]["t/0.0.0"] = ["s3://bucket/a.h5", 0, 10]
+    with pytest.raises(NotImplementedError, match="only local files"):
+        ga.open_virtual(refs)
+
+
+def test_device_read_without_gpu(h5file: tuple[Path, dict[str, np.ndarray]]) -> None:
+    from gdsstore.engine import cuda
+
+    if cuda.gpu_available():
+        pytest.skip("a GPU is here: tests/archives/test_gpu.py reads on it")
+    from gdsstore.errors import GPUUnavailableError
+
+    path, _ = h5file
+    with pytest.raises(GPUUnavailableError):
+        ga.open_virtual(kerchunk_refs(path))["t"].read(0, device=True)
