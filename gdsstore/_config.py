@@ -251,11 +251,24 @@ class Settings:
     )  # fmt: skip
     pinned_memory_limit: int = _setting(
         "pinned_memory_limit", 1 << 30, _int(1 << 20),
-        """Most pinned (page-locked) host memory the engine's bounce buffers hold at once, local and remote
-        together. When a new buffer would pass it, idle buffers of other sizes are freed first, then I/O waits
-        for a buffer to come back. The default holds what 16 threads use (about 768 MiB); lower it where many
-        processes share a machine (dask-cuda workers). At least 1 MiB, and at least one bounce buffer. The
-        GPU pipeline's staging buffers kept idle between windows are bounded by it too, separately.""",
+        """Most pinned (page-locked) host memory gdsstore holds at once: the engine's bounce buffers, local and
+        remote, and the GPU pipeline's staging buffers, in use or kept idle, all in one account. When a new
+        bounce buffer would pass it, idle buffers (bounce buffers of other sizes, idle staging buffers) are
+        freed first, then I/O waits for a buffer to come back; a staging buffer that still does not fit is
+        not pinned: that window is staged in pageable memory, and the trace says so. The default holds what
+        16 threads use (about 768 MiB) beside a window's staging; lower it where many processes share a
+        machine (dask-cuda workers). `gdsstore doctor` shows the account. At least 1 MiB, and at least one
+        bounce buffer.""",
+    )  # fmt: skip
+    gpu_memory_budget: int = _setting(
+        "gpu.memory_budget", 1 << 30, _int(16 << 20),
+        """Most device memory one GPU pipeline read or write takes beyond its output (or input): staging, decoded
+        chunks and nvCOMP's scratch together. Windows of chunks are sized to fit it (a quarter of it each: a
+        window's staged and decoded bytes and the next window's staging are alive at once), and what the call
+        allocated is given back when it returns: from a pool of its own when CuPy's default pool is the current
+        allocator, or through the allocator the user set (RMM's `rmm_cupy_allocator`, PyTorch's), which keeps
+        it. A fixed default, not a share of free memory: users run gdsstore beside a model that owns the rest of
+        the GPU. Each concurrent call has its own budget. At least 16 MiB.""",
     )  # fmt: skip
     direct_io_read: bool = _setting(
         "direct_io_read", False, _bool,

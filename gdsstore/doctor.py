@@ -165,6 +165,7 @@ def doctor(probe: bool = True) -> dict[str, Any]:
         routes["device buffer"] = policy.Decision("error", str(exc))
     report["routes"] = {k: {"route": d.route, "reason": d.reason} for k, d in routes.items()}
     report["compat_mode"] = s.compat_mode
+    report["memory"] = _memory(s)
     report["hints"] = hints(drv, s)
     if probe:
         try:
@@ -172,6 +173,13 @@ def doctor(probe: bool = True) -> dict[str, Any]:
         except Exception as exc:  # the report is still useful without the probe
             report["probe"] = {"error": f"{type(exc).__name__}: {exc}"}
     return report
+
+
+def _memory(s: policy.Settings) -> dict[str, Any]:
+    """Pinned host memory now (bounce slots and pipeline staging, one account) and the device budget."""
+    from gdsstore.engine.bounce import ring
+
+    return {"pinned": ring.stats(), "gpu_memory_budget": s.gpu_memory_budget}
 
 
 def hints(drv: policy.CuFileProbeResult, s: policy.Settings) -> list[str]:
@@ -224,6 +232,14 @@ def format_report(r: dict[str, Any]) -> str:
     lines.append("routes:")
     for k, d in r["routes"].items():
         lines.append(f"  {k:<22} -> {d['route']:<7} ({d['reason']})")
+    m = r.get("memory")
+    if m:
+        p, fb = m["pinned"], policy.fmt_bytes
+        lines.append(
+            f"pinned memory: {fb(p['total'])} of pinned_memory_limit {fb(p['limit'])} "
+            f"(bounce slots {fb(p['slots'])}, GPU pipeline staging {fb(p['external'])})"
+        )
+        lines.append(f"device memory budget: gpu.memory_budget {fb(m['gpu_memory_budget'])} per pipeline call")
     for h in r.get("hints", []):
         lines.append(f"hint: {h}")
     p = r.get("probe")

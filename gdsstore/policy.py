@@ -123,10 +123,10 @@ def decide_local(
                 f"compat_mode='off' requires cuFile, but its probe failed: {cufile.reason}"
             )
         return Decision("cufile", f"compat_mode=off; {cufile.reason}")
+    if nbytes < s.gds_threshold:  # POSIX whatever cuFile could do: no probe needed (needs_cufile_probe)
+        return Decision("posix", f"below gds_threshold {fmt_bytes(s.gds_threshold)}")
     if not cufile.ok:
         return Decision("posix", cufile.reason)
-    if nbytes < s.gds_threshold:
-        return Decision("posix", f"below gds_threshold {fmt_bytes(s.gds_threshold)}")
     if cufile.nvfs is False and s.cufile_without_nvfs == "posix":
         return Decision("posix", "cuFile registered without nvidia-fs (compat mode); cufile_without_nvfs=posix")
     return Decision("cufile", cufile.reason)
@@ -281,10 +281,15 @@ def remote_range_size(nbytes: int, s: Settings | None = None) -> int:
     return max(s.task_size, min(s.remote_max_range_size, per_request))
 
 
-def needs_cufile_probe(*, device: bool, s: Settings | None = None) -> bool:
-    """Whether the route decision for a file depends on probing cuFile."""
+def needs_cufile_probe(*, device: bool, s: Settings | None = None, nbytes: int | None = None) -> bool:
+    """Whether the route decision for a file depends on probing cuFile: not for host buffers, nor under
+    ``compat_mode="on"``, nor (under ``"auto"``) for an operation of ``nbytes`` below ``gds_threshold``,
+    which takes the POSIX route anyway. The first probe of a process costs about a second (measured on the
+    H200: 1.3 s), which a GPU write of a few-hundred-byte ``zarr.json`` paid before its chunks."""
     s = s or settings()
-    return device and s.compat_mode != "on"
+    if not device or s.compat_mode == "on":
+        return False
+    return not (s.compat_mode == "auto" and nbytes is not None and nbytes < s.gds_threshold)
 
 
 def decide_remote(

@@ -6,8 +6,10 @@ turn), its H2D copy is queued on the thread's stream, and the thread moves on to
 the copy runs; memory is refilled only once its copy's event has completed. (kvikio's POSIX path
 waits for each copy before the next read.)
 
-The ring holds at most ``pinned_memory_limit`` bytes of pinned memory, all slot sizes together, and is
-emptied in a forked child (its pinned memory belongs to the parent's CUDA context).
+The ring keeps the process's one account of pinned memory: its slots of every size and the GPU
+pipeline's staging buffers (:meth:`BounceRing.take_external`) together stay within
+``pinned_memory_limit``. It is emptied in a forked child (its pinned memory belongs to the parent's CUDA
+context).
 """
 
 from __future__ import annotations
@@ -55,7 +57,47 @@ class BounceRing:
         self._cond = threading.Condition()
         self._free: dict[int, deque[_Slot]] = {}
         self._count: dict[int, int] = {}
-        self._pinned = 0  # bytes of every slot alive, free or in use
+        self._pinned = 0  # bytes of every slot alive, free or in use, and of the external buffers
+        self._external = 0  # of which: buffers of other users (the pipeline's staging)
+        self.generation = 0  # changes in a forked child: buffers counted before the fork are not
+        self._reclaim: Callable[[], None] | None = None
+
+    def set_reclaimer(self, reclaim: Callable[[], None]) -> None:
+        """Called, without the ring's lock, when a slot finds no room: frees the external user's idle
+        buffers (their room comes back through :meth:`release_external`)."""
+        self._reclaim = reclaim
+
+    def take_external(self, nbytes: int) -> bool:
+        """Count ``nbytes`` of another user's pinned memory in the account, if they fit within
+        ``pinned_memory_limit`` once idle slots are freed; ``False`` when they do not."""
+        cap = policy.settings().pinned_memory_limit
+        with self._cond:
+            if self._pinned + nbytes > cap:
+                self._drop_idle(cap - nbytes)
+            if self._pinned + nbytes > cap:
+                return False
+            self._pinned += nbytes
+            self._external += nbytes
+            return True
+
+    def release_external(self, nbytes: int, generation: int) -> None:
+        """Give back what :meth:`take_external` counted (ignored for a buffer from before a fork)."""
+        with self._cond:
+            if generation != self.generation:
+                return
+            self._pinned -= nbytes
+            self._external -= nbytes
+            self._cond.notify_all()
+
+    def stats(self) -> dict[str, int]:
+        """Pinned bytes now: ``total`` (the account), ``slots`` (the ring's own), ``external``, ``limit``."""
+        with self._cond:
+            return {
+                "total": self._pinned,
+                "slots": self._pinned - self._external,
+                "external": self._external,
+                "limit": policy.settings().pinned_memory_limit,
+            }
 
     @property
     def pinned_bytes(self) -> int:
@@ -82,7 +124,15 @@ class BounceRing:
                     if self._pinned + slot_size <= cap:
                         slot = self._new_slot(slot_size)
                         break
-                self._cond.wait()
+                    if self._external and self._reclaim is not None:
+                        self._cond.release()  # the reclaimer frees buffers whose release takes the lock
+                        try:
+                            self._reclaim()
+                        finally:
+                            self._cond.acquire()
+                        if self._pinned + slot_size <= cap:
+                            continue
+                self._cond.wait(timeout=1.0)  # a slot or an external buffer comes back
         if slot.event is not None:
             slot.event.synchronize()  # its previous copy must be done before the slot is overwritten
             slot.event = None
@@ -121,7 +171,8 @@ class BounceRing:
             for slot in free:
                 slot.buf.ptr = 0  # PinnedBuffer.__del__ frees nothing for ptr 0
         self._cond = threading.Condition()
-        self._free, self._count, self._pinned = {}, {}, 0
+        self._free, self._count, self._pinned, self._external = {}, {}, 0, 0
+        self.generation += 1
 
 
 ring = BounceRing()

@@ -189,7 +189,7 @@ class LocalFile(BaseFile):
     def _decide(self, buf: IOBuffer, nbytes: int, s: policy.Settings) -> tuple[policy.Decision, Any]:
         probe = None
         handle = None
-        if policy.needs_cufile_probe(device=buf.is_device, s=s):
+        if policy.needs_cufile_probe(device=buf.is_device, s=s, nbytes=nbytes):
             probe, handle = self._cufile_probe()
         return policy.decide_local(device=buf.is_device, nbytes=nbytes, cufile=probe, s=s), handle
 

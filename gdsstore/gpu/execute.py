@@ -24,6 +24,7 @@ from zarr.abc.codec import GetResult
 from zarr.core.chunk_utils import fill_value_or_default, scatter_chunk
 
 import gdsstore.trace as _trace
+from gdsstore import policy
 from gdsstore.engine.pool import engine_pool
 from gdsstore.engine.ranges import ByteRange
 from gdsstore.gpu import codecs as _codecs
@@ -32,6 +33,7 @@ from gdsstore.gpu import plan as _plan
 from gdsstore.gpu import staging
 from gdsstore.gpu.decode import CodecChain, decode_window, device_pointer, is_device_spec, raw_nbytes
 from gdsstore.gpu.fetch import Fetcher
+from gdsstore.gpu.memory import call_memory, in_callers_allocator
 from gdsstore.gpu.plan import (
     Blocks,
     ChunkGeometry,
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from zarr.core.buffer import NDBuffer
     from zarr.core.indexing import SelectorTuple
 
-__all__ = ["BatchItem", "read_chunks", "read_shards", "run_windows", "window_bytes"]
+__all__ = ["BatchItem", "in_call_memory", "read_chunks", "read_shards", "run_windows", "window_bytes"]
 
 #: One item of zarr's read batch: ``(byte getter, chunk spec, chunk selection, output selection, is complete)``.
 BatchItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
@@ -78,8 +80,22 @@ def window_bytes(chain: CodecChain, device: bool) -> int:
                 free = int(cp.cuda.runtime.memGetInfo()[0])
             except Exception:  # no usable device: the smallest large window
                 free = 0
-        return _plan.large_window(free)
+        return _plan.large_window(free, policy.settings().gpu_memory_budget)
     return _plan.WINDOW_BYTES
+
+
+def in_call_memory[T](fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, one pipeline call, with its device memory from :func:`gdsstore.gpu.memory.call_memory`
+    when one of its arrays (the output, or a write's values) lives on the GPU: given back when it returns."""
+    if not any(_on_gpu(a) for a in args):
+        return fn(*args)
+    with call_memory():
+        return fn(*args)
+
+
+def _on_gpu(arg: Any) -> bool:
+    get = getattr(arg, "as_ndarray_like", None)
+    return get is not None and hasattr(get(), "__cuda_array_interface__")
 
 
 def run_windows(
@@ -90,6 +106,7 @@ def run_windows(
     if not windows:
         return
     pool = engine_pool()
+    read = in_callers_allocator(read)  # the window's device staging comes from the call's memory
     nxt: Future[Any] = pool.submit(read, windows[0])
     for k, w in enumerate(windows):
         cur = nxt.result()
@@ -118,10 +135,31 @@ def sync() -> None:
     _codecs._cupy().cuda.get_current_stream().synchronize()
 
 
-def scatter(blocks: Blocks, itemsize: int, fill: bytes) -> None:
+def scatter(blocks: Blocks, itemsize: int, fill: bytes) -> str:
+    """Copy the blocks on the current stream; returns the route: ``"gpu-copy"`` (few blocks, each a
+    ``cudaMemcpy2DAsync``: no kernel to compile or load, :func:`~gdsstore.gpu.plan.copies_2d`) or
+    ``"gpu-kernel"`` (one scatter launch)."""
     from gdsstore.gpu.kernels import scatter_arrays
 
+    copies = _plan.copies_2d(blocks, itemsize)
+    if copies is not None and _copy_2d(copies):
+        return "gpu-copy"
     scatter_arrays(*blocks, itemsize=itemsize, fill=fill)
+    return "gpu-kernel"
+
+
+def _copy_2d(copies: np.ndarray) -> bool:
+    """Issue the 2-D copies; ``False`` when the runtime refused one (the kernel then copies every block
+    again: the same bytes to the same places)."""
+    cp = _codecs._cupy()
+    rt = cp.cuda.runtime
+    stream = cp.cuda.get_current_stream().ptr
+    try:
+        for dst, dpitch, src, spitch, width, height in copies.tolist():
+            rt.memcpy2DAsync(dst, dpitch, src, spitch, width, height, rt.memcpyDeviceToDevice, stream)
+    except Exception:
+        return False
+    return True
 
 
 def fill_bytes(spec: ArraySpec) -> bytes:
@@ -154,10 +192,11 @@ def decode_scatter(
     raw = _decode.decode_on_device(chain, specs, staged)
     ptrs = raw.ptrs()
     itemsize = specs[0].dtype.to_native_dtype().itemsize
-    scatter(chunk_blocks(ptrs, layout, geometry, out_ptr), itemsize, fill_bytes(specs[0]))
+    route = scatter(chunk_blocks(ptrs, layout, geometry, out_ptr), itemsize, fill_bytes(specs[0]))
     sync()
     nbytes = sum(raw_nbytes(sp) for sp in specs)
-    _trace.record("scatter", "gpu-kernel", "one launch per window", nbytes, time.perf_counter() - t0)
+    why = "one launch per window" if route == "gpu-kernel" else "few blocks: 2-D copies, no kernel"
+    _trace.record("scatter", route, why, nbytes, time.perf_counter() - t0)
     return ptrs
 
 

@@ -1,4 +1,5 @@
-"""How much device memory gdsstore may take for a GPU window, RMM-aware.
+"""Device memory of the GPU pipeline: how much a window may take (RMM-aware), and where one call's
+allocations come from and go back to (:class:`CallMemory`).
 
 ``cudaMemGetInfo`` is blind to an RMM pool: under dask-cuda's ``--rmm-pool-size`` the pool has already
 taken most of the device (``memGetInfo`` reports little free), while CuPy allocations go to that pool
@@ -12,10 +13,21 @@ after someone imported it and set a resource), so calling this costs nothing els
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DeviceMemory", "device_free_bytes", "device_memory", "pool_free_bytes"]
+__all__ = [
+    "CallMemory",
+    "DeviceMemory",
+    "call_memory",
+    "device_free_bytes",
+    "device_memory",
+    "in_callers_allocator",
+    "pool_free_bytes",
+    "window_budget",
+]
+
 
 
 @dataclass(frozen=True)
@@ -103,3 +115,87 @@ def device_free_bytes() -> int:
         Free bytes (see :func:`device_memory` for the source).
     """
     return device_memory().free
+
+
+# -- one call's allocations ------------------------------------------------------------------------------
+
+#: Share of ``gpu.memory_budget`` one window's decoded bytes may take: the window's staged and decoded
+#: bytes, nvCOMP's scratch and the next window's staging are alive at once.
+WINDOW_SHARE = 4
+
+
+def window_budget(budget: int) -> int:
+    """Decoded bytes of one window under ``budget`` bytes of device memory.
+
+    Examples:
+        >>> window_budget(1 << 30) >> 20
+        256
+    """
+    return max(1, budget // WINDOW_SHARE)
+
+
+class CallMemory:
+    """Where the device allocations of one pipeline call come from, and where they go when it returns.
+
+    With CuPy's default pool as the current allocator (nobody chose another), the call allocates from a
+    pool of its own, emptied when the call returns: the default pool does not grow behind the user's back,
+    and what the call took is back on the device. With another allocator current (RMM's
+    ``rmm_cupy_allocator``, a PyTorch-backed one), the call allocates through it and that allocator
+    keeps what it keeps. nvCOMP allocates its scratch with its own allocator: the call drops the codecs
+    that hold it when it returns. (Routing nvCOMP's allocations through CuPy by
+    ``nvidia.nvcomp.set_device_allocator`` crashed the interpreter at exit on the H200: nvCOMP's C++
+    state then released Python objects after Python had finalized.)
+
+    Allocators are per thread in CuPy: the engine threads that stage a window run under the caller's
+    (:func:`in_callers_allocator`).
+    """
+
+    def __init__(self, cp: Any) -> None:
+        self._cp = cp
+        current = cp.cuda.get_allocator()
+        default_pool = cp.get_default_memory_pool()
+        self.private = getattr(current, "__self__", None) is default_pool
+        self.pool: Any = cp.cuda.MemoryPool() if self.private else None
+        self.allocator: Callable[[int], Any] = current if self.pool is None else self.pool.malloc
+        self.source = "private pool, freed on return" if self.private else "the current CuPy allocator"
+        self._using: Any = None
+
+    def __enter__(self) -> CallMemory:
+        self._using = self._cp.cuda.using_allocator(self.allocator)
+        self._using.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._using.__exit__(*exc)
+        if self.pool is not None:
+            from gdsstore.gpu.nvcomp import forget_codecs
+
+            # nvCOMP and the copies may run on streams of their own: wait for the whole device, then
+            # free. Blocks still referenced stay valid: only free ones go back.
+            self._cp.cuda.Device().synchronize()
+            forget_codecs()
+            self.pool.free_all_blocks()
+
+
+def call_memory() -> Any:
+    """A :class:`CallMemory` for the calling thread, or a no-op context where CuPy is not loaded."""
+    cp = sys.modules.get("cupy")
+    if cp is None:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return CallMemory(cp)
+
+
+def in_callers_allocator[T](fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn``, to run on another thread under the calling thread's CuPy allocator (CuPy's is per thread)."""
+    cp = sys.modules.get("cupy")
+    if cp is None:
+        return fn
+    alloc = cp.cuda.get_allocator()
+
+    def run(*args: Any, **kwargs: Any) -> T:
+        with cp.cuda.using_allocator(alloc):
+            return fn(*args, **kwargs)
+
+    return run

@@ -162,6 +162,11 @@ _ALIGN = 16  # input alignment given to nvCOMP (its strictest format asks for 4 
 MAX_ENCODE_CHUNK = 16 << 20
 
 
+def forget_codecs() -> None:
+    """Drop this thread's cached codecs, and with them the scratch memory nvCOMP keeps in each."""
+    _tls.codecs = {}
+
+
 def _codec(fmt: str, chunk: int | None = None) -> Any:
     # nvCOMP Codec objects are thread-local by contract (mutable scratch state). Encoders are keyed
     # by chunk size: a RAW stream must be one compressed chunk, or numcodecs would see several frames.

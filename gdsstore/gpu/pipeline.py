@@ -180,8 +180,9 @@ class GDSCodecPipeline(CodecPipeline):
         from gdsstore.gpu.fetch import fetcher_for
 
         fetch = fetcher_for([item[0] for item in batch], asyncio.get_running_loop())
+        run = execute.in_call_memory
         if plan == "chunks":
             codecs = self.delegate.codecs
-            return await asyncio.to_thread(execute.read_chunks, codecs, batch, out, drop_axes, fetch)
+            return await asyncio.to_thread(run, execute.read_chunks, codecs, batch, out, drop_axes, fetch)
         sharding = self.delegate.array_bytes_codec
-        return await asyncio.to_thread(execute.read_shards, sharding, batch, out, drop_axes, fetch)  # type: ignore[arg-type]
+        return await asyncio.to_thread(run, execute.read_shards, sharding, batch, out, drop_axes, fetch)

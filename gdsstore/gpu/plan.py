@@ -32,6 +32,7 @@ __all__ = [
     "blocks_from_rows",
     "c_order_layout",
     "chunk_blocks",
+    "copies_2d",
     "inner_chunks_of_selection",
     "inner_chunks_of_slices",
     "is_slice_selection",
@@ -63,16 +64,23 @@ _EMPTY_SHARD_ENTRY = np.uint64(2**64 - 1)  # the shard index's (offset, length) 
 # -- windows ------------------------------------------------------------------------------------------
 
 
-def large_window(free: int) -> int:
-    """A window on the GPU: :data:`DECODE_WINDOW_BYTES`, but at most a quarter of the device's free
-    memory (a window's staging and decoded bytes, and the next window's staging being read, are alive
-    at once), and at least :data:`WINDOW_BYTES`.
+def large_window(free: int, budget: int) -> int:
+    """A window on the GPU: the share of ``budget`` (``gpu.memory_budget``) one window's decoded bytes may
+    take (:func:`gdsstore.gpu.memory.window_budget`), at most :data:`DECODE_WINDOW_BYTES` and a quarter of
+    the device's free memory, and at least :data:`WINDOW_BYTES` where the budget allows it.
 
     Examples:
-        >>> large_window(100 << 30) == DECODE_WINDOW_BYTES, large_window(2 << 30) >> 20, large_window(0) >> 20
-        (True, 512, 128)
+        >>> large_window(100 << 30, 64 << 30) == DECODE_WINDOW_BYTES
+        True
+        >>> large_window(100 << 30, 1 << 30) >> 20, large_window(2 << 30, 8 << 30) >> 20, large_window(0, 1 << 30) >> 20
+        (256, 512, 128)
+        >>> large_window(100 << 30, 128 << 20) >> 20
+        32
     """
-    return max(WINDOW_BYTES, min(DECODE_WINDOW_BYTES, free // 4))
+    from gdsstore.gpu.memory import window_budget
+
+    share = window_budget(budget)
+    return min(share, max(WINDOW_BYTES, min(DECODE_WINDOW_BYTES, free // 4)))
 
 
 def split_windows(sizes: Sequence[int], limit: int) -> list[range]:
@@ -460,3 +468,46 @@ def shard_geometry(
         dst_st[ids] = shard_st[i]
     blocks = tuple(np.concatenate(parts) for parts in zip(*fills)) if fills else None
     return ChunkGeometry(start, count, step, dst, dst_st), blocks  # type: ignore[return-value]
+
+
+# -- few blocks: 2-D copies instead of a kernel -----------------------------------------------------------
+
+#: Most blocks copied as ``cudaMemcpy2DAsync`` calls instead of one scatter kernel launch: a small read
+#: then needs no kernel at all (none to compile on a machine whose CuPy kernel cache is empty).
+MAX_COPIES = 64
+
+
+def copies_2d(blocks: Blocks, itemsize: int, most: int = MAX_COPIES) -> np.ndarray | None:
+    """The blocks as 2-D copies, one row each: ``(dst, dst pitch, src, src pitch, width, height)`` in
+    bytes (``cudaMemcpy2DAsync``'s arguments), or ``None`` when they are more than ``most``, or one is
+    the fill value, a strided selection (elements not adjacent) or more than 2-D after merging
+    contiguous axes (then the scatter kernel runs). Empty blocks copy nothing and take no row.
+
+    Examples:
+        >>> b = (np.array([1000]), np.array([5000]), np.array([[2, 3]]), np.array([[12, 4]]), np.array([[40, 4]]))
+        >>> copies_2d(b, 4).tolist()
+        [[5000, 40, 1000, 12, 12, 2]]
+    """
+    src, dst, shape, s_st, d_st = blocks
+    if len(src) > most or (src == 0).any():
+        return None
+    rows: list[tuple[int, int, int, int, int, int]] = []
+    for i in range(len(src)):
+        dims = [(int(n), int(a), int(b)) for n, a, b in zip(shape[i], s_st[i], d_st[i]) if n != 1]
+        if any(n == 0 for n, _, _ in dims):
+            continue
+        width, ss, ds = itemsize, itemsize, itemsize  # bytes of one row so far, and its element strides
+        while dims and dims[-1][1] == ss and dims[-1][2] == ds:  # contiguous in both: one longer row
+            n, _, _ = dims.pop()
+            width *= n
+            ss = ds = width
+        if len(dims) > 1 or (dims and width == itemsize):
+            return None  # 3-D after merging, or rows of one element (a strided selection): the kernel
+        if dims:
+            height, spitch, dpitch = dims[0]
+            if spitch < width or dpitch < width:
+                return None  # overlapping or reversed rows: not a 2-D copy
+        else:
+            height, spitch, dpitch = 1, width, width
+        rows.append((int(dst[i]), dpitch, int(src[i]), spitch, width, height))
+    return np.array(rows, dtype=np.int64).reshape(len(rows), 6)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine import batch, bounce, cuda
 from gdsstore.engine.pool import map_all
@@ -123,40 +124,89 @@ class Staged:
         self.dev = None
 
 
-class _PinnedPool:
-    """Reuses pinned buffers: ``cudaHostAlloc`` of hundreds of MiB costs more than reading them.
+def staging_size(nbytes: int) -> int:
+    """Bytes of a pinned staging buffer for ``nbytes``: at least 1 MiB, rounded up by at most an eighth
+    or 1 MiB (to a sixteenth of the next power of two), so that slightly larger windows reuse it without
+    pinning up to twice what a read needs, as rounding to a power of two did.
 
-    Idle buffers kept: at most ``keep``, and at most ``pinned_memory_limit`` bytes together (the
-    largest first); emptied in a forked child (the parent's CUDA context owns them).
+    Examples:
+        >>> [staging_size(n) >> 20 for n in (1, (16 << 20) + 1, 100 << 20)]
+        [1, 18, 104]
+    """
+    n = max(nbytes, 1 << 20)
+    step = max(1 << 20, 1 << max(0, (n - 1).bit_length() - 4))
+    return (n + step - 1) // step * step
+
+
+class _PinnedPool:
+    """Reuses pinned staging buffers: ``cudaHostAlloc`` of hundreds of MiB costs more than reading them.
+
+    Every buffer it makes is counted in the bounce ring's pinned account (:mod:`gdsstore.engine.bounce`),
+    so the ring's slots and the staging buffers, in use or idle, stay within ``pinned_memory_limit``
+    together. A buffer that does not fit, even once the idle ones are freed, is not made: :meth:`get`
+    returns ``None`` and the window is staged in pageable memory (the trace says so). Idle buffers kept:
+    at most ``keep``; freed when the ring needs their room; emptied in a forked child (the parent's CUDA
+    context owns them).
+
+    Args:
+        keep: idle buffers kept at most.
+        ring: the account (tests pass their own).
+        alloc: makes a pinned buffer of ``nbytes`` (``.nbytes``, ``.ptr``); tests pass a host stand-in.
     """
 
-    def __init__(self, keep: int = 4) -> None:
+    def __init__(
+        self, keep: int = 4, ring: bounce.BounceRing | None = None, alloc: Callable[[int], Any] | None = None
+    ) -> None:
         self._free: list[Any] = []
         self._lock = threading.Lock()
         self._keep = keep
+        self._ring = ring if ring is not None else bounce.ring
+        self._make = alloc if alloc is not None else cuda.PinnedBuffer
 
-    def get(self, nbytes: int) -> Any:
+    def get(self, nbytes: int) -> Any | None:
+        """A pinned buffer of at least ``nbytes``, or ``None`` when ``pinned_memory_limit`` leaves no room."""
         with self._lock:
             fits = [b for b in self._free if b.nbytes >= nbytes]
             if fits:
                 best = min(fits, key=lambda b: b.nbytes)
                 self._free.remove(best)
                 return best
-        # Round up so that slightly larger batches reuse the buffer.
-        return cuda.PinnedBuffer(max(1 << 20, 1 << (max(nbytes, 1) - 1).bit_length()))
+        size = staging_size(nbytes)
+        if not self._ring.take_external(size):
+            self.trim()
+            if not self._ring.take_external(size):
+                return None
+        generation = self._ring.generation
+        try:
+            buf: Any = self._make(size)
+        except BaseException:
+            self._ring.release_external(size, generation)
+            raise
+        buf.gdsstore_account = generation  # counted: give the room back when it is freed
+        return buf
 
     def put(self, buf: Any) -> None:
-        limit = policy.settings().pinned_memory_limit
+        """Take back a buffer from :meth:`get`: kept idle (the largest first, at most ``keep``) or freed."""
         with self._lock:
             self._free.append(buf)
             self._free.sort(key=lambda b: -b.nbytes)
-            kept: list[Any] = []
-            total = 0
-            for b in self._free:
-                if len(kept) < self._keep and total + b.nbytes <= limit:
-                    kept.append(b)
-                    total += b.nbytes
-            self._free = kept  # the others are freed as they go
+            dropped = self._free[self._keep :]
+            self._free = self._free[: self._keep]
+        for b in dropped:
+            self._forget(b)
+
+    def trim(self) -> None:
+        """Free every idle buffer (the ring calls this when a bounce slot finds no room)."""
+        with self._lock:
+            dropped, self._free = self._free, []
+        for b in dropped:
+            self._forget(b)
+
+    def _forget(self, buf: Any) -> None:
+        generation = getattr(buf, "gdsstore_account", None)
+        if generation is not None:
+            self._ring.release_external(buf.nbytes, generation)
+        # The memory itself is freed with the last reference (PinnedBuffer.__del__).
 
     def held(self) -> int:
         """Bytes of idle pinned buffers kept for reuse."""
@@ -172,6 +222,7 @@ class _PinnedPool:
 
 
 _pinned_pool = _PinnedPool()
+bounce.ring.set_reclaimer(_pinned_pool.trim)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_pinned_pool.forget_after_fork)
 
@@ -196,7 +247,9 @@ def _layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
 def _alloc(total: int, pinned: bool) -> tuple[np.ndarray, Any]:
     if pinned and cuda.gpu_available():
         buf = _pinned_pool.get(total)
-        return np.frombuffer(buf.view, dtype=np.uint8, count=total), buf
+        if buf is not None:
+            return np.frombuffer(buf.view, dtype=np.uint8, count=total), buf
+        _trace.record("stage", "pageable", "pinned_memory_limit reached: staged in pageable memory", total, 0.0)
     return np.empty(total, dtype=np.uint8), None
 
 

@@ -45,6 +45,7 @@ from gdsstore.engine.pool import engine_pool, map_all
 from gdsstore.gpu import write_plan
 from gdsstore.gpu.decode import raw_nbytes
 from gdsstore.gpu.fetch import backend_of
+from gdsstore.gpu.memory import in_callers_allocator
 from gdsstore.gpu.plan import split_windows
 from gdsstore.gpu.write_gpu import Encoded
 
@@ -120,7 +121,9 @@ async def write(pipeline: Any, batch_info: Any, value: NDBuffer, drop_axes: tupl
     old = await _read_old(pipeline, batch) if route == "chunks" else {}
     backend = backend_of(batch[0][0])
     assert backend is not None
-    await asyncio.to_thread(_execute, pipeline.delegate, route, batch, value, drop_axes, backend, old)
+    from gdsstore.gpu.execute import in_call_memory
+
+    await asyncio.to_thread(in_call_memory, _execute, pipeline.delegate, route, batch, value, drop_axes, backend, old)
     _trace.record("write-plan", route, reason, _raw_total(batch), time.perf_counter() - t0)
 
 
@@ -165,15 +168,17 @@ def _on_device(value: NDBuffer, old: dict[int, NDBuffer]) -> bool:
 
 def _window_bytes(device: bool) -> int:
     """How many raw bytes one window encodes: :data:`WRITE_WINDOW_BYTES` on the host,
-    :data:`WRITE_DEVICE_WINDOW_BYTES` (at most a quarter of the free device memory) on the GPU."""
+    :data:`WRITE_DEVICE_WINDOW_BYTES` on the GPU, at most a quarter of the free device memory and the
+    window's share of ``gpu.memory_budget``."""
     from gdsstore.engine import cuda
 
     if not device or not cuda.gpu_available():
         return WRITE_WINDOW_BYTES
-    from gdsstore.gpu.memory import device_free_bytes
+    from gdsstore.gpu.memory import device_free_bytes, window_budget
 
     free = device_free_bytes()
-    return min(WRITE_DEVICE_WINDOW_BYTES, max(WRITE_WINDOW_BYTES, free // 4))
+    share = window_budget(policy.settings().gpu_memory_budget)
+    return min(share, WRITE_DEVICE_WINDOW_BYTES, max(WRITE_WINDOW_BYTES, free // 4))
 
 
 def _execute(
@@ -200,7 +205,7 @@ def _execute(
                 pending.result()
                 pending = None
             if job is not None:
-                pending = engine_pool().submit(job)
+                pending = engine_pool().submit(in_callers_allocator(job))
     finally:
         if pending is not None:
             pending.result()
@@ -386,7 +391,20 @@ def _packed_empty(buf: Any, offsets: Sequence[int], sizes: Sequence[int], arrays
         return _empty_flags(arrays, specs)
     word = 8 if n % 8 == 0 else 1
     rows = buf[: n * len(sizes)].view(f"u{word}").reshape(len(sizes), n // word)
-    return [not bool(x) for x in rows.any(axis=1).get().tolist()]
+    return [not bool(x) for x in _row_max(rows).get().tolist()]
+
+
+def _row_max(rows: Any) -> Any:
+    """Each row's largest (unsigned) word: CUB's segmented reduction, compiled into CuPy's wheel, where
+    it takes the rows; ``.max(axis=1)`` otherwise. (CuPy's own reduction compiles a kernel on a machine
+    whose kernel cache is empty: measured 2.0 s of the first 1 GiB GPU write on the H200.)"""
+    try:
+        from cupy.cuda import cub
+
+        got = cub.cub_reduction(rows, cub.CUPY_CUB_MAX, axis=1)
+    except Exception:  # no CUB in this CuPy build, or rows it does not take
+        got = None
+    return rows.max(axis=1) if got is None else got
 
 
 # -- publishing ----------------------------------------------------------------------------------------

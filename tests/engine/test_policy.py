@@ -41,6 +41,8 @@ def test_defaults_are_valid_and_documented_values() -> None:
         ("num_threads", 0, "num_threads"),
         ("bounce_buffer_size", 100, "bounce_buffer_size"),
         ("pinned_memory_limit", 1000, "pinned_memory_limit"),
+        ("gpu.memory_budget", 1 << 20, "gpu.memory_budget"),
+        ("gpu.memory_budget", "lots", "gpu.memory_budget"),
         ("direct_io_read", "perhaps", "direct_io_read"),
         ("direct_io_write", 3, "direct_io_write"),
         ("fsync", [], "fsync"),
@@ -73,7 +75,9 @@ def test_every_default_key_has_a_validation_case() -> None:
             out |= flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {prefix + k}
         return out
 
-    fields = {f.replace("remote_", "remote.", 1) for f in policy.Settings.__dataclass_fields__}
+    fields = {
+        f.replace("remote_", "remote.", 1).replace("gpu_", "gpu.", 1) for f in policy.Settings.__dataclass_fields__
+    }
     assert flat(DEFAULTS) == fields
 
 
@@ -177,3 +181,14 @@ def test_fmt_bytes() -> None:
     assert policy.fmt_bytes(8192) == "8 KiB"
     assert policy.fmt_bytes(1536) == "1.5 KiB"
     assert policy.fmt_bytes(1 << 30) == "1 GiB"
+
+
+def test_a_device_operation_below_gds_threshold_needs_no_cufile_probe() -> None:
+    s = policy.settings()
+    assert not policy.needs_cufile_probe(device=True, s=s, nbytes=s.gds_threshold - 1)
+    assert policy.needs_cufile_probe(device=True, s=s, nbytes=s.gds_threshold)
+    assert policy.needs_cufile_probe(device=True, s=s)  # size unknown: probe
+    small = policy.decide_local(device=True, nbytes=649, cufile=None, s=s)
+    assert small == policy.Decision("posix", "below gds_threshold 1 MiB")
+    with gdsstore.config.set({"compat_mode": "off"}):  # cuFile required: even a small write must probe
+        assert policy.needs_cufile_probe(device=True, s=policy.settings(), nbytes=1)

@@ -47,7 +47,7 @@ def emulated(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
             raws.add(a, [i], [0], [a.nbytes])
         return raws
 
-    def scatter(blocks: Any, itemsize: int, fill: bytes) -> None:
+    def scatter(blocks: Any, itemsize: int, fill: bytes) -> str:
         dt = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[itemsize]
         for src, dst, shape, sst, dstr in zip(*(b.tolist() for b in blocks)):
             calls["blocks"] += 1
@@ -55,6 +55,7 @@ def emulated(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
                 continue
             d = _view(dst, shape, dstr, dt)
             d[...] = np.frombuffer(fill, dt)[0] if src == 0 else _view(src, shape, sst, dt)
+        return "gpu-kernel"
 
     monkeypatch.setattr(gexec, "is_device_spec", lambda spec: True)
     monkeypatch.setattr(gdecode, "decode_on_device", decode)

@@ -100,7 +100,7 @@ def test_pipeline_into_cupy_equals_zarr(cp: Any, tmp_path: Path, name: str, shar
         np.testing.assert_array_equal(w.get(), ref[3:290:2, 1:250:3])
     if name in ("zstd", "zstd+crc32c", "gzip", "lz4") and nvcomp.nvcomp_or_none() is not None:
         assert "gpu-decode" in t.routes, str(t)
-    assert "gpu-kernel" in t.routes, str(t)  # the fast scatter ran
+    assert {"gpu-kernel", "gpu-copy"} & set(t.routes), str(t)  # the fast scatter ran
     if name in ("none", "zstd") and nvcomp.nvcomp_or_none() is not None:
         # stored bytes went straight to the GPU through the bounce ring: no host staging, no h2d step
         assert any("pinned bounce slots" in r for (op, _, r) in t.by_reason() if op == "read"), str(t)

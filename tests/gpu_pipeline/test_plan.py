@@ -70,9 +70,13 @@ def test_split_windows_covers_every_item_once_within_the_limit(sizes: list[int],
 
 
 def test_large_window_bounds() -> None:
-    assert plan.large_window(100 << 30) == plan.DECODE_WINDOW_BYTES
-    assert plan.large_window(0) == plan.WINDOW_BYTES
-    assert plan.large_window(2 << 30) == 512 << 20
+    big = 64 << 30  # a budget that bounds nothing
+    assert plan.large_window(100 << 30, big) == plan.DECODE_WINDOW_BYTES
+    assert plan.large_window(0, big) == plan.WINDOW_BYTES
+    assert plan.large_window(2 << 30, big) == 512 << 20
+    # gpu.memory_budget bounds every window, below WINDOW_BYTES too
+    for budget in (16 << 20, 256 << 20, 1 << 30, 4 << 30):
+        assert plan.large_window(100 << 30, budget) <= budget // 4
 
 
 @settings(max_examples=60, deadline=None)
@@ -146,6 +150,60 @@ def test_chunk_geometry_assembles_the_selection(case: Any, transpose: bool) -> N
         if k % 3 == 0:
             expected[p.out_selection] = FILL
     np.testing.assert_array_equal(out, expected)
+
+
+def _emulate_copies(rows: np.ndarray) -> None:
+    """What ``cudaMemcpy2DAsync`` does for each row, on host memory."""
+    for dst, dpitch, src, spitch, width, height in rows.tolist():
+        for r in range(height):
+            ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=_grid_and_selection(), transpose=st.booleans())
+def test_two_d_copies_assemble_what_the_kernel_would(case: Any, transpose: bool) -> None:
+    shape, chunks, sel = case
+    ref = np.arange(int(np.prod(shape)), dtype="i4").reshape(shape) * 3 + 1
+    proj = _projections(sel, shape, chunks)
+    expected = ref[sel]
+    if not proj:
+        return
+    orders = [tuple(reversed(range(len(shape))))] if transpose else []
+    layout = plan.c_order_layout(chunks, 4, orders)
+    stored = []
+    for p in proj:
+        region = tuple(slice(c * n, (c + 1) * n) for c, n in zip(p.chunk_coords, chunks))
+        full = np.zeros(chunks, dtype="i4")
+        part = ref[region]
+        full[tuple(slice(0, k) for k in part.shape)] = part
+        stored.append(np.ascontiguousarray(full.transpose(orders[0]) if transpose else full))
+    out = np.full(expected.shape, FILL, dtype="i4")
+    geometry = plan.plan_chunk_geometry(
+        [p.chunk_selection for p in proj], [chunks] * len(proj), [p.out_selection for p in proj],
+        (out.shape, out.strides),
+    )  # fmt: skip
+    ptrs = np.array([a.ctypes.data for a in stored], dtype=np.int64)
+    blocks = plan.chunk_blocks(ptrs, layout, geometry, out.ctypes.data)
+    rows = plan.copies_2d(blocks, 4)
+    if rows is None:  # strided, 3-D or too many blocks: the kernel's case
+        return
+    _emulate_copies(rows)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_two_d_copies_are_for_few_whole_row_blocks() -> None:
+    one = (np.array([4096]), np.array([8192]), np.array([[4, 8]]), np.array([[32, 4]]), np.array([[400, 4]]))
+    rows = plan.copies_2d(one, 4)
+    assert rows is not None and rows.tolist() == [[8192, 400, 4096, 32, 32, 4]]
+    fill = (np.array([0]), *one[1:])
+    assert plan.copies_2d(fill, 4) is None  # the fill value: the kernel
+    strided = (one[0], one[1], one[2], np.array([[32, 8]]), one[4])
+    assert plan.copies_2d(strided, 4) is None  # every other element: the kernel
+    many = tuple(np.repeat(a, 65, axis=0) for a in one)
+    assert plan.copies_2d(many, 4) is None and plan.copies_2d(many, 4, most=65) is not None  # type: ignore[arg-type]
+    contiguous = (one[0], one[1], one[2], np.array([[32, 4]]), np.array([[32, 4]]))
+    rows = plan.copies_2d(contiguous, 4)
+    assert rows is not None and rows.tolist() == [[8192, 128, 4096, 128, 128, 1]]  # one row
 
 
 def test_chunk_geometry_rejects_mismatched_selections() -> None:

@@ -1,40 +1,83 @@
-"""The GPU pipeline's pool of idle pinned staging buffers: bounded by ``pinned_memory_limit`` and by
-count, emptied in a forked child. Host stand-ins with the two attributes the pool reads (``nbytes``,
-``ptr``) take the place of pinned buffers, which need a GPU."""
+"""The GPU pipeline's pool of pinned staging buffers: counted with the bounce ring's slots in one
+``pinned_memory_limit``, bounded idle by count, emptied in a forked child. Host stand-ins with the
+attributes the pool and ring read (``nbytes``, ``ptr``, ``view``) take the place of pinned buffers, which
+need a GPU."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import gdsstore
-from gdsstore.gpu.staging import _PinnedPool
+from gdsstore.engine.bounce import BounceRing
+from gdsstore.gpu.staging import _PinnedPool, staging_size
 
 
 class Buf:
     def __init__(self, nbytes: int) -> None:
         self.nbytes = nbytes
         self.ptr = 1
+        self.view = memoryview(bytearray(1))
 
 
-def test_idle_buffers_kept_within_the_limit_largest_first() -> None:
-    pool = _PinnedPool(keep=4)
+def account(limit_mib: int) -> tuple[BounceRing, _PinnedPool]:
+    ring = BounceRing(alloc=Buf)
+    pool = _PinnedPool(keep=4, ring=ring, alloc=Buf)
+    ring.set_reclaimer(pool.trim)
+    return ring, pool
+
+
+def test_staging_buffers_and_ring_slots_share_one_pinned_limit() -> None:
+    ring, pool = account(100)
     with gdsstore.config.set({"pinned_memory_limit": 100 << 20}):
-        for n in (64, 32, 16, 8, 4):
-            pool.put(Buf(n << 20))
-        assert pool.held() == (64 + 32 + 4) << 20  # 16 or 8 more would pass 100 MiB; 4 fits
-        pool.put(Buf(200 << 20))  # larger than the limit: never kept
-        assert pool.held() <= 100 << 20
-    b = pool.get(30 << 20)
-    assert b.nbytes == 32 << 20  # the smallest that fits
+        a = pool.get(60 << 20)
+        assert a is not None and ring.stats()["external"] == 60 << 20
+        assert pool.get(50 << 20) is None  # 110 MiB would pass the limit: staged in pageable memory
+        slot = ring.acquire(8 << 20, 4)  # a bounce slot still fits beside it
+        assert ring.stats() == {"total": 68 << 20, "slots": 8 << 20, "external": 60 << 20, "limit": 100 << 20}
+        ring.release(slot)
+        pool.put(a)  # idle, still counted: it is pinned memory
+        assert ring.stats()["total"] == 68 << 20 and pool.held() == 60 << 20
+        b = pool.get(50 << 20)  # reuses the idle 60 MiB buffer
+        assert b is a
+        pool.put(b)
+        c = pool.get(80 << 20)  # frees the idle buffer and the idle slot to make room
+        assert c is not None and pool.held() == 0
+        assert ring.stats()["total"] == 80 << 20 <= 100 << 20
+        pool.put(c)
 
 
-def test_count_bound() -> None:
-    pool = _PinnedPool(keep=2)
-    for _ in range(5):
-        pool.put(Buf(1 << 20))
-    assert pool.held() == 2 << 20
+def test_a_bounce_slot_reclaims_the_room_of_idle_staging_buffers() -> None:
+    ring, pool = account(64)
+    with gdsstore.config.set({"pinned_memory_limit": 64 << 20}):
+        buf = pool.get(60 << 20)
+        pool.put(buf)  # idle, holding 60 of the 64 MiB
+        slot = ring.acquire(8 << 20, 4)  # would wait forever without the reclaimer
+        assert pool.held() == 0 and ring.stats()["total"] == 8 << 20
+        ring.release(slot)
+
+
+def test_idle_buffers_kept_at_most_keep_largest_first() -> None:
+    ring, pool = account(1024)
+    with gdsstore.config.set({"pinned_memory_limit": 1 << 30}):
+        bufs = [pool.get(n << 20) for n in (64, 32, 16, 8, 4)]
+        assert ring.stats()["external"] == (64 + 32 + 16 + 8 + 4) << 20
+        for b in bufs:
+            pool.put(b)
+        assert pool.held() == (64 + 32 + 16 + 8) << 20  # keep=4: the smallest was freed
+        assert ring.stats()["external"] == pool.held()
+    assert pool.get(30 << 20).nbytes == 32 << 20  # the smallest that fits
+
+
+@given(st.integers(1, 1 << 34))
+def test_staging_size_rounds_up_by_at_most_an_eighth_or_a_mib(n: int) -> None:
+    size = staging_size(n)
+    assert size >= n and size >= 1 << 20
+    assert size <= n + max(1 << 20, n // 8)
+    assert staging_size(size) == size  # a buffer of that size is reused as it is
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

@@ -1,0 +1,139 @@
+"""Device and pinned memory of GPU pipeline calls (issue 23), on a GPU.
+
+- After a read, free device memory is back to what it was, less the output (CuPy's default pool did not
+  grow behind the user's back): the call's temporaries came from a pool of its own, emptied on return.
+- With an allocator the user chose (here a CuPy pool of the test's own, as RMM's or PyTorch's would be),
+  the call's temporaries, nvCOMP's scratch among them, come from it.
+- ``gpu.memory_budget`` bounds the peak of a read, and the pinned account stays within
+  ``pinned_memory_limit``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import ZstdCodec
+
+import gdsstore
+from gdsstore.engine import bounce
+
+pytestmark = pytest.mark.gpu
+
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def array(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, np.ndarray]:
+    """256 MiB of float32 in 64 zstd chunks of 4 MiB, written with zarr on the host."""
+    root = str(tmp_path_factory.mktemp("mem") / "a.zarr")
+    rng = np.random.default_rng(0)
+    data = np.round(rng.standard_normal((8192, 8192), dtype="f4"), 2)
+    z = zarr.create_array(root, shape=data.shape, chunks=(1024, 1024), dtype="f4", compressors=[ZstdCodec(level=1)])
+    z[:] = data
+    return root, data
+
+
+def _read(root: str) -> Any:
+    with gdsstore.enable_gpu():
+        return zarr.open_array(gdsstore.GDSStore(root), mode="r")[:]
+
+
+class LeastFree:
+    """The least free device memory while the block runs (``cudaMemGetInfo`` every 0.5 ms)."""
+
+    def __init__(self, cp: Any) -> None:
+        self.cp = cp
+
+    def __enter__(self) -> LeastFree:
+        self.cp.cuda.runtime.deviceSynchronize()
+        self.before = self.least = int(self.cp.cuda.runtime.memGetInfo()[0])
+        self._stop = False
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop:
+            self.least = min(self.least, int(self.cp.cuda.runtime.memGetInfo()[0]))
+            time.sleep(0.0005)
+
+    def __exit__(self, *exc: object) -> None:
+        self.cp.cuda.runtime.deviceSynchronize()
+        self._stop = True
+        self._t.join()
+        self.after = int(self.cp.cuda.runtime.memGetInfo()[0])
+        self.least = min(self.least, self.after)
+
+
+def test_a_read_gives_its_device_memory_back(cp: Any, array: tuple[str, np.ndarray]) -> None:
+    root, data = array
+    np.testing.assert_array_equal(_read(root).get(), data)  # warm: kernels, nvCOMP, the CUDA context
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    default_before = pool.total_bytes()
+    with LeastFree(cp) as m:
+        x = _read(root)
+    assert int(x.nbytes) == data.nbytes
+    held = m.before - m.after - x.nbytes
+    assert held <= 32 * MiB, f"the read kept {held / MiB:.0f} MiB of device memory beyond its output"
+    # The default pool holds the output and nothing of the call's temporaries.
+    assert pool.total_bytes() - default_before <= x.nbytes + MiB
+    np.testing.assert_array_equal(x.get(), data)
+
+
+def test_the_peak_stays_within_the_budget(cp: Any, array: tuple[str, np.ndarray]) -> None:
+    root, data = array
+    budget = 128 * MiB
+    _read(root)
+    with gdsstore.config.set({"gpu.memory_budget": budget}), LeastFree(cp) as m:
+        x = _read(root)
+    peak = m.before - m.least - x.nbytes
+    assert peak <= budget, f"peak {peak / MiB:.0f} MiB beyond the output under a {budget / MiB:.0f} MiB budget"
+    np.testing.assert_array_equal(x.get(), data)
+
+
+def test_the_users_allocator_serves_the_calls_temporaries(cp: Any, array: tuple[str, np.ndarray]) -> None:
+    root, data = array
+    users = cp.cuda.MemoryPool()  # stands for RMM's rmm_cupy_allocator or a PyTorch-backed allocator
+    default = cp.get_default_memory_pool()
+    default.free_all_blocks()
+    default_before = default.total_bytes()
+    cp.cuda.set_allocator(users.malloc)  # process-wide, as RMM's and PyTorch's recipes set it
+    try:
+        x = _read(root)
+        np.testing.assert_array_equal(x.get(), data)
+    finally:
+        cp.cuda.set_allocator(default.malloc)
+    # The output and the temporaries (staging, decoded chunks) came from the user's pool, which keeps
+    # its freed blocks as that allocator decides.
+    assert users.total_bytes() > x.nbytes
+    assert default.total_bytes() == default_before
+
+
+def test_pinned_memory_stays_within_the_limit(cp: Any, array: tuple[str, np.ndarray]) -> None:
+    root, data = array
+    with gdsstore.config.set({"pinned_memory_limit": 48 * MiB}):
+        x = _read(root)
+        stats = bounce.ring.stats()
+    np.testing.assert_array_equal(x.get(), data)
+    assert stats["total"] <= 48 * MiB, stats
+
+
+def test_a_write_gives_its_device_memory_back(cp: Any, tmp_path: Path) -> None:
+    data = cp.asarray(np.round(np.random.default_rng(1).standard_normal((4096, 4096), dtype="f4"), 2))
+    root = str(tmp_path / "w.zarr")
+    with gdsstore.enable_gpu():
+        z = zarr.create_array(gdsstore.GDSStore(root), shape=data.shape, chunks=(1024, 1024), dtype="f4",
+                              compressors=[ZstdCodec(level=1)])
+        z[:] = data  # warm
+    cp.get_default_memory_pool().free_all_blocks()
+    with LeastFree(cp) as m, gdsstore.enable_gpu():
+        zarr.open_array(gdsstore.GDSStore(root), mode="r+")[:] = data
+    assert m.before - m.after <= 32 * MiB
+    np.testing.assert_array_equal(zarr.open_array(root, mode="r")[:], data.get())
