@@ -4,8 +4,9 @@ Each filter has three parts:
 
 - the pure math on numpy (:func:`zlib_frame`, :func:`adler32_rows`, :func:`fletcher32`,
   :func:`unshuffle`), tested on the CPU against :mod:`zlib` and numcodecs, and reused by the GPU code;
-- a host decoder giving numcodecs' bytes exactly (``zlib`` through :func:`zlib.decompress`, which
-  releases the GIL, so a thread pool decodes chunks in parallel);
+- a host decoder giving numcodecs' bytes exactly (``zlib`` through zlib-ng's ``decompress`` where the
+  ``zlib-ng`` package is installed, 1.6x faster than :func:`zlib.decompress` on 64 KiB chunks, else the
+  standard library's; both release the GIL, so a thread pool decodes chunks in parallel);
 - a device decoder over one buffer of many chunks (:func:`decode_zlib_device`: nvCOMP's raw Deflate on
   the stream behind each 2-byte zlib header, adler32 checked on the GPU; :func:`unshuffle_device`: a
   CuPy transpose; :func:`check_fletcher32_device`).
@@ -29,7 +30,9 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,9 +60,11 @@ __all__ = [
     "check_fletcher32_device",
     "decode_zlib_device",
     "fletcher32",
+    "inflater",
     "shuffle",
     "unshuffle",
     "unshuffle_device",
+    "unshuffle_into",
     "zlib_decode",
     "zlib_frame",
 ]
@@ -107,15 +112,29 @@ def zlib_frame(head_and_tail: np.ndarray, where: str = "zlib chunk") -> ZlibFram
     return ZlibFrame(2, n - 4, adler)
 
 
+@functools.cache
+def inflater() -> tuple[str, Callable[..., bytes], tuple[type[Exception], ...]]:
+    """The host's zlib decompressor: ``(name, decompress, errors)``; zlib-ng's where it is installed
+    (the same bytes: inflating is deterministic, and both check the adler32 trailer)."""
+    try:
+        from zlib_ng import zlib_ng
+    except ImportError:
+        return "zlib", zlib.decompress, (zlib.error,)
+    ng_error: type[Exception] = getattr(zlib_ng, "error", zlib.error)  # its stub types it as an instance
+    return "zlib-ng", zlib_ng.decompress, (ng_error, zlib.error)
+
+
 def zlib_decode(data: Any, nbytes: int, where: str = "zlib chunk") -> bytes:
-    """Inflate one zlib chunk on the host (numcodecs' ``Zlib.decode`` bytes; adler32 checked by zlib).
+    """Inflate one zlib chunk on the host (numcodecs' ``Zlib.decode`` bytes; adler32 checked).
 
     Raises:
         ChunkDecodeError: corrupt or truncated, or not ``nbytes`` long once decoded (``-1``: any size).
     """
+    _, decompress, errors = inflater()
     try:
-        out = zlib.decompress(data)
-    except zlib.error as exc:
+        # Sized to the chunk: zlib's default 16 KiB output buffer would grow (and copy) 3 times.
+        out = decompress(data, bufsize=nbytes if nbytes > 0 else zlib.DEF_BUF_SIZE)
+    except errors as exc:
         raise ChunkDecodeError(f"{where}: corrupt zlib chunk ({exc})") from exc
     if nbytes >= 0 and len(out) != nbytes:
         raise ChunkDecodeError(f"{where}: zlib chunk decoded to {len(out)} bytes, expected {nbytes}")
@@ -241,6 +260,38 @@ def unshuffle(data: Any, elementsize: int) -> Any:
         return data.copy()
     body = xp.ascontiguousarray(data[:n].reshape(elementsize, -1).T).reshape(-1)
     return xp.concatenate([body, data[n:]]) if n < data.size else body
+
+
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def unshuffle_into(data: np.ndarray, target: np.ndarray) -> None:
+    """Unshuffle ``data`` (one chunk's shuffled bytes, ``uint8``) straight into ``target``, an array
+    (or a strided view) of the chunk's shape whose itemsize is the shuffle's element size.
+
+    Rebuilds each element from its byte planes with shifts on whole planes (Horner: byte ``k`` of an
+    element is plane ``k``), a few vectorised passes instead of a byte-strided transpose (measured on
+    a 64 KiB float32 chunk: 29 us against 160 us for the transpose, 70 us for numcodecs).
+
+    Examples:
+        >>> import numcodecs
+        >>> raw = np.arange(12, dtype="<f4").reshape(3, 4)
+        >>> out = np.empty((3, 4), "<f4")
+        >>> unshuffle_into(np.frombuffer(numcodecs.Shuffle(elementsize=4).encode(raw), np.uint8), out)
+        >>> bool((out == raw).all())
+        True
+    """
+    e = target.dtype.itemsize
+    u = _UINT.get(e)
+    if u is None or np.little_endian is False:
+        target.view(np.uint8).reshape(-1)[...] = unshuffle(data, e)  # contiguous targets only
+        return
+    t = target.view(u)
+    planes = data[: e * t.size].reshape(e, *t.shape)
+    np.copyto(t, planes[e - 1], casting="unsafe")
+    for k in range(e - 2, -1, -1):
+        np.left_shift(t, 8, out=t)
+        np.bitwise_or(t, planes[k], out=t, casting="unsafe")
 
 
 def unshuffle_device(rows: Any, elementsize: int) -> Any:

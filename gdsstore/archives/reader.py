@@ -215,11 +215,6 @@ def _output(r: ArrayRefs, sel: _plan.ChunkSelection, lens: np.ndarray, xp: Any) 
     return xp.empty(sel.out_shape, dtype=r.dtype)
 
 
-def _boxes(sel: _plan.ChunkSelection, i: int) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
-    s, d, n = sel.src_start[i].tolist(), sel.dst_start[i].tolist(), sel.count[i].tolist()
-    return tuple(slice(a, a + k) for a, k in zip(s, n)), tuple(slice(a, a + k) for a, k in zip(d, n))
-
-
 def _host_chain(r: ArrayRefs) -> tuple[list[Any], int]:
     """Codecs to undo byte-wise, and the element size of a final shuffle fused into the scatter (0: none)."""
     cs = list(r.codecs)
@@ -228,14 +223,15 @@ def _host_chain(r: ArrayRefs) -> tuple[list[Any], int]:
     return cs[::-1], 0
 
 
-def _undo(codec: Any, data: Any, where: str) -> Any:
+def _undo(codec: Any, data: Any, where: _Where, i: int, last: int) -> Any:
+    """Undo one codec of chunk ``i`` (``last``: its decoded size when this is the chain's last step)."""
     cid = codec.codec_id
-    if cid == "zlib":
-        return _codecs.zlib_decode(data, -1, where)
     try:
+        if cid == "zlib":
+            return _codecs.zlib_decode(data, last)
         return codec.decode(data)
-    except Exception as exc:  # numcodecs' errors name no file: add it
-        raise ChunkDecodeError(f"{where}: {cid} decode failed ({exc})") from exc
+    except Exception as exc:  # neither zlib's nor numcodecs' errors name the file: add it
+        raise ChunkDecodeError(f"{where[i]}: {cid} decode failed ({exc})") from exc
 
 
 def _decode_host(
@@ -246,31 +242,38 @@ def _decode_host(
     out: np.ndarray = _output(r, sel, lens, np)
     chain, fused = _host_chain(r)
     raw = r.chunk_nbytes
-    # A fused unshuffle writes bytes straight into the output seen as (..., itemsize) bytes.
-    out_bytes = out.view(np.uint8).reshape(*sel.out_shape, fused) if fused else None
     present = np.flatnonzero(lens >= 0).tolist()
+    # Python lists once, not numpy rows per chunk.
+    srcs, dsts, counts = sel.src_start.tolist(), sel.dst_start.tolist(), sel.count.tolist()
+    plist, nlist = pos.tolist(), lens.tolist()
+    sizes = [-1] * (len(chain) - 1) + [raw]
 
     def run(g: range) -> None:
+        # Unshuffled into a contiguous chunk, then one copy of its box: in place into a strided
+        # output box, the byte-plane passes cost 3x more (84 us against 29 us per 64 KiB chunk).
+        scratch = np.empty(r.chunks, dtype=r.dtype)
         for j in g:
             i = present[j]
-            p, n = int(pos[i]), int(lens[i])
-            data: Any = buf[p : p + n]
-            for c in chain:
-                data = _undo(c, data, where[i])
+            p = plist[i]
+            data: Any = buf[p : p + nlist[i]]
+            for c, size in zip(chain, sizes):
+                data = _undo(c, data, where, i, size)
             arr = np.frombuffer(data, dtype=np.uint8)
             if arr.size != raw:
                 raise ChunkDecodeError(f"{where[i]}: decoded to {arr.size} bytes, expected {raw}")
-            src, dst = _boxes(sel, i)
-            if out_bytes is not None:
-                chunk = np.moveaxis(arr.reshape(fused, *r.chunks), 0, -1)
-                out_bytes[dst] = chunk[src]
+            src = tuple(slice(a, a + k) for a, k in zip(srcs[i], counts[i]))
+            dst = tuple(slice(a, a + k) for a, k in zip(dsts[i], counts[i]))
+            if fused:
+                _codecs.unshuffle_into(arr, scratch)
+                out[dst] = scratch[src]
             else:
                 out[dst] = arr.view(r.dtype).reshape(r.chunks)[src]
 
     parts = groups(len(present), policy.settings().num_threads)
     map_all(run, parts)
     if _trace.active():
-        _trace.record("decode", "cpu-codec", "archive chunks on the engine's threads", out.nbytes, time.perf_counter() - t0)
+        reason = f"archive chunks on the engine's threads ({_codecs.inflater()[0]})"
+        _trace.record("decode", "cpu-codec", reason, out.nbytes, time.perf_counter() - t0)
     return out
 
 

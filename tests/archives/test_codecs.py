@@ -15,6 +15,7 @@ from gdsstore.archives.codecs import (
     adler32_rows,
     check_fletcher32,
     fletcher32,
+    inflater,
     shuffle,
     unshuffle,
     unshuffle_device,
@@ -118,3 +119,11 @@ def test_zlib_decode_errors_name_the_chunk() -> None:
         zlib_decode(bytes(stream), -1, "x.h5 at 64")
     with pytest.raises(ChunkDecodeError, match="expected 5"):
         zlib_decode(zlib.compress(b"abc"), 5)
+
+
+def test_both_inflaters_give_zlibs_bytes() -> None:
+    name, decompress, _ = inflater()
+    data = np.random.default_rng(5).integers(0, 4, 70_000, dtype=np.uint8).tobytes()
+    stream = zlib.compress(data, 1)
+    assert decompress(stream) == zlib.decompress(stream) == data
+    assert name in ("zlib", "zlib-ng")
