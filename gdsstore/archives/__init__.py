@@ -4,7 +4,9 @@ VirtualiZarr ``ManifestStore`` objects and kerchunk reference sets name every ch
 as a byte range of a file. :func:`open_virtual` reads selections of them through gdsstore's engine:
 the chunks' triples planned with numpy (:mod:`.plan`), grouped by file and coalesced, read in one
 batch into one buffer, decoded on threads (or on the GPU: nvCOMP Deflate, CuPy shuffle, checksums on
-the device; :mod:`.codecs`) and copied into the output. See ``docs/archives.md``.
+the device; :mod:`.codecs`) and copied into the output. :class:`VirtualStore` serves the same
+references to zarr (and xarray) as a store whose chunk gets of one event-loop tick are one batched read.
+See ``docs/archives.md``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from gdsstore.archives.errors import ArchiveChangedError, ChunkDecodeError
 from gdsstore.archives.reader import VirtualArray, VirtualGroup, open_virtual
 from gdsstore.archives.refs import ArrayRefs, from_kerchunk, from_manifest_store
+from gdsstore.archives.store import VirtualStore
 
 __all__ = [
     "ArchiveChangedError",
@@ -19,6 +22,7 @@ __all__ = [
     "ChunkDecodeError",
     "VirtualArray",
     "VirtualGroup",
+    "VirtualStore",
     "from_kerchunk",
     "from_manifest_store",
     "open_virtual",

@@ -33,7 +33,7 @@ from gdsstore.archives.refs import INLINED, ArrayRefs, from_kerchunk, from_manif
 from gdsstore.engine.batch import groups, read_batch
 from gdsstore.engine.pool import map_all
 
-__all__ = ["VirtualArray", "VirtualGroup", "open_virtual"]
+__all__ = ["VirtualArray", "VirtualGroup", "check_files", "chunk_ends", "open_virtual"]
 
 #: Chunks at most this many bytes apart share one read (HDF5 interleaves small B-tree nodes).
 MAX_GAP = 64 << 10
@@ -126,8 +126,8 @@ class VirtualArray:
         total = rp.nbytes + sum(len(b) for b in blobs)
         buf, owner = _host_buffer(total, pinned=device)
         paths = [r.files[i] for i in rp.read_file.tolist()]
-        touched = sorted(set(paths))
-        self._check(touched, fids, offs, lens)
+        ends = chunk_ends(r.files, fids, offs, lens)
+        check_files(ends, self._stamps)
         got = read_batch(paths, rp.read_offset, rp.read_nbytes, buf, rp.read_dest, url=f"archive:{r.name}")
         short = np.flatnonzero(got != rp.read_nbytes)
         if short.size:
@@ -136,7 +136,7 @@ class VirtualArray:
                 f"{paths[i]}: truncated: {int(got[i])} of {int(rp.read_nbytes[i])} bytes at offset "
                 f"{int(rp.read_offset[i])} (the file is shorter than its references)"
             )
-        self._check(touched, fids, offs, lens)  # a file rewritten during the read: fail, never mix
+        check_files(ends, self._stamps)  # a file rewritten during the read: fail, never mix
         pos = rp.chunk_pos.copy()
         lens = np.where(pos >= 0, lens, -1)
         at = rp.nbytes
@@ -146,29 +146,35 @@ class VirtualArray:
             at += len(b)
         return buf, owner, pos, lens
 
-    def _check(self, paths: list[str], fids: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> None:
-        """Each file as it was when the references were opened, and long enough for its chunks."""
-        ends: dict[str, int] = {}
-        present = fids >= 0
-        if present.any():
-            last = np.zeros(len(self.refs.files), dtype=np.int64)
-            np.maximum.at(last, fids[present], offs[present] + lens[present])
-            ends = {self.refs.files[k]: int(v) for k, v in enumerate(last.tolist())}
-        for p in paths:
-            try:
-                now = _stamp(p)
-            except FileNotFoundError as exc:
-                raise ArchiveChangedError(f"{p}: referenced file is gone") from exc
-            then = self._stamps.get(p)
-            if then is not None and now != then:
-                raise ArchiveChangedError(
-                    f"{p}: changed since its references were opened (size, mtime_ns {then} -> {now}); "
-                    "open the references again"
-                )
-            if ends.get(p, 0) > now[0]:
-                raise ChunkDecodeError(
-                    f"{p}: truncated: chunks reach byte {ends[p]} but the file has {now[0]} bytes"
-                )
+
+def chunk_ends(files: list[str], fids: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> dict[str, int]:
+    """Per file that ``fids`` (indexes into ``files``) touch: the end of its last chunk to read."""
+    present = fids >= 0
+    last = np.full(len(files), -1, dtype=np.int64)
+    np.maximum.at(last, fids[present], offs[present] + lens[present])
+    return {files[k]: v for k, v in enumerate(last.tolist()) if v >= 0}
+
+
+def check_files(ends: dict[str, int], stamps: dict[str, tuple[int, int]]) -> None:
+    """Each file as it was when the references were opened (``stamps``: size and mtime), and long
+    enough for its chunks (``ends``).
+
+    Raises:
+        ArchiveChangedError: a file changed or is gone. ChunkDecodeError: a file too short.
+    """
+    for p, end in ends.items():
+        try:
+            now = _stamp(p)
+        except FileNotFoundError as exc:
+            raise ArchiveChangedError(f"{p}: referenced file is gone") from exc
+        then = stamps.get(p)
+        if then is not None and now != then:
+            raise ArchiveChangedError(
+                f"{p}: changed since its references were opened (size, mtime_ns {then} -> {now}); "
+                "open the references again"
+            )
+        if end > now[0]:
+            raise ChunkDecodeError(f"{p}: truncated: chunks reach byte {end} but the file has {now[0]} bytes")
 
 
 class _Where:
@@ -358,6 +364,7 @@ class VirtualGroup(Mapping[str, VirtualArray]):
         files = sorted({f for a in arrays.values() for f in a.files})
         # The files as they are now: later reads fail if one changes (references carry no stamps).
         stamps = {f: _stamp(f) for f in files if os.path.exists(f)}
+        self.stamps = stamps
         self._arrays = {k: VirtualArray(a, stamps) for k, a in arrays.items()}
 
     def __getitem__(self, name: str) -> VirtualArray:
