@@ -5,6 +5,8 @@ in ``1 x 128 x 128`` chunks (64 KiB), zlib level 1 + shuffle. Readers, each read
 
 - ``gdsstore``: ``gdsstore.archives.open_virtual(ManifestStore)["t"][:]`` (``.read(..., device=True)``
   with ``--device``);
+- ``VirtualStore+zarr``: ``zarr.open_group(gdsstore.archives.VirtualStore(ManifestStore))["t"][:]``
+  (chunk reads batched per tick, zarr's decode), and the same under ``gdsstore.enable_pipeline()``;
 - ``manifeststore+zarr``: ``zarr.open_group(ManifestStore)["t"][:]`` (VirtualiZarr's store);
 - ``kerchunk+fsspec``: kerchunk references through zarr's ``FsspecStore`` over fsspec's reference
   filesystem;
@@ -84,11 +86,13 @@ def readers(paths: list[str], device: bool) -> dict[str, Reader]:
     from fsspec.implementations.reference import ReferenceFileSystem
     from zarr.storage import FsspecStore
 
+    import gdsstore
     import gdsstore.archives as ga
 
     up = _to_device(device)
     stores = [manifest_store(p) for p in paths]
     groups = [ga.open_virtual(ms) for ms in stores]
+    vstores = [ga.VirtualStore(ms) for ms in stores]
     refs = [kerchunk.hdf.SingleHdf5ToZarr(p, inline_threshold=0).translate() for p in paths]
 
     def ours() -> list[Any]:
@@ -96,6 +100,13 @@ def readers(paths: list[str], device: bool) -> dict[str, Reader]:
 
     def manifest() -> list[Any]:
         return [up(zarr.open_group(ms, mode="r")["t"][:]) for ms in stores]
+
+    def vstore() -> list[Any]:
+        return [up(zarr.open_group(s, mode="r")["t"][:]) for s in vstores]
+
+    def vstore_pipeline() -> list[Any]:
+        with gdsstore.enable_pipeline():
+            return [up(zarr.open_group(s, mode="r")["t"][:]) for s in vstores]
 
     def kerchunk_fsspec() -> list[Any]:
         out = []
@@ -112,7 +123,10 @@ def readers(paths: list[str], device: bool) -> dict[str, Reader]:
                 out.append(up(f["t"][:]))
         return out
 
-    return {"gdsstore": ours, "manifeststore+zarr": manifest, "kerchunk+fsspec": kerchunk_fsspec, "h5py": h5}
+    return {
+        "gdsstore": ours, "VirtualStore+zarr": vstore, "VirtualStore+enable_pipeline": vstore_pipeline,
+        "manifeststore+zarr": manifest, "kerchunk+fsspec": kerchunk_fsspec, "h5py": h5,
+    }
 
 
 def _crc(arrays: list[Any]) -> list[int]:

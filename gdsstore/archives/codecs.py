@@ -135,7 +135,7 @@ def zlib_decode(data: Any, nbytes: int, where: str = "zlib chunk") -> bytes:
         # Sized to the chunk: zlib's default 16 KiB output buffer would grow (and copy) 3 times.
         out = decompress(data, bufsize=nbytes if nbytes > 0 else zlib.DEF_BUF_SIZE)
     except errors as exc:
-        raise ChunkDecodeError(f"{where}: corrupt zlib chunk ({exc})") from exc
+        raise ChunkDecodeError(f"{where}: corrupt ({exc})") from exc
     if nbytes >= 0 and len(out) != nbytes:
         raise ChunkDecodeError(f"{where}: zlib chunk decoded to {len(out)} bytes, expected {nbytes}")
     return out

@@ -234,9 +234,11 @@ def _undo(codec: Any, data: Any, where: _Where, i: int, last: int) -> Any:
     cid = codec.codec_id
     try:
         if cid == "zlib":
-            return _codecs.zlib_decode(data, last)
+            return _codecs.zlib_decode(data, last, "zlib")
         return codec.decode(data)
-    except Exception as exc:  # neither zlib's nor numcodecs' errors name the file: add it
+    except ChunkDecodeError as exc:
+        raise ChunkDecodeError(f"{where[i]}: {exc}") from exc
+    except Exception as exc:  # numcodecs' errors name no file: add it
         raise ChunkDecodeError(f"{where[i]}: {cid} decode failed ({exc})") from exc
 
 

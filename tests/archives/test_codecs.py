@@ -115,7 +115,7 @@ def test_zlib_frame_rejects(stream: bytes, match: str) -> None:
 def test_zlib_decode_errors_name_the_chunk() -> None:
     stream = bytearray(zlib.compress(b"abc" * 100))
     stream[-1] ^= 0xFF  # adler32 trailer
-    with pytest.raises(ChunkDecodeError, match=r"x\.h5 at 64: corrupt zlib chunk"):
+    with pytest.raises(ChunkDecodeError, match=r"x\.h5 at 64: corrupt \("):
         zlib_decode(bytes(stream), -1, "x.h5 at 64")
     with pytest.raises(ChunkDecodeError, match="expected 5"):
         zlib_decode(zlib.compress(b"abc"), 5)
