@@ -7,9 +7,10 @@ Each filter has three parts:
 - a host decoder giving numcodecs' bytes exactly (``zlib`` through zlib-ng's ``decompress`` where the
   ``zlib-ng`` package is installed, 1.6x faster than :func:`zlib.decompress` on 64 KiB chunks, else the
   standard library's; both release the GIL, so a thread pool decodes chunks in parallel);
-- a device decoder over one buffer of many chunks (:func:`decode_zlib_device`: nvCOMP's raw Deflate on
-  the stream behind each 2-byte zlib header, adler32 checked on the GPU; :func:`unshuffle_device`: a
-  CuPy transpose; :func:`check_fletcher32_device`).
+- a batch decoder over one buffer of many chunks, the same code on numpy and CuPy buffers
+  (:func:`decode_zlib_batch`: on the GPU nvCOMP's raw Deflate on the stream behind each 2-byte zlib
+  header, adler32 checked on the GPU; :func:`unshuffle_rows`: a transpose;
+  :func:`check_fletcher32_batch`), so that all but the nvCOMP call is tested on any machine.
 
 The zarr codec classes at the end (:class:`Zlib`, :class:`Shuffle`, :class:`Fletcher32`) are zarr's
 ``numcodecs.*`` classes of the same names, so array metadata round-trips; device buffers decode on the
@@ -57,16 +58,18 @@ __all__ = [
     "ZlibFrame",
     "adler32_rows",
     "check_fletcher32",
-    "check_fletcher32_device",
-    "decode_zlib_device",
+    "check_fletcher32_batch",
+    "decode_zlib_batch",
     "fletcher32",
+    "gather_rows",
     "inflater",
     "shuffle",
     "unshuffle",
-    "unshuffle_device",
     "unshuffle_into",
+    "unshuffle_rows",
     "zlib_decode",
     "zlib_frame",
+    "zlib_trailers",
 ]
 
 #: adler32's modulus (RFC 1950).
@@ -294,7 +297,7 @@ def unshuffle_into(data: np.ndarray, target: np.ndarray) -> None:
         np.bitwise_or(t, planes[k], out=t, casting="unsafe")
 
 
-def unshuffle_device(rows: Any, elementsize: int) -> Any:
+def unshuffle_rows(rows: Any, elementsize: int) -> Any:
     """Unshuffle every row of a 2-D device (or host) ``uint8`` array of equal-length chunks at once:
     one transposed copy for the whole batch."""
     xp = _array_module(rows)
@@ -304,71 +307,118 @@ def unshuffle_device(rows: Any, elementsize: int) -> Any:
     return xp.ascontiguousarray(rows.reshape(m, elementsize, n // elementsize).transpose(0, 2, 1)).reshape(m, n)
 
 
-# -- device batches --------------------------------------------------------------------------------
+# -- batches of chunks in one buffer (numpy on the host, CuPy on the GPU: the same code) ------------
 
 
-def check_fletcher32_device(
-    src: Any, offsets: np.ndarray, lengths: np.ndarray, where: list[str]
-) -> None:
-    """Check the trailing Fletcher-32 of many chunks inside one device ``uint8`` buffer (``src``):
-    chunks of one length are checked as the rows of one 2-D view, on the GPU.
+def _host(a: Any) -> np.ndarray:
+    """A device array's values on the host (numpy arrays as they are)."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def gather_rows(src: Any, offsets: np.ndarray, n: int) -> Any:
+    """``n`` bytes at each offset of a 1-D ``uint8`` buffer as the rows of one 2-D array: one gather
+    (one kernel on the GPU), not one slice per chunk."""
+    xp = _array_module(src)
+    idx = xp.asarray(np.asarray(offsets, dtype=np.int64)[:, None] + np.arange(n, dtype=np.int64))
+    return src[idx]
+
+
+def check_fletcher32_batch(src: Any, offsets: np.ndarray, lengths: np.ndarray, where: Callable[[int], str]) -> None:
+    """Check the trailing Fletcher-32 of many chunks of one ``uint8`` buffer (numpy or CuPy): the
+    chunks of each length are checked together, as the rows of one 2-D array.
 
     Raises:
-        ChunkDecodeError: naming the first chunk whose checksum does not match (``where[i]``).
+        ChunkDecodeError: naming the first chunk whose checksum does not match (``where(i)``).
     """
-    import cupy as cp
-
     for n in np.unique(lengths).tolist():
         idx = np.flatnonzero(lengths == n)
         if n < 4:
-            raise ChunkDecodeError(f"{where[int(idx[0])]}: fletcher32 chunk of {n} bytes is truncated")
-        rows = cp.stack([src[o : o + n] for o in offsets[idx].tolist()])
-        got = fletcher32(rows[:, : n - 4]).get()
-        want = rows[:, n - 4 :].copy().view(cp.uint32).reshape(-1).get()  # little-endian on every GPU
+            raise ChunkDecodeError(f"{where(int(idx[0]))}: fletcher32 chunk of {n} bytes is truncated")
+        rows = gather_rows(src, offsets[idx], n)
+        got = _host(fletcher32(rows[:, : n - 4]))
+        want = _host(rows[:, n - 4 :]).astype(np.uint32) @ np.array([1, 1 << 8, 1 << 16, 1 << 24], np.uint32)
         bad = np.flatnonzero(got != want)
         if bad.size:
             i = int(idx[bad[0]])
-            raise ChunkDecodeError(f"{where[i]}: fletcher32 checksum mismatch (stored {int(want[bad[0]]):#010x})")
+            raise ChunkDecodeError(
+                f"{where(i)}: fletcher32 checksum mismatch (stored {int(want[bad[0]]):#010x}, computed {int(got[bad[0]]):#010x})"
+            )
 
 
-def decode_zlib_device(
-    src: Any, offsets: np.ndarray, lengths: np.ndarray, raw_nbytes: int, heads: np.ndarray, where: list[str]
-) -> Any:
-    """Inflate many zlib chunks of one device buffer into the rows of one ``(n, raw_nbytes)`` device
-    array with one nvCOMP Deflate call, then check every row's adler32 on the GPU.
+def zlib_trailers(heads: np.ndarray, where: Callable[[int], str]) -> np.ndarray:
+    """Check many zlib headers at once (:func:`zlib_frame`'s rules, vectorised) and return their
+    adler32 trailers (``uint32``).
 
     Args:
-        src: device ``uint8`` buffer holding the chunks.
+        heads: ``(n, 6)`` ``uint8``: each stream's first 2 and last 4 bytes.
+
+    Raises:
+        ChunkDecodeError: naming the first stream whose header is not one nvCOMP can take.
+    """
+    cmf, flg = heads[:, 0].astype(np.int64), heads[:, 1].astype(np.int64)
+    bad = (cmf & 0x0F != 8) | (cmf >> 4 > 7) | (((cmf << 8) | flg) % 31 != 0) | (flg & 0x20 != 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        zlib_frame(np.concatenate([heads[i], np.zeros(1, np.uint8)]), where(i))  # raises, saying why
+    t = heads[:, 2:].astype(np.uint32)
+    return (t[:, 0] << 24) | (t[:, 1] << 16) | (t[:, 2] << 8) | t[:, 3]
+
+
+def _inflate_rows(src: Any, starts: np.ndarray, sizes: np.ndarray, out: Any, where: Callable[[int], str]) -> None:
+    """Raw deflate streams of ``src`` into the rows of ``out``: one nvCOMP call on the GPU; on the host
+    (numpy buffers: the same batch code, tested on any machine) :func:`zlib.decompress` per stream."""
+    n, raw = int(out.shape[0]), int(out.shape[1])
+    if isinstance(src, np.ndarray):
+        for i, (a, k) in enumerate(zip(starts.tolist(), sizes.tolist())):
+            try:
+                row = zlib.decompress(src[a : a + k], -15, raw)
+            except zlib.error as exc:
+                raise ChunkDecodeError(f"{where(i)}: corrupt ({exc})") from exc
+            if len(row) != raw:
+                raise ChunkDecodeError(f"{where(i)}: zlib chunk decoded to {len(row)} bytes, expected {raw}")
+            out[i] = np.frombuffer(row, np.uint8)
+        return
+    from gdsstore.gpu import nvcomp
+
+    try:
+        nvcomp.decode_batch_into(
+            "gzip", src, starts.tolist(), sizes.tolist(), out.reshape(-1), [i * raw for i in range(n)], [raw] * n
+        )
+    except ValueError as exc:  # nvCOMP reports the batch's first bad stream by its place in the batch
+        raise ChunkDecodeError(f"{where(0)} (or a later chunk of its batch): {exc}") from exc
+
+
+def decode_zlib_batch(
+    src: Any, offsets: np.ndarray, lengths: np.ndarray, raw_nbytes: int, heads: np.ndarray, where: Callable[[int], str]
+) -> Any:
+    """Inflate many zlib chunks of one buffer into the rows of one ``(n, raw_nbytes)`` array, then
+    check every row's adler32 with :func:`adler32_rows`. On CuPy buffers, one nvCOMP Deflate call
+    decodes the stream behind each 2-byte header, and the checksums are computed on the GPU.
+
+    Args:
+        src: ``uint8`` buffer holding the chunks (CuPy, or numpy).
         offsets, lengths: each chunk's place in ``src``.
         raw_nbytes: every chunk's decoded size (an archive's chunks all decode to the chunk's bytes).
         heads: ``(n, 6)`` host ``uint8``: each chunk's first 2 and last 4 bytes (read on the host,
-            where the chunk landed first), parsed by :func:`zlib_frame` without a device round trip.
-        where: each chunk's file and offset, for errors.
+            where the chunk landed first: no device round trip per chunk).
+        where: chunk number -> its file and offset, for errors.
 
     Raises:
         ChunkDecodeError: a bad header, a size or an adler32 mismatch, naming the chunk.
     """
-    import cupy as cp
-
-    from gdsstore.gpu import nvcomp
-
-    frames = [zlib_frame(h, w) for h, w in zip(heads, where)]
-    n = len(frames)
-    out = cp.empty((n, raw_nbytes), dtype=cp.uint8)
-    starts = [int(o) + f.start for o, f in zip(offsets.tolist(), frames)]
-    sizes = [int(ln) - 6 for ln in lengths.tolist()]
-    try:
-        nvcomp.decode_batch_into(
-            "gzip", src, starts, sizes, out.reshape(-1), [i * raw_nbytes for i in range(n)], [raw_nbytes] * n
-        )
-    except ValueError as exc:
-        raise ChunkDecodeError(f"{where[0]} (or a later chunk of the batch): {exc}") from exc
-    got = adler32_rows(out).get()
-    want = np.array([f.adler32 for f in frames], dtype=np.uint32)
+    xp = _array_module(src)
+    want = zlib_trailers(heads, where)
+    n = len(offsets)
+    out = xp.empty((n, raw_nbytes), dtype=xp.uint8)
+    if (lengths < 6).any():
+        i = int(np.flatnonzero(lengths < 6)[0])
+        raise ChunkDecodeError(f"{where(i)}: zlib stream of {int(lengths[i])} bytes is truncated")
+    _inflate_rows(src, offsets + 2, lengths - 6, out, where)
+    got = _host(adler32_rows(out))
     bad = np.flatnonzero(got != want)
     if bad.size:
         i = int(bad[0])
-        raise ChunkDecodeError(f"{where[i]}: adler32 mismatch (stored {int(want[i]):#010x}, decoded {int(got[i]):#010x})")
+        raise ChunkDecodeError(f"{where(i)}: adler32 mismatch (stored {int(want[i]):#010x}, decoded {int(got[i]):#010x})")
     return out
 
 

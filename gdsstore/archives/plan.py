@@ -27,7 +27,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ChunkSelection", "ReadPlan", "normalize_selection", "plan_reads", "select_chunks"]
+__all__ = [
+    "ChunkSelection", "ReadPlan", "ScatterPlan", "chunk_index", "normalize_selection", "plan_reads", "scatter_host",
+    "scatter_plan", "select_chunks",
+]
 
 #: Where each coalesced read lands in the buffer: a multiple of this (CPU cache lines, nvCOMP's
 #: input alignment).
@@ -181,3 +184,52 @@ def chunk_index(grid: tuple[int, ...], coords: np.ndarray) -> np.ndarray:
     if not grid:
         return np.zeros(len(coords), dtype=np.int64)
     return np.ravel_multi_index(tuple(coords.T), grid) if math.prod(grid) else np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class ScatterPlan:
+    """Byte-level copies of decoded chunks (rows of one ``(n, chunk_nbytes)`` buffer) into an output:
+    one row per chunk, in the layout of ``gdsstore.gpu.kernels.scatter_arrays`` (offsets and strides
+    in bytes, added to the two buffers' base addresses on the GPU).
+
+    Attributes:
+        src, dst: byte offset of each copy's first element in the rows buffer and in the output.
+        shape: elements copied along each dimension (``(n, ndim)``).
+        src_strides, dst_strides: byte strides (``(n, ndim)``).
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    shape: np.ndarray
+    src_strides: np.ndarray
+    dst_strides: np.ndarray
+
+
+def scatter_plan(
+    sel: ChunkSelection, present: np.ndarray, chunks: tuple[int, ...], itemsize: int, out_strides: tuple[int, ...]
+) -> ScatterPlan:
+    """The copies that put each present chunk's box into the output: chunk ``present[k]`` of ``sel`` is
+    row ``k`` of the decoded rows (C order, ``prod(chunks) * itemsize`` bytes each)."""
+    n = len(present)
+    chunk_strides = itemsize * np.array(
+        [int(np.prod(chunks[d + 1 :], dtype=np.int64)) for d in range(len(chunks))], dtype=np.int64
+    )
+    row = int(np.prod(chunks, dtype=np.int64)) * itemsize
+    dst_st = np.array(out_strides, dtype=np.int64)
+    src = np.arange(n, dtype=np.int64) * row + sel.src_start[present] @ chunk_strides
+    dst = sel.dst_start[present] @ dst_st
+    return ScatterPlan(src, dst, sel.count[present], np.tile(chunk_strides, (n, 1)), np.tile(dst_st, (n, 1)))
+
+
+def scatter_host(plan: ScatterPlan, rows: np.ndarray, out: np.ndarray) -> None:
+    """Run a :class:`ScatterPlan` with numpy (what the GPU kernel does, one copy per row): the host's
+    check of the plan, used by the tests."""
+    from numpy.lib.stride_tricks import as_strided
+
+    src_bytes, dst_bytes = rows.reshape(-1).view(np.uint8), out.reshape(-1).view(np.uint8)
+    item = out.dtype.itemsize
+    for k in range(len(plan.src)):
+        shape = (*plan.shape[k].tolist(), item)
+        s = as_strided(src_bytes[int(plan.src[k]) :], shape, (*plan.src_strides[k].tolist(), 1))
+        d = as_strided(dst_bytes[int(plan.dst[k]) :], shape, (*plan.dst_strides[k].tolist(), 1))
+        d[...] = s

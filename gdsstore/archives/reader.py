@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ from gdsstore.archives.refs import INLINED, ArrayRefs, from_kerchunk, from_manif
 from gdsstore.engine.batch import groups, read_batch
 from gdsstore.engine.pool import map_all
 
-__all__ = ["VirtualArray", "VirtualGroup", "check_files", "chunk_ends", "open_virtual"]
+__all__ = ["VirtualArray", "VirtualGroup", "check_files", "chunk_ends", "decode_rows", "open_virtual"]
 
 #: Chunks at most this many bytes apart share one read (HDF5 interleaves small B-tree nodes).
 MAX_GAP = 64 << 10
@@ -72,12 +72,15 @@ class VirtualArray:
         out: np.ndarray = self.read(...)
         return out if dtype is None else out.astype(dtype)
 
-    def read(self, selection: Any = ..., *, device: bool = False) -> Any:
+    def read(self, selection: Any = ..., *, device: bool = False, batch: bool = False) -> Any:
         """Read a basic selection (ints, slices with positive steps, ``...``).
 
         Args:
             selection: what to read, as for a numpy array.
             device: land the result in a CuPy array, decoded on the GPU (needs CuPy and nvCOMP).
+            batch: on the host, decode with the GPU path's batch code (numpy arrays in place of CuPy's,
+                zlib in place of nvCOMP): slower than the default threads, it checks that code
+                anywhere.
 
         Returns:
             numpy array (or CuPy with ``device=True``) of the selection, the stored dtype.
@@ -97,8 +100,8 @@ class VirtualArray:
         rp = _plan.plan_reads(fids, offs, lens, max_gap=MAX_GAP)
         buf, owner, pos, lens = self._land(rp, sel, fids, offs, lens, device)
         where = _Where(r, fids, offs)
-        if device:
-            out = _decode_device(r, sel, buf, pos, lens, where)
+        if device or batch:
+            out = _decode_batched(r, sel, buf, pos, lens, where, device)
         else:
             out = _decode_host(r, sel, buf, pos, lens, where)
         del owner  # pinned staging is released once the chunks are decoded
@@ -189,8 +192,6 @@ class _Where:
             return f"array {self._refs.name!r}: inlined chunk"
         return f"{self._refs.files[f]}: chunk at offset {int(self._offs[i])} (array {self._refs.name!r})"
 
-    def rows(self, idx: np.ndarray) -> list[str]:
-        return [self[int(i)] for i in idx.tolist()]
 
 
 def _require_gpu() -> None:
@@ -285,78 +286,78 @@ def _decode_host(
     return out
 
 
-def _decode_device(
-    r: ArrayRefs, sel: _plan.ChunkSelection, buf: np.ndarray, pos: np.ndarray, lens: np.ndarray, where: _Where
+def _decode_batched(
+    r: ArrayRefs, sel: _plan.ChunkSelection, buf: np.ndarray, pos: np.ndarray, lens: np.ndarray, where: _Where,
+    device: bool,
 ) -> Any:
-    """Upload the landed bytes once, decode every chunk on the GPU in batches, scatter with one kernel."""
-    import cupy as cp
-
+    """Decode every chunk as one batch and scatter them: on the GPU, the landed bytes uploaded once and
+    the boxes copied by one kernel; on the host the same batch code over numpy arrays."""
     t0 = time.perf_counter()
     present = np.flatnonzero(lens >= 0)
-    dev = cp.asarray(buf)
-    p, n = pos[present], lens[present]
-    rows = _device_rows(r, dev, buf, p, n, where.rows(present))
+    if not device:
+        rows = decode_rows(r, buf, buf, pos[present], lens[present], lambda k: where[int(present[k])])
+        host_out: np.ndarray = _output(r, sel, lens, np)
+        sp = _plan.scatter_plan(sel, present, r.chunks, r.dtype.itemsize, host_out.strides)
+        _plan.scatter_host(sp, rows, host_out)
+        return host_out
+    import cupy as cp
+
+    dev = cp.asarray(buf)  # one copy from page-locked memory
+    rows = decode_rows(r, dev, buf, pos[present], lens[present], lambda k: where[int(present[k])])
     out = _output(r, sel, lens, cp)
-    _scatter_device(r, sel, out, rows, present)
+    if r.dtype.itemsize not in (1, 2, 4, 8):
+        raise NotImplementedError(f"VirtualArray.read(device=True): {r.dtype} has no GPU scatter; read on the host")
+    if len(present):
+        from gdsstore.gpu.kernels import scatter_arrays
+
+        sp = _plan.scatter_plan(sel, present, r.chunks, r.dtype.itemsize, out.strides)
+        fill = np.asarray(0 if r.fill_value is None else r.fill_value, dtype=r.dtype).tobytes()
+        scatter_arrays(
+            sp.src + rows.data.ptr, sp.dst + out.data.ptr, sp.shape, sp.src_strides, sp.dst_strides,
+            itemsize=r.dtype.itemsize, fill=fill,
+        )
     if _trace.active():
         _trace.record("decode", "gpu-decode", "archive chunks: nvCOMP deflate + CuPy", out.nbytes, time.perf_counter() - t0)
     return out
 
 
-def _device_rows(r: ArrayRefs, dev: Any, host: np.ndarray, pos: np.ndarray, lens: np.ndarray, where: list[str]) -> Any:
-    """The chunks decoded on the GPU, one row each (``(n, chunk_nbytes)`` uint8)."""
-    import cupy as cp
+def decode_rows(
+    r: ArrayRefs, src: Any, host: np.ndarray, pos: np.ndarray, lens: np.ndarray, where: Callable[[int], str]
+) -> Any:
+    """Chunks of one buffer decoded as a batch, one row each (``(n, chunk_nbytes)`` ``uint8``).
 
+    ``src`` is the buffer on the GPU (CuPy) or the host (numpy: the same code, tested on any machine);
+    ``host`` is its host copy, where the zlib headers are read.
+
+    Raises:
+        NotImplementedError: a codec without a batch decoder (the host path reads it).
+    """
     raw = r.chunk_nbytes
-    chain = r.codecs[::-1]
     rows = None
-    for c in chain:
+    for c in r.codecs[::-1]:
         cid = c.codec_id
         if rows is None and cid == "fletcher32":
-            _codecs.check_fletcher32_device(dev, pos, lens, where)
+            _codecs.check_fletcher32_batch(src, pos, lens, where)
             lens = lens - 4
         elif rows is None and cid == "zlib":
-            # Headers and trailers are read from the host copy: no device round trip per chunk.
             idx = np.concatenate([pos[:, None] + np.arange(2), (pos + lens - 4)[:, None] + np.arange(4)], axis=1)
-            rows = _codecs.decode_zlib_device(dev, pos, lens, raw, host[idx], where)
+            rows = _codecs.decode_zlib_batch(src, pos, lens, raw, host[idx], where)
         elif cid == "shuffle":
-            if rows is None:
-                rows = cp.stack([dev[a : a + b] for a, b in zip(pos.tolist(), lens.tolist())])
-            rows = _codecs.unshuffle_device(rows, int(c.elementsize))
+            rows = _codecs.unshuffle_rows(_equal_rows(src, pos, lens, raw, where) if rows is None else rows, c.elementsize)
         else:
             raise NotImplementedError(
-                f"VirtualArray.read(device=True): codec {cid!r} has no GPU decoder yet; read on the host"
+                f"VirtualArray.read(device=True): codec {cid!r} has no batch decoder yet; read on the host"
             )
-    if rows is None:
-        rows = cp.stack([dev[a : a + b] for a, b in zip(pos.tolist(), lens.tolist())])
-    if rows.shape[1] != raw:
-        raise ChunkDecodeError(f"{where[0]}: decoded chunks of {rows.shape[1]} bytes, expected {raw}")
-    return rows
+    return _equal_rows(src, pos, lens, raw, where) if rows is None else rows
 
 
-def _scatter_device(r: ArrayRefs, sel: _plan.ChunkSelection, out: Any, rows: Any, present: np.ndarray) -> None:
-    """Every present chunk's box into ``out`` with one kernel (``gdsstore.gpu.kernels.scatter_arrays``)."""
-    if not len(present):
-        return
-    from gdsstore.gpu.kernels import scatter_arrays
-
-    item = r.dtype.itemsize
-    chunk_strides = item * _c_strides(r.chunks)
-    out_strides = np.array(out.strides, dtype=np.int64)
-    src = rows.data.ptr + np.arange(len(present), dtype=np.int64) * r.chunk_nbytes
-    src = src + sel.src_start[present] @ chunk_strides
-    dst = out.data.ptr + sel.dst_start[present] @ out_strides
-    n = len(present)
-    fill = np.asarray(0 if r.fill_value is None else r.fill_value, dtype=r.dtype).tobytes()
-    scatter_arrays(
-        src, dst, sel.count[present], np.tile(chunk_strides, (n, 1)), np.tile(out_strides, (n, 1)),
-        itemsize=item, fill=fill,
-    )
-
-
-def _c_strides(shape: tuple[int, ...]) -> np.ndarray:
-    """C-order strides of ``shape`` in elements."""
-    return np.array([int(np.prod(shape[k + 1 :], dtype=np.int64)) for k in range(len(shape))], dtype=np.int64)
+def _equal_rows(src: Any, pos: np.ndarray, lens: np.ndarray, raw: int, where: Callable[[int], str]) -> Any:
+    """Uncompressed chunks as rows: each must hold exactly a chunk's bytes."""
+    bad = np.flatnonzero(lens != raw)
+    if bad.size:
+        i = int(bad[0])
+        raise ChunkDecodeError(f"{where(i)}: stored chunk of {int(lens[i])} bytes, expected {raw}")
+    return _codecs.gather_rows(src, pos, raw)
 
 
 class VirtualGroup(Mapping[str, VirtualArray]):

@@ -14,13 +14,17 @@ from gdsstore.archives import ChunkDecodeError
 from gdsstore.archives.codecs import (
     adler32_rows,
     check_fletcher32,
+    check_fletcher32_batch,
+    decode_zlib_batch,
     fletcher32,
+    gather_rows,
     inflater,
     shuffle,
     unshuffle,
-    unshuffle_device,
+    unshuffle_rows,
     zlib_decode,
     zlib_frame,
+    zlib_trailers,
 )
 
 data_st = st.binary(min_size=0, max_size=4096)
@@ -83,9 +87,9 @@ def test_shuffle_keeps_trailing_bytes_in_place() -> None:
 
 def test_unshuffle_rows() -> None:
     rows = np.random.default_rng(1).integers(0, 256, (5, 64), dtype=np.uint8)
-    assert unshuffle_device(rows, 4).tolist() == [unshuffle(r, 4).tolist() for r in rows]
+    assert unshuffle_rows(rows, 4).tolist() == [unshuffle(r, 4).tolist() for r in rows]
     odd = rows[:, :62]
-    assert unshuffle_device(odd, 4).tolist() == [unshuffle(r, 4).tolist() for r in odd]
+    assert unshuffle_rows(odd, 4).tolist() == [unshuffle(r, 4).tolist() for r in odd]
 
 
 @settings(max_examples=100, deadline=None)
@@ -127,3 +131,43 @@ def test_both_inflaters_give_zlibs_bytes() -> None:
     stream = zlib.compress(data, 1)
     assert decompress(stream) == zlib.decompress(stream) == data
     assert name in ("zlib", "zlib-ng")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=3000), min_size=1, max_size=6), st.integers(0, 9))
+def test_zlib_batch_on_numpy(chunks: list[bytes], level: int) -> None:
+    """The GPU path's batch inflate with numpy buffers: headers vectorised, rows, adler32 rows."""
+    raw = max(len(c) for c in chunks)
+    chunks = [c.ljust(raw, b"\0") for c in chunks]  # an archive's chunks all decode to one size
+    streams = [zlib.compress(c, level) for c in chunks]
+    offsets = np.cumsum([0] + [len(s) + 3 for s in streams])[:-1]  # unaligned on purpose
+    buf = np.zeros(int(offsets[-1]) + len(streams[-1]), dtype=np.uint8)
+    for o, s in zip(offsets, streams):
+        buf[o : o + len(s)] = np.frombuffer(s, np.uint8)
+    lengths = np.array([len(s) for s in streams])
+    heads = np.stack([np.frombuffer(s[:2] + s[-4:], np.uint8) for s in streams])
+    assert zlib_trailers(heads, str).tolist() == [zlib.adler32(c) for c in chunks]
+    rows = decode_zlib_batch(buf, offsets, lengths, raw, heads, str)
+    assert [r.tobytes() for r in rows] == chunks
+    assert gather_rows(buf, offsets[:1], 2).tolist() == [list(streams[0][:2])]
+
+
+def test_batch_errors_name_the_chunk() -> None:
+    data = [b"a" * 100, b"b" * 100]
+    streams = [zlib.compress(d) for d in data]
+    buf = np.frombuffer(b"".join(streams), np.uint8).copy()
+    offsets, lengths = np.array([0, len(streams[0])]), np.array([len(s) for s in streams])
+    heads = np.stack([np.frombuffer(s[:2] + s[-4:], np.uint8) for s in streams])
+    bad = heads.copy()
+    bad[1, 5] ^= 1
+    with pytest.raises(ChunkDecodeError, match="chunk 1: adler32 mismatch"):
+        decode_zlib_batch(buf, offsets, lengths, 100, bad, lambda i: f"chunk {i}")
+    bad = heads.copy()
+    bad[1, 1] ^= 1
+    with pytest.raises(ChunkDecodeError, match="chunk 1: zlib header check"):
+        decode_zlib_batch(buf, offsets, lengths, 100, bad, lambda i: f"chunk {i}")
+    stored = np.frombuffer(b"".join(numcodecs.Fletcher32().encode(d) for d in data), np.uint8).copy()
+    check_fletcher32_batch(stored, np.array([0, 104]), np.array([104, 104]), str)
+    stored[110] ^= 1
+    with pytest.raises(ChunkDecodeError, match="chunk 1: fletcher32 checksum mismatch"):
+        check_fletcher32_batch(stored, np.array([0, 104]), np.array([104, 104]), lambda i: f"chunk {i}")

@@ -59,7 +59,7 @@ def test_device_codecs_match_host() -> None:
     assert acodecs.adler32_rows(d).get().tolist() == [zlib.adler32(r.tobytes()) for r in rows]
     want = [int.from_bytes(numcodecs.Fletcher32().encode(r.tobytes())[-4:], "little") for r in rows]
     assert acodecs.fletcher32(d).get().tolist() == want
-    np.testing.assert_array_equal(acodecs.unshuffle_device(d, 4).get(), np.stack([acodecs.unshuffle(r, 4) for r in rows]))
+    np.testing.assert_array_equal(acodecs.unshuffle_rows(d, 4).get(), np.stack([acodecs.unshuffle(r, 4) for r in rows]))
     streams = [zlib.compress(acodecs.shuffle(r, 4).tobytes(), 1) for r in rows]
     buf = np.zeros(sum(-(-len(s) // 64) * 64 for s in streams), dtype=np.uint8)
     offs, at = [], 0
@@ -69,8 +69,8 @@ def test_device_codecs_match_host() -> None:
         at += -(-len(s) // 64) * 64
     offsets, lengths = np.array(offs), np.array([len(s) for s in streams])
     heads = np.stack([np.frombuffer(s[:2] + s[-4:], np.uint8) for s in streams])
-    out = acodecs.decode_zlib_device(cp.asarray(buf), offsets, lengths, 65536, heads, ["x"] * 8)
-    np.testing.assert_array_equal(acodecs.unshuffle_device(out, 4).get(), rows)
+    out = acodecs.decode_zlib_batch(cp.asarray(buf), offsets, lengths, 65536, heads, lambda i: f"chunk {i}")
+    np.testing.assert_array_equal(acodecs.unshuffle_rows(out, 4).get(), rows)
 
 
 def test_zarr_codec_classes_on_device(tmp_path: Path) -> None:

@@ -45,6 +45,15 @@ def test_selections_match_h5py(opened: tuple[ga.VirtualGroup, dict[str, np.ndarr
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("sel", SELECTIONS, ids=repr)
+def test_batch_decoder_matches_h5py(opened: tuple[ga.VirtualGroup, dict[str, np.ndarray]], sel: Any) -> None:
+    """The GPU path's batch code (gather, zlib batch, adler32 rows, unshuffle rows, scatter plan) on numpy."""
+    g, data = opened
+    np.testing.assert_array_equal(g["t"].read(sel, batch=True), data["t"][sel])
+    np.testing.assert_array_equal(g["q"].read(batch=True), data["q"])
+    np.testing.assert_array_equal(g["x"].read(slice(3, 150), batch=True), data["x"][3:150])
+
+
 def test_fill_values_edges_and_other_arrays(opened: tuple[ga.VirtualGroup, dict[str, np.ndarray]]) -> None:
     g, data = opened
     t = g["t"][:]
@@ -64,6 +73,8 @@ def test_fletcher32_through_virtualizarr(tmp_path: Path) -> None:
     assert [c.codec_id for c in g["q"].refs.codecs][-1] == "fletcher32"
     np.testing.assert_array_equal(g["q"][:], data["q"])
     np.testing.assert_array_equal(g["t"][:], data["t"])
+    np.testing.assert_array_equal(g["q"].read(batch=True), data["q"])
+    np.testing.assert_array_equal(g["t"].read(slice(1, 3), batch=True), data["t"][1:3])
 
 
 def _flip(path: Path, offset: int) -> None:
@@ -85,6 +96,8 @@ def test_corrupt_chunk_names_file_and_offset(tmp_path: Path) -> None:
     np.testing.assert_array_equal(g["q"][:32, :32], h5py.File(p)["q"][:32, :32])  # other chunks still read
     with pytest.raises(ChunkDecodeError, match=f"{p}: chunk at offset {off} .*fletcher32.*checksum"):
         g["q"][:]
+    with pytest.raises(ChunkDecodeError, match=f"{p}: chunk at offset {off} .*fletcher32 checksum mismatch"):
+        g["q"].read(batch=True)
 
 
 def test_corrupt_zlib_chunk(tmp_path: Path) -> None:
@@ -95,6 +108,8 @@ def test_corrupt_zlib_chunk(tmp_path: Path) -> None:
     _flip(p, off + n - 2)  # the adler32 trailer
     with pytest.raises(ChunkDecodeError, match=rf"{p}: chunk at offset {off} \(array 't'\): zlib: corrupt \(.*incorrect data check"):
         ga.open_virtual(refs)["t"][0]
+    with pytest.raises(ChunkDecodeError, match=rf"{p}: chunk at offset {off} \(array 't'\): adler32 mismatch"):
+        ga.open_virtual(refs)["t"].read(0, batch=True)
 
 
 def test_truncated_file(tmp_path: Path) -> None:
