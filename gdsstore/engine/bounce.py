@@ -161,8 +161,11 @@ class BounceRing:
 
     def release(self, slot: _Slot, event: Any = None) -> None:
         slot.event = event
+        cap = policy.settings().pinned_memory_limit
         with self._cond:
             self._free.setdefault(slot.buf.nbytes, deque()).append(slot)
+            if self._pinned > cap:  # the limit was lowered since the slots were made: give idle ones back
+                self._drop_idle(cap)
             self._cond.notify_all()
 
     def forget_after_fork(self) -> None:

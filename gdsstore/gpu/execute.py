@@ -352,7 +352,7 @@ def read_shards(
         shards, tables, config.sharding_coalesce_max_gap_bytes, config.sharding_coalesce_max_bytes
     )
     getters = [batch[i][0] for i in plan.read_item.tolist()]
-    windows = split_windows(plan.window_nbytes(), window_bytes(chain, device))
+    windows = split_windows(plan.window_nbytes(raw_nbytes(inner_spec)), window_bytes(chain, device))
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
 
     def read(w: range) -> staging.Staged:

@@ -360,9 +360,21 @@ class ShardReadPlan:
     bounds: np.ndarray
     member_of: list[np.ndarray | None]
 
-    def window_nbytes(self) -> list[int]:
-        """Bytes of each read (the sizes that windows are cut by)."""
-        return (self.read_stop - self.read_start).tolist()  # type: ignore[no-any-return]
+    def window_nbytes(self, member_raw: int = 0) -> list[int]:
+        """The sizes that windows are cut by: each read's stored bytes, or, when larger, the decoded bytes
+        of its members (``member_raw``: one inner chunk's decoded size), which a window holds on the device
+        (cut by stored bytes alone, a 1 GiB ``gpu.memory_budget`` peaked at 3.3 GiB on zstd shards).
+
+        Examples:
+            >>> p = ShardReadPlan(*(np.array(v) for v in ([0], [0], [100], [0, 0], [0, 1], [0, 0], [0, 50],
+            ...                   [50, 50], [0, 2])), member_of=[None])
+            >>> p.window_nbytes(), p.window_nbytes(member_raw=400)
+            ([100], [800])
+        """
+        stored = self.read_stop - self.read_start
+        if member_raw:
+            stored = np.maximum(stored, np.diff(self.bounds) * member_raw)
+        return stored.tolist()  # type: ignore[no-any-return]
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:

@@ -95,3 +95,13 @@ def test_a_forked_child_starts_with_no_idle_buffers() -> None:
         assert kept.ptr == 1 and staging._pinned_pool.held() >= 1 << 20  # the parent keeps its own
     finally:
         staging._pinned_pool.forget_after_fork()
+
+
+def test_a_lowered_limit_is_reached_as_slots_come_back() -> None:
+    ring, _ = account(0)
+    with gdsstore.config.set({"pinned_memory_limit": 1 << 30}):
+        slots = [ring.acquire(8 << 20, 16) for _ in range(8)]  # 64 MiB of slots, made under 1 GiB
+    with gdsstore.config.set({"pinned_memory_limit": 24 << 20}):
+        for slot in slots:
+            ring.release(slot)
+        assert ring.stats()["total"] <= 24 << 20
