@@ -33,7 +33,9 @@ from gdsstore.archives.refs import INLINED, ArrayRefs, from_kerchunk, from_manif
 from gdsstore.engine.batch import groups, read_batch
 from gdsstore.engine.pool import map_all
 
-__all__ = ["VirtualArray", "VirtualGroup", "check_files", "chunk_ends", "decode_rows", "open_virtual"]
+__all__ = [
+    "VirtualArray", "VirtualGroup", "check_files", "chunk_ends", "decode_rows", "gpu_unsupported", "open_virtual",
+]
 
 #: Chunks at most this many bytes apart share one read (HDF5 interleaves small B-tree nodes).
 MAX_GAP = 64 << 10
@@ -100,7 +102,10 @@ class VirtualArray:
         rp = _plan.plan_reads(fids, offs, lens, max_gap=MAX_GAP)
         buf, owner, pos, lens = self._land(rp, sel, fids, offs, lens, device)
         where = _Where(r, fids, offs)
-        if device or batch:
+        why_not = gpu_unsupported(r) if device else None
+        if why_not is not None:
+            out = _host_then_device(r, sel, buf, pos, lens, where, why_not)
+        elif device or batch:
             out = _decode_batched(r, sel, buf, pos, lens, where, device)
         else:
             out = _decode_host(r, sel, buf, pos, lens, where)
@@ -286,6 +291,39 @@ def _decode_host(
     return out
 
 
+_BATCH_CODECS = frozenset({"zlib", "shuffle", "fletcher32"})
+
+
+def gpu_unsupported(r: ArrayRefs) -> str | None:
+    """Why an array's chunks cannot decode on the GPU (for the trace), or None when they can."""
+    odd = [c.codec_id for c in r.codecs if c.codec_id not in _BATCH_CODECS]
+    if odd:
+        return f"codec {odd[0]!r} has no GPU decoder yet"
+    if r.dtype.itemsize not in (1, 2, 4, 8):
+        return f"{r.dtype}: no GPU scatter for {r.dtype.itemsize}-byte elements"
+    if any(c.codec_id == "zlib" for c in r.codecs):
+        from gdsstore.gpu import nvcomp
+
+        if nvcomp.nvcomp_or_none() is None:
+            return nvcomp.nvcomp_reason()
+    return None
+
+
+def _host_then_device(
+    r: ArrayRefs, sel: _plan.ChunkSelection, buf: np.ndarray, pos: np.ndarray, lens: np.ndarray, where: _Where,
+    reason: str,
+) -> Any:
+    """The host decode, then one copy to the GPU: for what cannot decode there (the trace says why)."""
+    import cupy as cp
+
+    t0 = time.perf_counter()
+    host_out = _decode_host(r, sel, buf, pos, lens, where)
+    out = cp.asarray(host_out)
+    if _trace.active():
+        _trace.record("decode", "cpu-codec", f"archive chunks on the host: {reason}", out.nbytes, time.perf_counter() - t0)
+    return out
+
+
 def _decode_batched(
     r: ArrayRefs, sel: _plan.ChunkSelection, buf: np.ndarray, pos: np.ndarray, lens: np.ndarray, where: _Where,
     device: bool,
@@ -305,8 +343,6 @@ def _decode_batched(
     dev = cp.asarray(buf)  # one copy from page-locked memory
     rows = decode_rows(r, dev, buf, pos[present], lens[present], lambda k: where[int(present[k])])
     out = _output(r, sel, lens, cp)
-    if r.dtype.itemsize not in (1, 2, 4, 8):
-        raise NotImplementedError(f"VirtualArray.read(device=True): {r.dtype} has no GPU scatter; read on the host")
     if len(present):
         from gdsstore.gpu.kernels import scatter_arrays
 

@@ -235,3 +235,37 @@ def test_device_read_without_gpu(h5file: tuple[Path, dict[str, np.ndarray]]) -> 
     path, _ = h5file
     with pytest.raises(GPUUnavailableError):
         ga.open_virtual(kerchunk_refs(path))["t"].read(0, device=True)
+
+
+def test_blosc_zarr_v2_chunks_through_whole_file_references(tmp_path: Path) -> None:
+    """A zarr v2 array's chunk files as ``[url]`` references (whole files), blosc through numcodecs."""
+    zarr = pytest.importorskip("zarr")
+    from numcodecs import Blosc
+
+    root = tmp_path / "a.zarr"
+    want = np.random.default_rng(7).integers(0, 1000, (50, 70)).astype("<i4")
+    z = zarr.create_array(
+        str(root), shape=want.shape, chunks=(16, 32), dtype="<i4", zarr_format=2, fill_value=-1,
+        compressors=Blosc(cname="lz4", shuffle=Blosc.SHUFFLE),
+    )
+    z[:40] = want[:40]  # the last row of chunks is never written
+    refs: dict[str, Any] = {".zgroup": json.dumps({"zarr_format": 2}), ".zarray": (root / ".zarray").read_text()}
+    for f in os.listdir(root):
+        if not f.startswith("."):
+            refs[f] = [f"file://{root / f}"]
+    g = ga.open_virtual({"version": 1, "refs": refs})
+    got = g[""][:]
+    np.testing.assert_array_equal(got, z[:])
+    assert (got[48:] == -1).all()
+    assert ga.reader.gpu_unsupported(g[""].refs) == "codec 'blosc' has no GPU decoder yet"
+
+
+def test_gpu_unsupported_says_why(h5file: tuple[Path, dict[str, np.ndarray]]) -> None:
+    path, _ = h5file
+    refs = ga.open_virtual(kerchunk_refs(path))["t"].refs
+    from gdsstore.gpu import nvcomp
+
+    reason = ga.reader.gpu_unsupported(refs)
+    assert reason is None if nvcomp.nvcomp_or_none() is not None else "nvCOMP not available" in str(reason)
+    refs.dtype = np.dtype("<c16")
+    assert "no GPU scatter" in str(ga.reader.gpu_unsupported(refs))
