@@ -10,11 +10,12 @@ from typing import Any
 import numcodecs
 import numpy as np
 import pytest
-from conftest import kerchunk_refs, manifest_store, write_h5
 
 import gdsstore.archives as ga
 from gdsstore.archives import ChunkDecodeError
 from gdsstore.archives import codecs as acodecs
+
+from .data import kerchunk_refs, manifest_store, write_h5
 
 pytestmark = pytest.mark.gpu
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import kerchunk_refs, manifest_store, write_h5
 
 import gdsstore.archives as ga
 from gdsstore.archives import ArchiveChangedError, ChunkDecodeError
+
+from .data import kerchunk_refs, manifest_store, write_h5
 
 h5py = pytest.importorskip("h5py")
 

@@ -10,13 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from conftest import kerchunk_refs, manifest_store, write_h5
 from zarr.abc.store import RangeByteRequest
 from zarr.core.buffer import default_buffer_prototype
 
 import gdsstore
 import gdsstore.archives as ga
 from gdsstore.archives import ArchiveChangedError
+
+from .data import kerchunk_refs, manifest_store, write_h5
 
 
 @pytest.fixture(params=["manifest", "kerchunk"])
