@@ -7,14 +7,15 @@ batch into one buffer, decoded on threads (or on the GPU: nvCOMP Deflate, CuPy s
 the device; :mod:`.codecs`) and copied into the output. :class:`VirtualStore` serves the same
 references to zarr (and xarray) as a store whose chunk gets of one event-loop tick are one batched read.
 See ``docs/archives.md``.
+
+The names load on first use: zarr imports :mod:`.codecs` through its codec entry points
+(``numcodecs.zlib`` and friends) for every archive array it opens, and that must not pull in the
+engine, the settings or the readers.
 """
 
 from __future__ import annotations
 
-from gdsstore.archives.errors import ArchiveChangedError, ChunkDecodeError
-from gdsstore.archives.reader import VirtualArray, VirtualGroup, open_virtual
-from gdsstore.archives.refs import ArrayRefs, from_kerchunk, from_manifest_store
-from gdsstore.archives.store import VirtualStore
+from typing import Any
 
 __all__ = [
     "ArchiveChangedError",
@@ -27,3 +28,30 @@ __all__ = [
     "from_manifest_store",
     "open_virtual",
 ]
+
+_LAZY = {
+    "ArchiveChangedError": "gdsstore.archives.errors",
+    "ChunkDecodeError": "gdsstore.archives.errors",
+    "ArrayRefs": "gdsstore.archives.refs",
+    "from_kerchunk": "gdsstore.archives.refs",
+    "from_manifest_store": "gdsstore.archives.refs",
+    "VirtualArray": "gdsstore.archives.reader",
+    "VirtualGroup": "gdsstore.archives.reader",
+    "open_virtual": "gdsstore.archives.reader",
+    "VirtualStore": "gdsstore.archives.store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gdsstore.archives' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -171,3 +171,20 @@ def test_batch_errors_name_the_chunk() -> None:
     stored[110] ^= 1
     with pytest.raises(ChunkDecodeError, match="chunk 1: fletcher32 checksum mismatch"):
         check_fletcher32_batch(stored, np.array([0, 104]), np.array([104, 104]), lambda i: f"chunk {i}")
+
+
+def test_codec_entry_points_load_light() -> None:
+    """zarr imports gdsstore.archives.codecs for every archive array it opens (its codec entry points):
+    neither the engine, the settings, the policy nor the readers may come with it."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys, gdsstore.archives.codecs, gdsstore.archives\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('gdsstore'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = set(json.loads(out))
+    assert loaded <= {"gdsstore", "gdsstore.errors", "gdsstore.archives", "gdsstore.archives.errors",
+                      "gdsstore.archives.codecs"}, loaded
