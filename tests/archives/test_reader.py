@@ -270,3 +270,24 @@ def test_gpu_unsupported_says_why(h5file: tuple[Path, dict[str, np.ndarray]]) ->
     assert reason is None if nvcomp.nvcomp_or_none() is not None else "nvCOMP not available" in str(reason)
     refs.dtype = np.dtype("<c16")
     assert "no GPU scatter" in str(ga.reader.gpu_unsupported(refs))
+
+
+@pytest.mark.parametrize("dtype", ["u1", "<i2", ">i2", "<f4", ">f4", "<f8", "<i8", "<u4"])
+@pytest.mark.parametrize("filters", ["zlib+shuffle", "shuffle", "none", "zlib", "zlib+shuffle+fletcher32"])
+def test_dtypes_and_filter_chains(tmp_path: Path, dtype: str, filters: str) -> None:
+    p = tmp_path / "d.h5"
+    rng = np.random.default_rng(11)
+    data = (rng.standard_normal((37, 29)) * 100).astype(dtype)
+    kw: dict[str, Any] = {"chunks": (8, 16), "shuffle": "shuffle" in filters, "fletcher32": "fletcher32" in filters}
+    if "zlib" in filters:
+        kw.update(compression="gzip", compression_opts=4)
+    with h5py.File(p, "w") as f:
+        f.create_dataset("v", data=data, **kw)
+    with h5py.File(p) as f:
+        want = f["v"][...]
+    assert want.dtype == np.dtype(dtype)
+    g = ga.open_virtual(manifest_store(p))
+    pairs = [(g["v"][:], want), (g["v"].read(batch=True), want), (g["v"][3:30:2, 5], want[3:30:2, 5])]
+    for got, expected in pairs:
+        np.testing.assert_array_equal(got, expected)
+        assert got.dtype == expected.dtype
