@@ -103,13 +103,15 @@ class VirtualArray:
         buf, owner, pos, lens = self._land(rp, sel, fids, offs, lens, device)
         where = _Where(r, fids, offs)
         why_not = gpu_unsupported(r) if device else None
-        if why_not is not None:
-            out = _host_then_device(r, sel, buf, pos, lens, where, why_not)
-        elif device or batch:
-            out = _decode_batched(r, sel, buf, pos, lens, where, device)
-        else:
-            out = _decode_host(r, sel, buf, pos, lens, where)
-        del owner  # pinned staging is released once the chunks are decoded
+        try:
+            if why_not is not None:
+                out = _host_then_device(r, sel, buf, pos, lens, where, why_not)
+            elif device or batch:
+                out = _decode_batched(r, sel, buf, owner, pos, lens, where, device)
+            else:
+                out = _decode_host(r, sel, buf, pos, lens, where)
+        finally:
+            _give_back(owner)  # pinned staging goes back to the pool once the chunks are decoded
         if any(s > 1 for s in sel.step):
             out = out[tuple(slice(None, None, s) for s in sel.step)]
         return out.reshape(tuple(n for d, n in enumerate(out.shape) if d not in sel.squeeze)) if sel.squeeze else out
@@ -133,6 +135,24 @@ class VirtualArray:
         blobs = [r.inlined[tuple(int(c) for c in sel.coords[i])] for i in inl.tolist()]
         total = rp.nbytes + sum(len(b) for b in blobs)
         buf, owner = _host_buffer(total, pinned=device)
+        try:
+            pos, lens = self._read_into(buf, rp, fids, offs, lens)
+        except BaseException:
+            _give_back(owner)
+            raise
+        at = rp.nbytes
+        for i, b in zip(inl.tolist(), blobs):
+            buf[at : at + len(b)] = np.frombuffer(b, np.uint8)
+            pos[i], lens[i] = at, len(b)
+            at += len(b)
+        return buf, owner, pos, lens
+
+    def _read_into(
+        self, buf: np.ndarray, rp: _plan.ReadPlan, fids: np.ndarray, offs: np.ndarray, lens: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The plan's reads into ``buf``, the files checked before and after; each chunk's position and
+        length in ``buf`` (``-1``: not read)."""
+        r = self.refs
         paths = [r.files[i] for i in rp.read_file.tolist()]
         ends = chunk_ends(r.files, fids, offs, lens)
         check_files(ends, self._stamps)
@@ -146,13 +166,7 @@ class VirtualArray:
             )
         check_files(ends, self._stamps)  # a file rewritten during the read: fail, never mix
         pos = rp.chunk_pos.copy()
-        lens = np.where(pos >= 0, lens, -1)
-        at = rp.nbytes
-        for i, b in zip(inl.tolist(), blobs):
-            buf[at : at + len(b)] = np.frombuffer(b, np.uint8)
-            pos[i], lens[i] = at, len(b)
-            at += len(b)
-        return buf, owner, pos, lens
+        return pos, np.where(pos >= 0, lens, -1)
 
 
 def chunk_ends(files: list[str], fids: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> dict[str, int]:
@@ -209,14 +223,34 @@ def _require_gpu() -> None:
 
 
 def _host_buffer(nbytes: int, *, pinned: bool) -> tuple[np.ndarray, Any]:
-    """``nbytes`` of host memory and its owner (page-locked for the GPU: one fast H2D copy)."""
+    """``nbytes`` of host memory and its owner: for the GPU a buffer of the GPU pipeline's pinned pool
+    (reused across reads, counted in ``pinned_memory_limit``; ``None`` owner: pageable, traced)."""
     if not pinned:
-        arr = np.empty(max(nbytes, 1), dtype=np.uint8)
-        return arr, arr
-    from gdsstore.engine.cuda import PinnedBuffer
+        return np.empty(max(nbytes, 1), dtype=np.uint8), None
+    from gdsstore.gpu import staging
 
-    pb = PinnedBuffer(max(nbytes, 1))
-    return np.frombuffer(pb.view, dtype=np.uint8), pb
+    return staging._alloc(max(nbytes, 1), True)
+
+
+def _give_back(owner: Any) -> None:
+    if owner is not None:
+        from gdsstore.gpu import staging
+
+        staging._give_back(owner)
+
+
+def _upload(buf: np.ndarray, owner: Any) -> Any:
+    """The landed bytes on the GPU in one copy (a DMA from pinned memory)."""
+    import cupy as cp
+
+    from gdsstore.engine import cuda
+
+    dev = cp.empty(buf.size, dtype=cp.uint8)
+    if owner is not None:
+        cuda.memcpy_htod(dev.device.id, int(dev.data.ptr), int(owner.ptr), int(buf.size))
+    else:
+        dev.set(buf)
+    return dev
 
 
 def _output(r: ArrayRefs, sel: _plan.ChunkSelection, lens: np.ndarray, xp: Any) -> Any:
@@ -325,8 +359,8 @@ def _host_then_device(
 
 
 def _decode_batched(
-    r: ArrayRefs, sel: _plan.ChunkSelection, buf: np.ndarray, pos: np.ndarray, lens: np.ndarray, where: _Where,
-    device: bool,
+    r: ArrayRefs, sel: _plan.ChunkSelection, buf: np.ndarray, owner: Any, pos: np.ndarray, lens: np.ndarray,
+    where: _Where, device: bool,
 ) -> Any:
     """Decode every chunk as one batch and scatter them: on the GPU, the landed bytes uploaded once and
     the boxes copied by one kernel; on the host the same batch code over numpy arrays."""
@@ -340,7 +374,7 @@ def _decode_batched(
         return host_out
     import cupy as cp
 
-    dev = cp.asarray(buf)  # one copy from page-locked memory
+    dev = _upload(buf, owner)
     rows = decode_rows(r, dev, buf, pos[present], lens[present], lambda k: where[int(present[k])])
     out = _output(r, sel, lens, cp)
     if len(present):
