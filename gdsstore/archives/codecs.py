@@ -76,6 +76,18 @@ __all__ = [
 ADLER_MOD = 65521
 # Rows of at most this many bytes keep adler32's weighted sums inside int64 (n * n * 255 < 2**63).
 _ADLER_BLOCK = 1 << 24
+# Bytes of rows summed at once: their int64 temporaries take 8 bytes per byte (bounded GPU memory).
+_GROUP_BYTES = 64 << 20
+
+
+def _by_row_groups(fn: Callable[[Any], Any], rows: Any) -> Any:
+    """``fn`` over groups of at most :data:`_GROUP_BYTES` of rows, results joined (one array per row)."""
+    m, n = int(rows.shape[0]), int(rows.shape[1])
+    step = max(1, _GROUP_BYTES // max(n, 1))
+    if m <= step:
+        return fn(rows)
+    xp = _array_module(rows)
+    return xp.concatenate([fn(rows[i : i + step]) for i in range(0, m, step)])
 
 
 # -- zlib ------------------------------------------------------------------------------------------
@@ -156,6 +168,10 @@ def adler32_rows(rows: Any) -> Any:
         >>> adler32_rows(rows).tolist() == [zlib.adler32(b"hello "), zlib.adler32(b"world!")]
         True
     """
+    return _by_row_groups(_adler32, rows)
+
+
+def _adler32(rows: Any) -> Any:
     xp = _array_module(rows)
     m, n = int(rows.shape[0]), int(rows.shape[1])
     a = xp.ones(m, dtype=xp.int64)
@@ -200,8 +216,14 @@ def fletcher32(rows: Any) -> Any:
         >>> int(fletcher32(np.frombuffer(data, np.uint8)[None])[0]) == int.from_bytes(stored, "little")
         True
     """
+    return _by_row_groups(_fletcher32, rows)
+
+
+def _fletcher32(rows: Any) -> Any:
     xp = _array_module(rows)
     m, n = int(rows.shape[0]), int(rows.shape[1])
+    if m == 0:
+        return xp.zeros(0, dtype=xp.uint32)
     if n % 2:
         rows = xp.concatenate([rows, xp.zeros((m, 1), dtype=xp.uint8)], axis=1)
     words = rows.reshape(m, -1, 2).astype(xp.int64)
@@ -316,11 +338,28 @@ def _host(a: Any) -> np.ndarray:
 
 
 def gather_rows(src: Any, offsets: np.ndarray, n: int) -> Any:
-    """``n`` bytes at each offset of a 1-D ``uint8`` buffer as the rows of one 2-D array: one gather
-    (one kernel on the GPU), not one slice per chunk."""
-    xp = _array_module(src)
-    idx = xp.asarray(np.asarray(offsets, dtype=np.int64)[:, None] + np.arange(n, dtype=np.int64))
-    return src[idx]
+    """``n`` bytes at each offset of a 1-D ``uint8`` buffer as the rows of one 2-D array: on the GPU
+    one copy kernel (``gdsstore.gpu.kernels.scatter_arrays``), not one slice per chunk."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    m = len(offsets)
+    if isinstance(src, np.ndarray):
+        out = np.empty((m, n), dtype=np.uint8)
+        step = max(1, _GROUP_BYTES // max(n, 1))  # the index array takes 8 bytes per byte
+        for i in range(0, m, step):
+            out[i : i + step] = src[offsets[i : i + step, None] + np.arange(n, dtype=np.int64)]
+        return out
+    import cupy as cp
+
+    from gdsstore.gpu.kernels import scatter_arrays
+
+    dev = cp.empty((m, n), dtype=cp.uint8)
+    if m and n:
+        ones = np.ones((m, 1), dtype=np.int64)
+        scatter_arrays(
+            int(src.data.ptr) + offsets, int(dev.data.ptr) + np.arange(m, dtype=np.int64) * n,
+            np.full((m, 1), n, dtype=np.int64), ones, ones, itemsize=1, fill=b"\0",
+        )
+    return dev
 
 
 def check_fletcher32_batch(src: Any, offsets: np.ndarray, lengths: np.ndarray, where: Callable[[int], str]) -> None:
