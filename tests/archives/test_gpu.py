@@ -77,8 +77,6 @@ def test_device_codecs_match_host() -> None:
 def test_zarr_codec_classes_on_device(tmp_path: Path) -> None:
     import zarr
 
-    import gdsstore
-
     p = tmp_path / "z.h5"
     data = write_h5(p, fletcher32=True)
     names = {f"numcodecs.{n}": f"gdsstore.archives.codecs.{c}" for n, c in
@@ -87,4 +85,35 @@ def test_zarr_codec_classes_on_device(tmp_path: Path) -> None:
         got = zarr.open_group(manifest_store(p), mode="r")["q"][:]
     assert hasattr(got, "__cuda_array_interface__")
     np.testing.assert_array_equal(got.get(), data["q"])
-    del gdsstore
+
+
+def test_device_trace_and_host_fallback(tmp_path: Path) -> None:
+    """A device read says it decoded on the GPU; a codec without a GPU decoder (blosc) decodes on the
+    host, goes up in one copy, and the trace says why."""
+    import json
+    import os
+
+    import cupy as cp
+    import zarr
+    from numcodecs import Blosc
+
+    import gdsstore
+
+    p = tmp_path / "g.h5"
+    data = write_h5(p)
+    g = ga.open_virtual(kerchunk_refs(p))
+    with gdsstore.trace() as t:
+        g["t"].read(device=True)
+    assert "gpu-decode" in t.routes
+    root = tmp_path / "b.zarr"
+    want = np.arange(50 * 70, dtype="<i4").reshape(50, 70)
+    zarr.create_array(str(root), shape=want.shape, chunks=(16, 32), dtype="<i4", zarr_format=2,
+                      compressors=Blosc(cname="lz4"))[:] = want
+    refs: dict[str, Any] = {".zgroup": json.dumps({"zarr_format": 2}), ".zarray": (root / ".zarray").read_text()}
+    refs.update({f: [f"file://{root / f}"] for f in os.listdir(root) if not f.startswith(".")})
+    with gdsstore.trace() as t:
+        got = ga.open_virtual({"version": 1, "refs": refs})[""].read(device=True)
+    assert isinstance(got, cp.ndarray) and (got.get() == want).all()
+    reasons = {reason for _, route, reason in t.by_reason() if route == "cpu-codec"}
+    assert any("blosc" in r for r in reasons), reasons
+    del data
