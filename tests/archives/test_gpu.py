@@ -100,7 +100,7 @@ def test_device_trace_and_host_fallback(tmp_path: Path) -> None:
     import gdsstore
 
     p = tmp_path / "g.h5"
-    data = write_h5(p)
+    write_h5(p)
     g = ga.open_virtual(kerchunk_refs(p))
     with gdsstore.trace() as t:
         g["t"].read(device=True)
@@ -116,4 +116,3 @@ def test_device_trace_and_host_fallback(tmp_path: Path) -> None:
     assert isinstance(got, cp.ndarray) and (got.get() == want).all()
     reasons = {reason for _, route, reason in t.by_reason() if route == "cpu-codec"}
     assert any("blosc" in r for r in reasons), reasons
-    del data
