@@ -1,15 +1,13 @@
 """Reading archive arrays through their references: plan, one batched read, batched decode, scatter.
 
-Why arrays of our own rather than a zarr ``Store`` over the references: a store answers one key at a
-time, and zarr then decodes and scatters chunk by chunk; the per-chunk cost is what limits
-``zarr.open_group(ManifestStore)`` (issue 25: 0.045 GB/s on 64 KiB chunks). A :class:`VirtualArray`
-sees the whole selection: it plans the chunks' (file, offset, length) triples with numpy
-(:mod:`.plan`), reads them with one call of the engine's batched reader
-(``gdsstore.engine.batch.read_batch``: coalesced reads on the engine's threads, into one buffer),
-decodes them on threads (zlib releases the GIL) or on the GPU in one nvCOMP call, and copies each
-chunk's box into the output. It is indexable like a numpy array (``arr[0, :128]``), and ``np.asarray``
-reads it whole, so xarray can wrap it; a zarr store over the same reader is the next step (issue 25's
-``engine="gdsstore"`` flow).
+Why arrays of our own beside a zarr ``Store`` over the references (:mod:`.store`): a store answers one
+key at a time, and zarr then decodes and scatters chunk by chunk; that per-chunk cost is what limits
+``zarr.open_group(ManifestStore)`` on small chunks. A :class:`VirtualArray` sees the whole selection:
+it plans the chunks' (file, offset, length) triples with numpy (:mod:`.plan`), reads them with one
+call of the engine's batched reader (``gdsstore.engine.batch.read_batch``: coalesced reads on the
+engine's threads, into one buffer), decodes them on threads (zlib releases the GIL) or on the GPU in
+batches (one nvCOMP call), and copies each chunk's box into the output. It is indexable like a numpy
+array (``arr[0, :128]``), and ``np.asarray`` reads it whole.
 
 A file changed since the references were opened (size or mtime) fails the read, checked before and
 after the bytes are read, so a read never mixes two versions of a file.
