@@ -27,7 +27,9 @@ from urllib.parse import unquote, urlparse
 import numcodecs
 import numpy as np
 
-__all__ = ["INLINED", "MISSING", "ArrayRefs", "from_kerchunk", "from_manifest_store", "local_path"]
+__all__ = [
+    "INLINED", "MISSING", "ArrayRefs", "file_table", "from_kerchunk", "from_manifest_store", "local_path", "v2_array",
+]
 
 #: ``file_ids`` value of a chunk that has no reference (read as the fill value).
 MISSING = -1
@@ -92,7 +94,7 @@ def local_path(url: str, where: str) -> str:
     return unquote(parsed.path)
 
 
-def _file_table(paths: np.ndarray, where: str) -> tuple[list[str], np.ndarray]:
+def file_table(paths: np.ndarray, where: str) -> tuple[list[str], np.ndarray]:
     """Distinct target files and each chunk's index into them (vectorised ``np.unique``)."""
     flat = np.asarray(paths).reshape(-1)  # StringDType (VirtualiZarr) or object/str (kerchunk)
     names, inverse = np.unique(flat, return_inverse=True)
@@ -152,7 +154,7 @@ def from_manifest_store(store: Any) -> dict[str, ArrayRefs]:
         md = arr.metadata
         manifest = arr.manifest
         dtype, codecs = _codecs_v3(md, where)
-        files, ids = _file_table(manifest._paths, where)
+        files, ids = file_table(manifest._paths, where)
         out[name] = ArrayRefs(
             name=name,
             shape=tuple(int(s) for s in md.shape),
@@ -174,6 +176,11 @@ def from_manifest_store(store: Any) -> dict[str, ArrayRefs]:
 
 
 def _kerchunk_refs(refs: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
+    """The references by key (templates expanded); of a parquet reference directory, its metadata."""
+    if isinstance(refs, str | os.PathLike) and os.path.isdir(refs):
+        from gdsstore.archives.parquet import parquet_metadata
+
+        return parquet_metadata(refs)[0]
     if isinstance(refs, str | os.PathLike):
         with open(refs) as f:
             refs = json.load(f)
@@ -225,8 +232,9 @@ def _inline_bytes(v: str | bytes) -> bytes:
     return v.encode()
 
 
-def _kerchunk_array(name: str, refs: dict[str, Any], chunk_keys: list[str]) -> ArrayRefs:
-    where = f"from_kerchunk(): array {name!r}"
+def v2_array(name: str, refs: Mapping[str, Any], where: str) -> ArrayRefs:
+    """An array's zarr v2 metadata (``.zarray``, ``.zattrs`` among ``refs``) as :class:`ArrayRefs`
+    with no chunk referenced yet (every chunk missing)."""
     meta = _json_value(refs[f"{name}/.zarray" if name else ".zarray"])
     attrs = _json_value(refs.get(f"{name}/.zattrs" if name else ".zattrs", "{}"))
     if meta.get("order", "C") != "C":
@@ -236,12 +244,21 @@ def _kerchunk_array(name: str, refs: dict[str, Any], chunk_keys: list[str]) -> A
     if meta.get("compressor"):
         codecs.append(numcodecs.get_codec(meta["compressor"]))
     shape, chunks = tuple(meta["shape"]), tuple(meta["chunks"])
-    sep = meta.get("dimension_separator", ".")
     grid = tuple(math.ceil(s / c) if c else 0 for s, c in zip(shape, chunks))
-    ids = np.full(grid, MISSING, dtype=np.int64)
-    offsets = np.zeros(grid, dtype=np.int64)
-    lengths = np.zeros(grid, dtype=np.int64)
-    inlined: dict[tuple[int, ...], bytes] = {}
+    return ArrayRefs(
+        name, shape, chunks, dtype, _v2_fill(meta.get("fill_value"), dtype), codecs, [],
+        np.full(grid, MISSING, dtype=np.int64), np.zeros(grid, dtype=np.int64), np.zeros(grid, dtype=np.int64),
+        {}, dict(attrs),
+    )
+
+
+def _kerchunk_array(name: str, refs: dict[str, Any], chunk_keys: list[str]) -> ArrayRefs:
+    where = f"from_kerchunk(): array {name!r}"
+    out = v2_array(name, refs, where)
+    meta = _json_value(refs[f"{name}/.zarray" if name else ".zarray"])
+    sep = meta.get("dimension_separator", ".")
+    shape = out.shape
+    ids, offsets, lengths, inlined = out.file_ids, out.offsets, out.lengths, out.inlined
     files: dict[str, int] = {}
     cut = len(name) + 1 if name else 0
     for key in chunk_keys:
@@ -255,18 +272,21 @@ def _kerchunk_array(name: str, refs: dict[str, Any], chunk_keys: list[str]) -> A
         else:
             ids[idx] = INLINED
             inlined[idx] = _inline_bytes(v)
-    return ArrayRefs(
-        name, shape, chunks, dtype, _v2_fill(meta.get("fill_value"), dtype), codecs, list(files),
-        ids, offsets, lengths, inlined, dict(attrs),
-    )
+    out.files = list(files)
+    return out
 
 
 def from_kerchunk(refs: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, ArrayRefs]:
-    """Every array of a kerchunk reference set (version 0 or 1; a dict or a JSON file's path).
+    """Every array of a kerchunk reference set: version 0 or 1, a dict or a JSON file's path, or the
+    directory of a parquet reference set (fsspec's ``LazyReferenceMapper`` layout, read with pyarrow).
 
     Chunk references are ``[url, offset, length]`` (or ``[url]``: the whole file); inline chunks are
     strings (``"base64:..."``) or bytes.
     """
+    if isinstance(refs, str | os.PathLike) and os.path.isdir(refs):
+        from gdsstore.archives.parquet import from_parquet
+
+        return from_parquet(refs)
     body = _kerchunk_refs(refs)
     arrays = [k[: -len("/.zarray")] if k != ".zarray" else "" for k in body if k.endswith(".zarray")]
     by_array: dict[str, list[str]] = {a: [] for a in arrays}

@@ -291,3 +291,27 @@ def test_dtypes_and_filter_chains(tmp_path: Path, dtype: str, filters: str) -> N
     for got, expected in pairs:
         np.testing.assert_array_equal(got, expected)
         assert got.dtype == expected.dtype
+
+
+def test_parquet_references(tmp_path: Path) -> None:
+    """kerchunk references as parquet (fsspec's LazyReferenceMapper, pyarrow), inlined chunks included."""
+    pytest.importorskip("pyarrow")
+    import fsspec
+    import kerchunk.hdf
+    import zarr
+    from fsspec.implementations.reference import LazyReferenceMapper
+
+    p = tmp_path / "p.h5"
+    data = write_h5(p)
+    refs = kerchunk.hdf.SingleHdf5ToZarr(str(p), inline_threshold=500).translate()["refs"]
+    root = str(tmp_path / "refs.parq")
+    out = LazyReferenceMapper.create(root=root, fs=fsspec.filesystem("file"), record_size=7, engine="pyarrow")
+    for k in sorted(refs):
+        out[k] = refs[k]
+    out.flush()
+    g = ga.open_virtual(root)
+    assert g["x"].refs.inlined and g["t"].refs.files == [str(p)]
+    for name in ("t", "q", "x"):
+        np.testing.assert_array_equal(g[name][:], data[name])
+    np.testing.assert_array_equal(g["t"][2:4, 99:201], data["t"][2:4, 99:201])
+    np.testing.assert_array_equal(zarr.open_group(ga.VirtualStore(root), mode="r", zarr_format=2)["q"][:], data["q"])
