@@ -446,12 +446,12 @@ def decode_zlib_batch(
         ChunkDecodeError: a bad header, a size or an adler32 mismatch, naming the chunk.
     """
     xp = _array_module(src)
-    want = zlib_trailers(heads, where)
-    n = len(offsets)
-    out = xp.empty((n, raw_nbytes), dtype=xp.uint8)
     if (lengths < 6).any():
         i = int(np.flatnonzero(lengths < 6)[0])
         raise ChunkDecodeError(f"{where(i)}: zlib stream of {int(lengths[i])} bytes is truncated")
+    want = zlib_trailers(heads, where)
+    n = len(offsets)
+    out = xp.empty((n, raw_nbytes), dtype=xp.uint8)
     _inflate_rows(src, offsets + 2, lengths - 6, out, where)
     got = _host(adler32_rows(out))
     bad = np.flatnonzero(got != want)

@@ -203,3 +203,10 @@ def test_row_groups_bound_the_temporaries(monkeypatch: pytest.MonkeyPatch) -> No
     assert whole[0] == [zlib.adler32(r.tobytes()) for r in rows]
     assert all((g == buf[o : o + 301]).all() for g, o in zip(gather_rows(buf, offsets, 301), offsets))
     assert fletcher32(rows[:0]).size == adler32_rows(rows[:0]).size == 0
+
+
+def test_batch_truncated_stream_says_so() -> None:
+    buf = np.frombuffer(zlib.compress(b"x" * 100), np.uint8).copy()
+    heads = np.stack([buf[[0, 1, -4, -3, -2, -1]]] * 2)
+    with pytest.raises(ChunkDecodeError, match="chunk 1: zlib stream of 3 bytes is truncated"):
+        decode_zlib_batch(buf, np.array([0, 0]), np.array([buf.size, 3]), 100, heads, lambda i: f"chunk {i}")
