@@ -455,8 +455,8 @@ def open_virtual(source: Any) -> VirtualGroup:
     """Open virtual references for reading through gdsstore.
 
     Args:
-        source: a VirtualiZarr ``ManifestStore``, a kerchunk reference dict, or the path of a kerchunk
-            JSON file.
+        source: a VirtualiZarr ``ManifestStore``, a kerchunk reference dict, the path of a kerchunk
+            JSON file, or the directory of kerchunk parquet references.
 
     Returns:
         :class:`VirtualGroup`: the arrays by path; index them like numpy arrays
@@ -473,6 +473,10 @@ def open_virtual(source: Any) -> VirtualGroup:
     """
     if type(source).__name__ == "ManifestStore" and hasattr(source, "_group"):
         return VirtualGroup(from_manifest_store(source))
+    if isinstance(source, str | os.PathLike) and os.path.isdir(source):
+        from gdsstore.archives.parquet import from_parquet
+
+        return VirtualGroup(from_parquet(source))
     if isinstance(source, Mapping | str | os.PathLike):
         return VirtualGroup(from_kerchunk(source))
     raise TypeError(

@@ -176,11 +176,7 @@ def from_manifest_store(store: Any) -> dict[str, ArrayRefs]:
 
 
 def _kerchunk_refs(refs: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
-    """The references by key (templates expanded); of a parquet reference directory, its metadata."""
-    if isinstance(refs, str | os.PathLike) and os.path.isdir(refs):
-        from gdsstore.archives.parquet import parquet_metadata
-
-        return parquet_metadata(refs)[0]
+    """The references by key (templates expanded)."""
     if isinstance(refs, str | os.PathLike):
         with open(refs) as f:
             refs = json.load(f)
@@ -277,16 +273,12 @@ def _kerchunk_array(name: str, refs: dict[str, Any], chunk_keys: list[str]) -> A
 
 
 def from_kerchunk(refs: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, ArrayRefs]:
-    """Every array of a kerchunk reference set: version 0 or 1, a dict or a JSON file's path, or the
-    directory of a parquet reference set (fsspec's ``LazyReferenceMapper`` layout, read with pyarrow).
+    """Every array of a kerchunk reference set: version 0 or 1, a dict or a JSON file's path (parquet
+    reference directories: :func:`gdsstore.archives.parquet.from_parquet`).
 
     Chunk references are ``[url, offset, length]`` (or ``[url]``: the whole file); inline chunks are
     strings (``"base64:..."``) or bytes.
     """
-    if isinstance(refs, str | os.PathLike) and os.path.isdir(refs):
-        from gdsstore.archives.parquet import from_parquet
-
-        return from_parquet(refs)
     body = _kerchunk_refs(refs)
     arrays = [k[: -len("/.zarray")] if k != ".zarray" else "" for k in body if k.endswith(".zarray")]
     by_array: dict[str, list[str]] = {a: [] for a in arrays}

@@ -73,7 +73,12 @@ def _metadata_v2(refs: Mapping[str, Any] | str | os.PathLike[str]) -> tuple[dict
 
     from gdsstore.archives.refs import _kerchunk_refs
 
-    body = _kerchunk_refs(refs)
+    if isinstance(refs, str | os.PathLike) and os.path.isdir(refs):
+        from gdsstore.archives.parquet import parquet_metadata
+
+        body: dict[str, Any] = dict(parquet_metadata(refs)[0])
+    else:
+        body = _kerchunk_refs(refs)
     docs: dict[str, bytes] = {}
     encodings: dict[str, Any] = {}
     for key, v in body.items():
@@ -91,7 +96,8 @@ class VirtualStore(Store):
     """A read-only zarr store over a ``ManifestStore`` or kerchunk references (see the module docstring).
 
     Args:
-        source: a VirtualiZarr ``ManifestStore``, a kerchunk reference dict, or a kerchunk JSON path.
+        source: a VirtualiZarr ``ManifestStore``, a kerchunk reference dict, a kerchunk JSON path, or
+            a kerchunk parquet reference directory.
 
     Attributes:
         group: the :class:`~gdsstore.archives.VirtualGroup` of the same references (batched reads of
