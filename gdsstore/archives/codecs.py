@@ -417,14 +417,24 @@ def _inflate_rows(src: Any, starts: np.ndarray, sizes: np.ndarray, out: Any, whe
                 raise ChunkDecodeError(f"{where(i)}: zlib chunk decoded to {len(row)} bytes, expected {raw}")
             out[i] = np.frombuffer(row, np.uint8)
         return
+    import cupy as cp
+
     from gdsstore.gpu import nvcomp
 
+    # nvCOMP's outputs start 256-byte aligned, as the GPU pipeline gives them: rows of another size
+    # decode into padded rows first, then one copy packs them.
+    stride = -(-raw // 256) * 256
+    dst = out if stride == raw else cp.empty((n, stride), dtype=cp.uint8)
     try:
         nvcomp.decode_batch_into(
-            "gzip", src, starts.tolist(), sizes.tolist(), out.reshape(-1), [i * raw for i in range(n)], [raw] * n
+            "gzip", src, starts.tolist(), sizes.tolist(), dst.reshape(-1), [i * stride for i in range(n)], [raw] * n
         )
-    except ValueError as exc:  # nvCOMP reports the batch's first bad stream by its place in the batch
-        raise ChunkDecodeError(f"{where(0)} (or a later chunk of its batch): {exc}") from exc
+    except Exception as exc:  # nvCOMP names no file: the batch's first chunk and nvCOMP's words
+        raise ChunkDecodeError(
+            f"{where(0)} (or a later chunk of its batch): nvCOMP failed ({type(exc).__name__}: {exc})"
+        ) from exc
+    if dst is not out:
+        out[...] = dst[:, :raw]
 
 
 def decode_zlib_batch(
