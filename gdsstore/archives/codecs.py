@@ -403,9 +403,12 @@ def zlib_trailers(heads: np.ndarray, where: Callable[[int], str]) -> np.ndarray:
     return (t[:, 0] << 24) | (t[:, 1] << 16) | (t[:, 2] << 8) | t[:, 3]
 
 
-def _inflate_rows(src: Any, starts: np.ndarray, sizes: np.ndarray, out: Any, where: Callable[[int], str]) -> None:
+def _inflate_rows(
+    src: Any, starts: np.ndarray, sizes: np.ndarray, out: Any, where: Callable[[int], str], host: np.ndarray | None
+) -> None:
     """Raw deflate streams of ``src`` into the rows of ``out``: one nvCOMP call on the GPU; on the host
-    (numpy buffers: the same batch code, tested on any machine) :func:`zlib.decompress` per stream."""
+    (numpy buffers: the same batch code, tested on any machine) :func:`zlib.decompress` per stream.
+    When nvCOMP fails a batch, the host copy (``host``) finds the chunk that fails."""
     n, raw = int(out.shape[0]), int(out.shape[1])
     if isinstance(src, np.ndarray):
         for i, (a, k) in enumerate(zip(starts.tolist(), sizes.tolist())):
@@ -429,7 +432,9 @@ def _inflate_rows(src: Any, starts: np.ndarray, sizes: np.ndarray, out: Any, whe
         nvcomp.decode_batch_into(
             "gzip", src, starts.tolist(), sizes.tolist(), dst.reshape(-1), [i * stride for i in range(n)], [raw] * n
         )
-    except Exception as exc:  # nvCOMP names no file: the batch's first chunk and nvCOMP's words
+    except Exception as exc:  # nvCOMP names no chunk: the host copy finds it, else the batch is named
+        if host is not None:
+            _inflate_rows(host, starts, sizes, np.empty((n, raw), dtype=np.uint8), where, None)
         raise ChunkDecodeError(
             f"{where(0)} (or a later chunk of its batch): nvCOMP failed ({type(exc).__name__}: {exc})"
         ) from exc
@@ -438,7 +443,13 @@ def _inflate_rows(src: Any, starts: np.ndarray, sizes: np.ndarray, out: Any, whe
 
 
 def decode_zlib_batch(
-    src: Any, offsets: np.ndarray, lengths: np.ndarray, raw_nbytes: int, heads: np.ndarray, where: Callable[[int], str]
+    src: Any,
+    offsets: np.ndarray,
+    lengths: np.ndarray,
+    raw_nbytes: int,
+    heads: np.ndarray,
+    where: Callable[[int], str],
+    host: np.ndarray | None = None,
 ) -> Any:
     """Inflate many zlib chunks of one buffer into the rows of one ``(n, raw_nbytes)`` array, then
     check every row's adler32 with :func:`adler32_rows`. On CuPy buffers, one nvCOMP Deflate call
@@ -451,6 +462,7 @@ def decode_zlib_batch(
         heads: ``(n, 6)`` host ``uint8``: each chunk's first 2 and last 4 bytes (read on the host,
             where the chunk landed first: no device round trip per chunk).
         where: chunk number -> its file and offset, for errors.
+        host: the host copy of ``src``, where a chunk that fails nvCOMP's batch is found.
 
     Raises:
         ChunkDecodeError: a bad header, a size or an adler32 mismatch, naming the chunk.
@@ -462,7 +474,7 @@ def decode_zlib_batch(
     want = zlib_trailers(heads, where)
     n = len(offsets)
     out = xp.empty((n, raw_nbytes), dtype=xp.uint8)
-    _inflate_rows(src, offsets + 2, lengths - 6, out, where)
+    _inflate_rows(src, offsets + 2, lengths - 6, out, where, host)
     got = _host(adler32_rows(out))
     bad = np.flatnonzero(got != want)
     if bad.size:

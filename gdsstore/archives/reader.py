@@ -409,7 +409,7 @@ def decode_rows(
             lens = lens - 4
         elif rows is None and cid == "zlib":
             idx = np.concatenate([pos[:, None] + np.arange(2), (pos + lens - 4)[:, None] + np.arange(4)], axis=1)
-            rows = _codecs.decode_zlib_batch(src, pos, lens, raw, host[idx], where)
+            rows = _codecs.decode_zlib_batch(src, pos, lens, raw, host[idx], where, host)
         elif cid == "shuffle":
             rows = _codecs.unshuffle_rows(_equal_rows(src, pos, lens, raw, where) if rows is None else rows, c.elementsize)
         else:
