@@ -266,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         f"`{command}`",
         "",
         f"Started {started}; {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), Python "
-        f"{platform.python_version()}. **The machine was shared**: three other engineers ran tests and builds on "
-        "the same 2 cores during the run, so absolute GB/s are low and noisy; compare the ratios of one run "
+        f"{platform.python_version()}. Other work may share the machine's cores during a run, so absolute GB/s are "
+        "noisy; compare the ratios of one run "
         f"(interleaved rounds, {args.rounds} rounds, each the median of {args.repeat} timed reads in a fresh "
         "process after a warm-up read). Every read was checked against the source array (writes read back "
         "with LocalStore). CPU-s: the process's CPU-seconds (all threads) per timed read or write; peak RSS: "
