@@ -315,3 +315,17 @@ def test_parquet_references(tmp_path: Path) -> None:
         np.testing.assert_array_equal(g[name][:], data[name])
     np.testing.assert_array_equal(g["t"][2:4, 99:201], data["t"][2:4, 99:201])
     np.testing.assert_array_equal(zarr.open_group(ga.VirtualStore(root), mode="r", zarr_format=2)["q"][:], data["q"])
+
+
+def test_scalar_empty_and_contiguous_datasets(tmp_path: Path) -> None:
+    """A scalar, an empty extendable dataset and a contiguous (unchunked) one: one chunk or none."""
+    p = tmp_path / "s.h5"
+    with h5py.File(p, "w") as f:
+        f["s"] = np.float64(3.5)
+        f.create_dataset("e", shape=(0, 5), maxshape=(None, 5), chunks=(4, 5), dtype="i4")
+        f.create_dataset("c", data=np.arange(10.0))
+    g = ga.open_virtual(kerchunk_refs(p))
+    assert g["s"][...] == 3.5 and g["s"].read(batch=True) == 3.5
+    assert g["e"][:].shape == (0, 5)
+    np.testing.assert_array_equal(g["c"][2:7], np.arange(2.0, 7.0))
+    np.testing.assert_array_equal(g["c"].read(batch=True), np.arange(10.0))
