@@ -29,7 +29,7 @@ import numpy as np
 
 __all__ = [
     "ChunkSelection", "ReadPlan", "ScatterPlan", "chunk_index", "normalize_selection", "plan_reads", "scatter_host",
-    "scatter_plan", "select_chunks",
+    "scatter_plan", "select_chunks", "subset",
 ]
 
 #: Where each coalesced read lands in the buffer: a multiple of this (CPU cache lines, nvCOMP's
@@ -59,6 +59,14 @@ class ChunkSelection:
     out_shape: tuple[int, ...]
     squeeze: tuple[int, ...]
     step: tuple[int, ...]
+
+
+def subset(sel: ChunkSelection, rows: np.ndarray) -> ChunkSelection:
+    """The chunks ``rows`` of a selection (a window of it), with the same output."""
+    return ChunkSelection(
+        sel.coords[rows], sel.src_start[rows], sel.dst_start[rows], sel.count[rows], sel.out_shape, sel.squeeze,
+        sel.step,
+    )
 
 
 def normalize_selection(shape: tuple[int, ...], selection: Any) -> tuple[list[tuple[int, int, int]], tuple[int, ...]]:

@@ -27,7 +27,7 @@ from gdsstore import policy
 from gdsstore.archives import codecs as _codecs
 from gdsstore.archives import plan as _plan
 from gdsstore.archives.errors import ArchiveChangedError, ChunkDecodeError
-from gdsstore.archives.refs import INLINED, ArrayRefs, from_kerchunk, from_manifest_store
+from gdsstore.archives.refs import INLINED, MISSING, ArrayRefs, from_kerchunk, from_manifest_store
 from gdsstore.engine.batch import groups, read_batch
 from gdsstore.engine.pool import map_all
 
@@ -37,6 +37,9 @@ __all__ = [
 
 #: Chunks at most this many bytes apart share one read (HDF5 interleaves small B-tree nodes).
 MAX_GAP = 64 << 10
+#: Stored bytes read, decoded and scattered at a time: a large selection's bytes are never all in
+#: memory beside its output (on the GPU, the pinned pool's buffer is reused window after window).
+WINDOW_BYTES = 256 << 20
 
 
 def _stamp(path: str) -> tuple[int, int]:
@@ -95,24 +98,38 @@ class VirtualArray:
         sel = _plan.select_chunks(r.shape, r.chunks, selection)
         flat = _plan.chunk_index(r.grid, sel.coords)
         fids = r.file_ids.reshape(-1)[flat]
-        offs = r.offsets.reshape(-1)[flat]
-        lens = r.lengths.reshape(-1)[flat]
-        rp = _plan.plan_reads(fids, offs, lens, max_gap=MAX_GAP)
-        buf, owner, pos, lens = self._land(rp, sel, fids, offs, lens, device)
-        where = _Where(r, fids, offs)
         why_not = gpu_unsupported(r) if device else None
-        try:
-            if why_not is not None:
-                out = _host_then_device(r, sel, buf, pos, lens, where, why_not)
-            elif device or batch:
-                out = _decode_batched(r, sel, buf, owner, pos, lens, where, device)
-            else:
-                out = _decode_host(r, sel, buf, pos, lens, where)
-        finally:
-            _give_back(owner)  # pinned staging goes back to the pool once the chunks are decoded
+        t0 = time.perf_counter()
+        on_gpu = device and why_not is None
+        out = _output(r, sel.out_shape, bool((fids == MISSING).any()), _cupy() if on_gpu else np)
+        for w in _windows(fids, r.lengths.reshape(-1)[flat], WINDOW_BYTES):
+            self._window(_plan.subset(sel, w), flat[w], out, on_gpu, batch and not device)
+        if device and not on_gpu:
+            # What cannot decode on the GPU decoded on the host; the result goes up in one copy.
+            out = _cupy().asarray(out)
+            if _trace.active():
+                reason = f"archive chunks on the host: {why_not}"
+                _trace.record("decode", "cpu-codec", reason, out.nbytes, time.perf_counter() - t0)
         if any(s > 1 for s in sel.step):
             out = out[tuple(slice(None, None, s) for s in sel.step)]
         return out.reshape(tuple(n for d, n in enumerate(out.shape) if d not in sel.squeeze)) if sel.squeeze else out
+
+    def _window(self, sel: _plan.ChunkSelection, flat: np.ndarray, out: Any, on_gpu: bool, batch: bool) -> None:
+        """Read, decode and scatter one window of a selection's chunks into ``out``."""
+        r = self.refs
+        fids = r.file_ids.reshape(-1)[flat]
+        offs = r.offsets.reshape(-1)[flat]
+        lens = r.lengths.reshape(-1)[flat]
+        rp = _plan.plan_reads(fids, offs, lens, max_gap=MAX_GAP)
+        buf, owner, pos, lens = self._land(rp, sel, fids, offs, lens, on_gpu)
+        where = _Where(r, fids, offs)
+        try:
+            if on_gpu or batch:
+                _decode_batched(r, sel, out, buf, owner, pos, lens, where, on_gpu)
+            else:
+                _decode_host(r, sel, out, buf, pos, lens, where)
+        finally:
+            _give_back(owner)  # pinned staging goes back to the pool once the chunks are decoded
 
     def _land(
         self,
@@ -251,12 +268,30 @@ def _upload(buf: np.ndarray, owner: Any) -> Any:
     return dev
 
 
-def _output(r: ArrayRefs, sel: _plan.ChunkSelection, lens: np.ndarray, xp: Any) -> Any:
+def _cupy() -> Any:
+    import cupy
+
+    return cupy
+
+
+def _windows(fids: np.ndarray, lens: np.ndarray, budget: int) -> list[np.ndarray]:
+    """The chunks to read (missing ones are the fill value already), cut in order into windows of
+    about ``budget`` stored bytes (a chunk larger than that is a window of its own)."""
+    idx = np.flatnonzero(fids != MISSING)
+    if not len(idx):
+        return []
+    cum = np.cumsum(np.maximum(lens[idx], 1))
+    window = (cum - 1) // max(budget, 1)
+    cuts = np.flatnonzero(np.diff(window)) + 1
+    return np.split(idx, cuts)
+
+
+def _output(r: ArrayRefs, shape: tuple[int, ...], missing: bool, xp: Any) -> Any:
     """The output array, filled with the fill value only where a chunk is missing."""
-    if (lens < 0).any():
+    if missing:
         fill = 0 if r.fill_value is None else r.fill_value
-        return xp.full(sel.out_shape, fill, dtype=r.dtype)
-    return xp.empty(sel.out_shape, dtype=r.dtype)
+        return xp.full(shape, fill, dtype=r.dtype)
+    return xp.empty(shape, dtype=r.dtype)
 
 
 def _host_chain(r: ArrayRefs) -> tuple[list[Any], int]:
@@ -281,11 +316,11 @@ def _undo(codec: Any, data: Any, where: _Where, i: int, last: int) -> Any:
 
 
 def _decode_host(
-    r: ArrayRefs, sel: _plan.ChunkSelection, buf: np.ndarray, pos: np.ndarray, lens: np.ndarray, where: _Where
-) -> np.ndarray:
-    """Decode the chunks on the engine's threads, each thread copying its chunks' boxes into the output."""
+    r: ArrayRefs, sel: _plan.ChunkSelection, out: np.ndarray, buf: np.ndarray, pos: np.ndarray, lens: np.ndarray,
+    where: _Where,
+) -> None:
+    """Decode the chunks on the engine's threads, each thread copying its chunks' boxes into ``out``."""
     t0 = time.perf_counter()
-    out: np.ndarray = _output(r, sel, lens, np)
     chain, fused = _host_chain(r)
     raw = r.chunk_nbytes
     present = np.flatnonzero(lens >= 0).tolist()
@@ -320,7 +355,6 @@ def _decode_host(
     if _trace.active():
         reason = f"archive chunks on the engine's threads ({_codecs.inflater()[0]})"
         _trace.record("decode", "cpu-codec", reason, out.nbytes, time.perf_counter() - t0)
-    return out
 
 
 _BATCH_CODECS = frozenset({"zlib", "shuffle", "fletcher32"})
@@ -341,40 +375,21 @@ def gpu_unsupported(r: ArrayRefs) -> str | None:
     return None
 
 
-def _host_then_device(
-    r: ArrayRefs, sel: _plan.ChunkSelection, buf: np.ndarray, pos: np.ndarray, lens: np.ndarray, where: _Where,
-    reason: str,
-) -> Any:
-    """The host decode, then one copy to the GPU: for what cannot decode there (the trace says why)."""
-    import cupy as cp
-
-    t0 = time.perf_counter()
-    host_out = _decode_host(r, sel, buf, pos, lens, where)
-    out = cp.asarray(host_out)
-    if _trace.active():
-        _trace.record("decode", "cpu-codec", f"archive chunks on the host: {reason}", out.nbytes, time.perf_counter() - t0)
-    return out
-
-
 def _decode_batched(
-    r: ArrayRefs, sel: _plan.ChunkSelection, buf: np.ndarray, owner: Any, pos: np.ndarray, lens: np.ndarray,
-    where: _Where, device: bool,
-) -> Any:
-    """Decode every chunk as one batch and scatter them: on the GPU, the landed bytes uploaded once and
-    the boxes copied by one kernel; on the host the same batch code over numpy arrays."""
+    r: ArrayRefs, sel: _plan.ChunkSelection, out: Any, buf: np.ndarray, owner: Any, pos: np.ndarray,
+    lens: np.ndarray, where: _Where, device: bool,
+) -> None:
+    """Decode every chunk as one batch and scatter them into ``out``: on the GPU, the landed bytes
+    uploaded once and the boxes copied by one kernel; on the host the same batch code over numpy arrays."""
     t0 = time.perf_counter()
     present = np.flatnonzero(lens >= 0)
     if not device:
         rows = decode_rows(r, buf, buf, pos[present], lens[present], lambda k: where[int(present[k])])
-        host_out: np.ndarray = _output(r, sel, lens, np)
-        sp = _plan.scatter_plan(sel, present, r.chunks, r.dtype.itemsize, host_out.strides)
-        _plan.scatter_host(sp, rows, host_out)
-        return host_out
-    import cupy as cp
-
+        sp = _plan.scatter_plan(sel, present, r.chunks, r.dtype.itemsize, out.strides)
+        _plan.scatter_host(sp, rows, out)
+        return
     dev = _upload(buf, owner)
     rows = decode_rows(r, dev, buf, pos[present], lens[present], lambda k: where[int(present[k])])
-    out = _output(r, sel, lens, cp)
     if len(present):
         from gdsstore.gpu.kernels import scatter_arrays
 
@@ -385,8 +400,8 @@ def _decode_batched(
             itemsize=r.dtype.itemsize, fill=fill,
         )
     if _trace.active():
-        _trace.record("decode", "gpu-decode", "archive chunks: nvCOMP deflate + CuPy", out.nbytes, time.perf_counter() - t0)
-    return out
+        nbytes = int(rows.nbytes)
+        _trace.record("decode", "gpu-decode", "archive chunks: nvCOMP deflate + CuPy", nbytes, time.perf_counter() - t0)
 
 
 def decode_rows(

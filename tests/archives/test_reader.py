@@ -329,3 +329,18 @@ def test_scalar_empty_and_contiguous_datasets(tmp_path: Path) -> None:
     assert g["e"][:].shape == (0, 5)
     np.testing.assert_array_equal(g["c"][2:7], np.arange(2.0, 7.0))
     np.testing.assert_array_equal(g["c"].read(batch=True), np.arange(10.0))
+
+
+@pytest.mark.parametrize("window", [1, 40_000, 1 << 30])
+def test_windows_give_the_same_array(
+    monkeypatch: pytest.MonkeyPatch, opened: tuple[ga.VirtualGroup, dict[str, np.ndarray]], window: int
+) -> None:
+    """A selection read window by window (one chunk, a few, all at once) lands the same values."""
+    from gdsstore.archives import reader
+
+    monkeypatch.setattr(reader, "WINDOW_BYTES", window)
+    g, data = opened
+    for sel in (..., (slice(1, 5), slice(100, 250), 5)):
+        np.testing.assert_array_equal(g["t"][sel], data["t"][sel])
+        np.testing.assert_array_equal(g["t"].read(sel, batch=True), data["t"][sel])
+    np.testing.assert_array_equal(g["q"][:], data["q"])
