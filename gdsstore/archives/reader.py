@@ -86,7 +86,8 @@ class VirtualArray:
                 anywhere.
 
         Returns:
-            numpy array (or CuPy with ``device=True``) of the selection, the stored dtype.
+            numpy array of the selection in the stored dtype; with ``device=True`` a CuPy array, in
+            native byte order.
 
         Raises:
             ChunkDecodeError: a corrupt or truncated chunk (the message names its file and offset).
@@ -105,8 +106,9 @@ class VirtualArray:
         for w in _windows(fids, r.lengths.reshape(-1)[flat], WINDOW_BYTES):
             self._window(_plan.subset(sel, w), flat[w], out, on_gpu, batch and not device)
         if device and not on_gpu:
-            # What cannot decode on the GPU decoded on the host; the result goes up in one copy.
-            out = _cupy().asarray(out)
+            # What cannot decode on the GPU decoded on the host; the result goes up in one copy (in
+            # native byte order: CuPy has no other).
+            out = _cupy().asarray(out if out.dtype.isnative else out.astype(out.dtype.newbyteorder("=")))
             if _trace.active():
                 reason = f"archive chunks on the host: {why_not}"
                 _trace.record("decode", "cpu-codec", reason, out.nbytes, time.perf_counter() - t0)
@@ -367,6 +369,8 @@ def gpu_unsupported(r: ArrayRefs) -> str | None:
         return f"codec {odd[0]!r} has no GPU decoder yet"
     if r.dtype.itemsize not in (1, 2, 4, 8):
         return f"{r.dtype}: no GPU scatter for {r.dtype.itemsize}-byte elements"
+    if not r.dtype.isnative:
+        return f"{r.dtype}: CuPy arrays hold native byte order only (swapped on the host)"
     if any(c.codec_id == "zlib" for c in r.codecs):
         from gdsstore.gpu import nvcomp
 

@@ -116,3 +116,16 @@ def test_device_trace_and_host_fallback(tmp_path: Path) -> None:
     assert isinstance(got, cp.ndarray) and (got.get() == want).all()
     reasons = {reason for _, route, reason in t.by_reason() if route == "cpu-codec"}
     assert any("blosc" in r for r in reasons), reasons
+
+
+def test_device_read_of_big_endian_data(tmp_path: Path) -> None:
+    """CuPy holds native byte order only: big-endian data decode on the host and go up swapped."""
+    import h5py
+
+    p = tmp_path / "be.h5"
+    want = np.arange(40 * 30, dtype=">f4").reshape(40, 30)
+    with h5py.File(p, "w") as f:
+        f.create_dataset("v", data=want, chunks=(16, 16), compression="gzip", shuffle=True)
+    got = ga.open_virtual(kerchunk_refs(p))["v"].read(device=True)
+    assert got.dtype == np.dtype("<f4")
+    np.testing.assert_array_equal(got.get(), want)
