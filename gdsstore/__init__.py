@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from gdsstore.doctor import doctor
     from gdsstore.engine import open
     from gdsstore.errors import (
+        ArchiveChangedError,
+        ChunkDecodeError,
         CuFileRequiredError,
         GDSStoreError,
         GPUUnavailableError,
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
     from gdsstore.trace import Trace, trace
 
 __all__ = [
+    "ArchiveChangedError",
+    "ChunkDecodeError",
     "CuFileRequiredError",
     "GDSStore",
     "GDSStoreError",
@@ -60,7 +64,7 @@ __all__ = [
 _LAZY = {
     "__version__": ("gdsstore._version", "__version__"),
     **{name: ("gdsstore.errors", name) for name in (
-        "CuFileRequiredError", "GDSStoreError", "GPUUnavailableError", "MissingOptionalDependencyError",
+        "ArchiveChangedError", "ChunkDecodeError", "CuFileRequiredError", "GDSStoreError", "GPUUnavailableError", "MissingOptionalDependencyError",
         "RangeMismatchError", "RemoteIOError", "SettingError")},
     "config": ("gdsstore._config", "config"),
     "doctor": ("gdsstore.doctor", None),

@@ -16,6 +16,8 @@ Examples:
 from __future__ import annotations
 
 __all__ = [
+    "ArchiveChangedError",
+    "ChunkDecodeError",
     "CuFileError",
     "CuFileRequiredError",
     "GDSStoreError",
@@ -77,3 +79,11 @@ class MissingOptionalDependencyError(GDSStoreError, ModuleNotFoundError):
 
 class GPUUnavailableError(GDSStoreError, RuntimeError):
     """CuPy imports but no CUDA device can be used: GPU buffers cannot be allocated here."""
+
+
+class ChunkDecodeError(GDSStoreError, ValueError):
+    """An archive's stored chunk is corrupt or truncated; the message names its file (or URL) and offset."""
+
+
+class ArchiveChangedError(GDSStoreError, OSError):
+    """A file that virtual references point at changed (size, modification time or ETag) since they were opened."""

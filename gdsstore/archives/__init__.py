@@ -30,8 +30,9 @@ __all__ = [
 ]
 
 _LAZY = {
-    "ArchiveChangedError": "gdsstore.archives.errors",
-    "ChunkDecodeError": "gdsstore.archives.errors",
+    # The archive errors live in the one exception tree; re-exported here where archive users look.
+    "ArchiveChangedError": "gdsstore.errors",
+    "ChunkDecodeError": "gdsstore.errors",
     "ArrayRefs": "gdsstore.archives.refs",
     "from_kerchunk": "gdsstore.archives.refs",
     "from_manifest_store": "gdsstore.archives.refs",

@@ -42,7 +42,7 @@ from zarr.codecs.numcodecs import Fletcher32 as _ZarrFletcher32
 from zarr.codecs.numcodecs import Shuffle as _ZarrShuffle
 from zarr.codecs.numcodecs import Zlib as _ZarrZlib
 
-from gdsstore.archives.errors import ChunkDecodeError
+from gdsstore.errors import ChunkDecodeError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -26,10 +26,10 @@ import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.archives import codecs as _codecs
 from gdsstore.archives import plan as _plan
-from gdsstore.archives.errors import ArchiveChangedError, ChunkDecodeError
 from gdsstore.archives.refs import INLINED, MISSING, ArrayRefs, from_kerchunk, from_manifest_store
 from gdsstore.engine.batch import groups, read_batch
 from gdsstore.engine.pool import map_all
+from gdsstore.errors import ArchiveChangedError, ChunkDecodeError
 
 __all__ = [
     "VirtualArray", "VirtualGroup", "check_files", "chunk_ends", "decode_rows", "gpu_unsupported", "open_virtual",

@@ -31,7 +31,6 @@ from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from gdsstore.adapters.zarr_store import _Gather, _to_byte_range
-from gdsstore.archives.errors import ChunkDecodeError
 from gdsstore.archives.plan import plan_reads
 from gdsstore.archives.reader import (
     MAX_GAP,
@@ -45,6 +44,7 @@ from gdsstore.archives.refs import INLINED
 from gdsstore.engine.backend import BatchResult
 from gdsstore.engine.batch import read_batch
 from gdsstore.engine.ranges import ByteRange
+from gdsstore.errors import ChunkDecodeError
 
 __all__ = ["VirtualStore"]
 

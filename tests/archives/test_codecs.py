@@ -186,8 +186,7 @@ def test_codec_entry_points_load_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(json.loads(out))
-    assert loaded <= {"gdsstore", "gdsstore.errors", "gdsstore.archives", "gdsstore.archives.errors",
-                      "gdsstore.archives.codecs"}, loaded
+    assert loaded <= {"gdsstore", "gdsstore.errors", "gdsstore.archives", "gdsstore.archives.codecs"}, loaded
 
 
 def test_row_groups_bound_the_temporaries(monkeypatch: pytest.MonkeyPatch) -> None:

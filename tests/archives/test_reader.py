@@ -78,6 +78,17 @@ def test_fletcher32_through_virtualizarr(tmp_path: Path) -> None:
     np.testing.assert_array_equal(g["t"].read(slice(1, 3), batch=True), data["t"][1:3])
 
 
+def test_archive_errors_are_in_the_one_exception_tree() -> None:
+    import gdsstore
+    import gdsstore.errors as errors
+
+    assert ga.ChunkDecodeError is gdsstore.ChunkDecodeError is errors.ChunkDecodeError is ChunkDecodeError
+    assert ga.ArchiveChangedError is gdsstore.ArchiveChangedError is errors.ArchiveChangedError
+    assert issubclass(ChunkDecodeError, ValueError) and issubclass(ArchiveChangedError, OSError)
+    assert issubclass(ChunkDecodeError, errors.GDSStoreError) and issubclass(ArchiveChangedError, errors.GDSStoreError)
+    assert {"ChunkDecodeError", "ArchiveChangedError"} <= set(errors.__all__) & set(gdsstore.__all__)
+
+
 def _flip(path: Path, offset: int) -> None:
     with open(path, "r+b") as f:
         f.seek(offset)
