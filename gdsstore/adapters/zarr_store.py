@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from donfig.config_obj import ConfigSet
     from zarr.core.common import AccessModeLiteral
 
-__all__ = ["GDSStore", "enable_pipeline"]
+__all__ = ["GDSStore", "TickGatherer", "enable_pipeline", "to_byte_range"]
 
 # zarr's own defaults for Store.get_ranges (zarr/abc/store.py): merge ranges closer than 1 MiB,
 # into fetches of at most 16 MiB.
@@ -97,7 +97,7 @@ def _check_int(where: str, name: str, v: object) -> int:
     return int(v)
 
 
-def _to_byte_range(byte_range: ByteRequest | None, where: str) -> ByteRange | None:
+def to_byte_range(byte_range: ByteRequest | None, where: str) -> ByteRange | None:
     """zarr's ByteRequest -> the engine's ByteRange (validated)."""
     if byte_range is None:
         return None
@@ -249,7 +249,7 @@ def _put_batch(backend: Backend, items: Sequence[tuple[str, Buffer, bool]]) -> B
     )
 
 
-class _Gather:
+class TickGatherer:
     """Calls of one store that arrive in the same event-loop tick, run as one batch in one thread.
 
     zarr's pipeline reads (and writes) a selection's chunks as concurrent coroutines,
@@ -394,9 +394,9 @@ class GDSStore(Store):
         # zarr's concurrent gets (and local sets) of one tick become engine batches or one wave.
         local = isinstance(backend, LocalBackend)
         self._gets = (
-            _Gather(backend, _get_batch, _LOCAL_GETS) if local else _Gather(backend, _get_batch) if backend.waves else None
+            TickGatherer(backend, _get_batch, _LOCAL_GETS) if local else TickGatherer(backend, _get_batch) if backend.waves else None
         )
-        self._sets = _Gather(backend, _put_batch, _LOCAL_SETS) if local else None
+        self._sets = TickGatherer(backend, _put_batch, _LOCAL_SETS) if local else None
 
     # -- identity ------------------------------------------------------------------------------------
 
@@ -510,7 +510,7 @@ class GDSStore(Store):
     ) -> Buffer | None:
         # docstring inherited
         check_key(key, "GDSStore.get()")
-        br = _to_byte_range(byte_range, "GDSStore.get()")
+        br = to_byte_range(byte_range, "GDSStore.get()")
         await self._ensure_open()
         prototype = prototype or default_buffer_prototype()
         if self._gets is not None and not _is_device_buffer(prototype.buffer):
@@ -527,7 +527,7 @@ class GDSStore(Store):
     ) -> Buffer | None:
         """Blocking :meth:`get` (zarr's sync codec pipeline reads through it)."""
         check_key(key, "GDSStore.get_sync()")
-        br = _to_byte_range(byte_range, "GDSStore.get_sync()")
+        br = to_byte_range(byte_range, "GDSStore.get_sync()")
         self._ensure_open_sync()
         return _get(self.backend, key, prototype or default_buffer_prototype(), br)
 
@@ -542,14 +542,14 @@ class GDSStore(Store):
         by_key: dict[str, list[tuple[int, ByteRange | None]]] = defaultdict(list)
         for i, (key, byte_range) in enumerate(requests):
             check_key(key, where)
-            by_key[key].append((i, _to_byte_range(byte_range, where)))
+            by_key[key].append((i, to_byte_range(byte_range, where)))
         out: list[Buffer | None] = [None] * len(requests)
         if not by_key:
             return out
         await self._ensure_open()
         if self._waves(prototype):
             keys = [key for key, _ in requests]
-            ranges = [_to_byte_range(r, where) for _, r in requests]
+            ranges = [to_byte_range(r, where) for _, r in requests]
             return await asyncio.to_thread(_wave, self.backend, prototype, keys, ranges, where)
 
         async def one(key: str, items: list[tuple[int, ByteRange | None]]) -> None:
@@ -610,7 +610,7 @@ class GDSStore(Store):
     @staticmethod
     def _ranges(key: str, byte_ranges: Sequence[ByteRequest | None], where: str) -> list[ByteRange | None]:
         check_key(key, where)
-        return [_to_byte_range(r, where) for r in byte_ranges]
+        return [to_byte_range(r, where) for r in byte_ranges]
 
     async def exists(self, key: str) -> bool:
         # docstring inherited

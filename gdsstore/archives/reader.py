@@ -246,14 +246,14 @@ def _host_buffer(nbytes: int, *, pinned: bool) -> tuple[np.ndarray, Any]:
         return np.empty(max(nbytes, 1), dtype=np.uint8), None
     from gdsstore.gpu import staging
 
-    return staging._alloc(max(nbytes, 1), True)
+    return staging.alloc_staging(max(nbytes, 1), True)
 
 
 def _give_back(owner: Any) -> None:
     if owner is not None:
         from gdsstore.gpu import staging
 
-        staging._give_back(owner)
+        staging.release_staging(owner)
 
 
 def _upload(buf: np.ndarray, owner: Any) -> Any:

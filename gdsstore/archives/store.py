@@ -30,7 +30,7 @@ import numpy as np
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from gdsstore.adapters.zarr_store import _Gather, _to_byte_range
+from gdsstore.adapters.zarr_store import TickGatherer, to_byte_range
 from gdsstore.archives.plan import plan_reads
 from gdsstore.archives.reader import (
     MAX_GAP,
@@ -117,7 +117,7 @@ class VirtualStore(Store):
         self._global = {
             name: np.array([index[f] for f in a.refs.files], dtype=np.int64) for name, a in self.group.items()
         }
-        self._gets = _Gather(self, _get_batch)  # type: ignore[arg-type]  # any object the run takes
+        self._gets = TickGatherer(self, _get_batch)  # type: ignore[arg-type]  # any object the run takes
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, VirtualStore) and other._source is self._source
@@ -149,7 +149,7 @@ class VirtualStore(Store):
     ) -> Buffer | None:
         # docstring inherited
         prototype = prototype or default_buffer_prototype()
-        br = _to_byte_range(byte_range, "VirtualStore.get()")
+        br = to_byte_range(byte_range, "VirtualStore.get()")
         doc = self._docs.get(key)
         if doc is not None:
             return prototype.buffer.from_bytes(_cut(doc, br))

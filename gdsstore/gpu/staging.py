@@ -31,6 +31,8 @@ from gdsstore.engine.ranges import ByteRange
 __all__ = [
     "Fetch",
     "Staged",
+    "alloc_staging",
+    "release_staging",
     "stage_from_backend",
     "stage_from_host_buffers",
     "stage_local",
@@ -244,13 +246,17 @@ def _layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
     return ends - padded, int(ends[-1]) if len(ends) else 0
 
 
-def _alloc(total: int, pinned: bool) -> tuple[np.ndarray, Any]:
+def alloc_staging(total: int, pinned: bool) -> tuple[np.ndarray, Any]:
+    """``total`` bytes of host memory and their owner: a pinned-pool buffer when ``pinned`` (``None`` owner: pageable)."""
     if pinned and cuda.gpu_available():
         buf = _pinned_pool.get(total)
         if buf is not None:
             return np.frombuffer(buf.view, dtype=np.uint8, count=total), buf
         _trace.record("stage", "pageable", "pinned_memory_limit reached: staged in pageable memory", total, 0.0)
     return np.empty(total, dtype=np.uint8), None
+
+
+_alloc = alloc_staging  # the name gdsstore/gpu/write_gpu.py still calls
 
 
 def _resolve(backend: Any, f: Fetch) -> tuple[int, int] | None:
@@ -317,7 +323,7 @@ def stage_local(
     if device is not None:
         dev, got = _read_to_device(paths, offsets, sizes, slot_offsets, total, device, threads, backend.url)
     else:
-        host, pin = _alloc(total, pinned)
+        host, pin = alloc_staging(total, pinned)
         try:
             got = batch.read_batch(
                 paths,
@@ -398,7 +404,8 @@ def _checked_sizes(
     return sizes
 
 
-def _give_back(owner: Any) -> None:
+def release_staging(owner: Any) -> None:
+    """Return an :func:`alloc_staging` buffer's owner to the pinned pool (``None``: nothing to return)."""
     if owner is not None:
         _pinned_pool.put(owner)
 
@@ -422,7 +429,7 @@ def stage_wave(
         OSError: a request failed for good (its URL and the reason).
     """
     w = backend.get_many(
-        keys, ranges, lambda n: _alloc(n, pinned), _give_back,
+        keys, ranges, lambda n: alloc_staging(n, pinned), release_staging,
         expect=expect, exact=exact, room=room, where="stage_from_backend()",
     )  # fmt: skip
     return Staged(w.host, w.offsets, w.sizes, w.owner)
@@ -445,7 +452,7 @@ def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool, 
     where = map_parallel(lambda f: _resolve(backend, f), fetches)
     sizes = np.array([-1 if w is None else w[1] for w in where], dtype=np.int64)
     offs, total = _layout(sizes)
-    host, pin = _alloc(total, pinned)
+    host, pin = alloc_staging(total, pinned)
     slots: list[tuple[int, int] | None] = [None if w is None else (int(a), w[1]) for a, w in zip(offs, where)]
 
     def read(i: int) -> None:
@@ -476,7 +483,7 @@ def stage_from_host_buffers(bufs: Sequence[Any], *, pinned: bool) -> Staged:
     """Copy host byte buffers (numpy ``uint8`` or ``None``) into one staging buffer."""
     sizes = np.array([-1 if b is None else int(b.nbytes) for b in bufs], dtype=np.int64)
     offs, total = _layout(sizes)
-    host, pin = _alloc(total, pinned)
+    host, pin = alloc_staging(total, pinned)
     for b, a, n in zip(bufs, offs.tolist(), sizes.tolist()):
         if b is not None:
             host[a : a + n] = (
