@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
-from gdsstore.archives.refs import INLINED, MISSING, ArrayRefs, file_table, v2_array
+from gdsstore.archives.refs import INLINED, MISSING, ArrayRefs, file_sizes, file_table, v2_array
 
 __all__ = ["from_parquet", "parquet_metadata"]
 
@@ -52,7 +54,9 @@ def _columns(path: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, lis
     return paths, offs, sizes, inlined
 
 
-def _parquet_array(root: str, name: str, docs: dict[str, str], record_size: int) -> ArrayRefs:
+def _parquet_array(
+    root: str, name: str, docs: dict[str, str], record_size: int, size_of: Callable[[str], int]
+) -> ArrayRefs:
     where = f"from_kerchunk(): parquet array {name!r}"
     out = v2_array(name, docs, where)
     n = math.prod(out.file_ids.shape) if out.shape else 1
@@ -72,8 +76,9 @@ def _parquet_array(root: str, name: str, docs: dict[str, str], record_size: int)
     if files:
         # [url] alone (offset and size 0): the whole file.
         whole = (ids >= 0) & (offs == 0) & (sizes == 0)
-        file_sizes = np.array([os.path.getsize(p) for p in files], dtype=np.int64)
-        sizes = np.where(whole, file_sizes[ids.clip(0)], sizes)
+        used = set(ids[whole].tolist())  # only files referenced whole are looked up
+        whole_sizes = np.array([size_of(p) if k in used else 0 for k, p in enumerate(files)], dtype=np.int64)
+        sizes = np.where(whole, whole_sizes[ids.clip(0)], sizes)
     grid = out.file_ids.shape
     for i, b in raws:
         ids[i] = INLINED
@@ -85,9 +90,13 @@ def _parquet_array(root: str, name: str, docs: dict[str, str], record_size: int)
     return out
 
 
-def from_parquet(root: str | os.PathLike[str]) -> dict[str, ArrayRefs]:
-    """Every array of a parquet reference set (see the module docstring)."""
+def from_parquet(
+    root: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+) -> dict[str, ArrayRefs]:
+    """Every array of a parquet reference set (see the module docstring; ``storage_options`` as for
+    :func:`~gdsstore.archives.refs.from_kerchunk`, used for remote ``[url]`` whole-file references)."""
     root = os.fspath(root)
     docs, record_size = parquet_metadata(root)
     arrays = [k[: -len("/.zarray")] if k != ".zarray" else "" for k in docs if k.endswith(".zarray")]
-    return {a: _parquet_array(root, a, docs, record_size) for a in arrays}
+    size_of = file_sizes(storage_options)
+    return {a: _parquet_array(root, a, docs, record_size, size_of) for a in arrays}

@@ -9,8 +9,11 @@ engine's threads, into one buffer), decodes them on threads (zlib releases the G
 batches (one nvCOMP call), and copies each chunk's box into the output. It is indexable like a numpy
 array (``arr[0, :128]``), and ``np.asarray`` reads it whole.
 
-A file changed since the references were opened (size or mtime) fails the read, checked before and
-after the bytes are read, so a read never mixes two versions of a file.
+Targets are local files or ``http(s)://`` and ``s3://`` URLs: remote chunks of one read go to the
+engine's remote backends as one wave per backend (:mod:`.fetch`), landing in the same buffer, then
+decoded and scattered the same way. A file changed since the references were opened (local: size or
+mtime; remote: size, and S3's modification time) fails the read, checked before and after the bytes
+are read, so a read never mixes two versions of a file.
 """
 
 from __future__ import annotations
@@ -26,25 +29,19 @@ import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.archives import codecs as _codecs
 from gdsstore.archives import plan as _plan
+from gdsstore.archives.fetch import Targets, chunk_ends, chunk_positions, land
 from gdsstore.archives.refs import INLINED, MISSING, ArrayRefs, from_kerchunk, from_manifest_store
-from gdsstore.engine.batch import groups, read_batch
+from gdsstore.engine.batch import groups
 from gdsstore.engine.pool import map_all
-from gdsstore.errors import ArchiveChangedError, ChunkDecodeError
+from gdsstore.errors import ChunkDecodeError
 
-__all__ = [
-    "VirtualArray", "VirtualGroup", "check_files", "chunk_ends", "decode_rows", "gpu_unsupported", "open_virtual",
-]
+__all__ = ["VirtualArray", "VirtualGroup", "decode_rows", "gpu_unsupported", "open_virtual"]
 
 #: Chunks at most this many bytes apart share one read (HDF5 interleaves small B-tree nodes).
 MAX_GAP = 64 << 10
 #: Stored bytes read, decoded and scattered at a time: a large selection's bytes are never all in
 #: memory beside its output (on the GPU, the pinned pool's buffer is reused window after window).
 WINDOW_BYTES = 256 << 20
-
-
-def _stamp(path: str) -> tuple[int, int]:
-    st = os.stat(path)
-    return st.st_size, st.st_mtime_ns
 
 
 class VirtualArray:
@@ -55,9 +52,9 @@ class VirtualArray:
         shape, dtype, chunks, attrs, ndim: as numpy and zarr name them.
     """
 
-    def __init__(self, refs: ArrayRefs, stamps: dict[str, tuple[int, int]]) -> None:
+    def __init__(self, refs: ArrayRefs, targets: Targets) -> None:
         self.refs = refs
-        self._stamps = stamps
+        self._targets = targets
         self.shape = refs.shape
         self.chunks = refs.chunks
         self.dtype = refs.dtype
@@ -167,53 +164,23 @@ class VirtualArray:
     def _read_into(
         self, buf: np.ndarray, rp: _plan.ReadPlan, fids: np.ndarray, offs: np.ndarray, lens: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The plan's reads into ``buf``, the files checked before and after; each chunk's position and
-        length in ``buf`` (``-1``: not read)."""
+        """The plan's reads into ``buf`` (local files in one batch, remote ones in one wave per
+        backend), the files checked before and after; each chunk's position and length in ``buf``
+        (``-1``: not read)."""
         r = self.refs
-        paths = [r.files[i] for i in rp.read_file.tolist()]
         ends = chunk_ends(r.files, fids, offs, lens)
-        check_files(ends, self._stamps)
-        got = read_batch(paths, rp.read_offset, rp.read_nbytes, buf, rp.read_dest, url=f"archive:{r.name}")
+        self._targets.check(ends, after=False)
+        read_pos, got = land(self._targets, r.files, rp, buf, f"archive:{r.name}")
         short = np.flatnonzero(got != rp.read_nbytes)
         if short.size:
             i = int(short[0])
             raise ChunkDecodeError(
-                f"{paths[i]}: truncated: {int(got[i])} of {int(rp.read_nbytes[i])} bytes at offset "
-                f"{int(rp.read_offset[i])} (the file is shorter than its references)"
+                f"{r.files[int(rp.read_file[i])]}: truncated: {int(got[i])} of {int(rp.read_nbytes[i])} bytes at "
+                f"offset {int(rp.read_offset[i])} (the file is shorter than its references)"
             )
-        check_files(ends, self._stamps)  # a file rewritten during the read: fail, never mix
-        pos = rp.chunk_pos.copy()
+        self._targets.check(ends, after=True)  # a file rewritten during the read: fail, never mix
+        pos = chunk_positions(rp, read_pos)
         return pos, np.where(pos >= 0, lens, -1)
-
-
-def chunk_ends(files: list[str], fids: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> dict[str, int]:
-    """Per file that ``fids`` (indexes into ``files``) touch: the end of its last chunk to read."""
-    present = fids >= 0
-    last = np.full(len(files), -1, dtype=np.int64)
-    np.maximum.at(last, fids[present], offs[present] + lens[present])
-    return {files[k]: v for k, v in enumerate(last.tolist()) if v >= 0}
-
-
-def check_files(ends: dict[str, int], stamps: dict[str, tuple[int, int]]) -> None:
-    """Each file as it was when the references were opened (``stamps``: size and mtime), and long
-    enough for its chunks (``ends``).
-
-    Raises:
-        ArchiveChangedError: a file changed or is gone. ChunkDecodeError: a file too short.
-    """
-    for p, end in ends.items():
-        try:
-            now = _stamp(p)
-        except FileNotFoundError as exc:
-            raise ArchiveChangedError(f"{p}: referenced file is gone") from exc
-        then = stamps.get(p)
-        if then is not None and now != then:
-            raise ArchiveChangedError(
-                f"{p}: changed since its references were opened (size, mtime_ns {then} -> {now}); "
-                "open the references again"
-            )
-        if end > now[0]:
-            raise ChunkDecodeError(f"{p}: truncated: chunks reach byte {end} but the file has {now[0]} bytes")
 
 
 class _Where:
@@ -448,14 +415,21 @@ def _equal_rows(src: Any, pos: np.ndarray, lens: np.ndarray, raw: int, where: Ca
 
 
 class VirtualGroup(Mapping[str, VirtualArray]):
-    """The arrays of a reference set by path (``group["t"]``, ``group["grp/t"]``)."""
+    """The arrays of a reference set by path (``group["t"]``, ``group["grp/t"]``).
 
-    def __init__(self, arrays: dict[str, ArrayRefs]) -> None:
+    Args:
+        arrays: the arrays' references by path.
+        storage_options: for the remote backends of ``http(s)://`` and ``s3://`` targets (S3
+            ``endpoint_url``/``key``/``secret``, HTTP ``headers``...), as :class:`gdsstore.GDSStore` takes them.
+
+    Attributes:
+        targets: the referenced files and what they were when first seen (:class:`~.fetch.Targets`).
+    """
+
+    def __init__(self, arrays: dict[str, ArrayRefs], storage_options: Mapping[str, Any] | None = None) -> None:
         files = sorted({f for a in arrays.values() for f in a.files})
-        # The files as they are now: later reads fail if one changes (references carry no stamps).
-        stamps = {f: _stamp(f) for f in files if os.path.exists(f)}
-        self.stamps = stamps
-        self._arrays = {k: VirtualArray(a, stamps) for k, a in arrays.items()}
+        self.targets = Targets(files, storage_options)
+        self._arrays = {k: VirtualArray(a, self.targets) for k, a in arrays.items()}
 
     def __getitem__(self, name: str) -> VirtualArray:
         return self._arrays[name]
@@ -470,16 +444,20 @@ class VirtualGroup(Mapping[str, VirtualArray]):
         return f"VirtualGroup({list(self._arrays)})"
 
 
-def open_virtual(source: Any) -> VirtualGroup:
+def open_virtual(source: Any, *, storage_options: Mapping[str, Any] | None = None) -> VirtualGroup:
     """Open virtual references for reading through gdsstore.
 
     Args:
         source: a VirtualiZarr ``ManifestStore``, a kerchunk reference dict, the path of a kerchunk
             JSON file, or the directory of kerchunk parquet references.
+        storage_options: for references whose targets are ``http(s)://`` or ``s3://`` URLs: passed to
+            the engine's remote backends, as ``gdsstore.GDSStore(root, storage_options=...)`` takes them
+            (S3: ``endpoint_url``, ``key``, ``secret``, ``region``...; HTTP: ``headers``...).
 
     Returns:
         :class:`VirtualGroup`: the arrays by path; index them like numpy arrays
-        (``open_virtual(ms)["t"][0, :10]``), ``.read(sel, device=True)`` for CuPy results.
+        (``open_virtual(ms)["t"][0, :10]``), ``.read(sel, device=True)`` for CuPy results. Remote
+        chunks of one read go out as one wave per backend (every range in flight at once).
 
     Examples:
         >>> import h5py, numpy as np, os, tempfile, kerchunk.hdf
@@ -491,13 +469,13 @@ def open_virtual(source: Any) -> VirtualGroup:
         [2.0, 3.0, 4.0, 5.0]
     """
     if type(source).__name__ == "ManifestStore" and hasattr(source, "_group"):
-        return VirtualGroup(from_manifest_store(source))
+        return VirtualGroup(from_manifest_store(source), storage_options)
     if isinstance(source, str | os.PathLike) and os.path.isdir(source):
         from gdsstore.archives.parquet import from_parquet
 
-        return VirtualGroup(from_parquet(source))
+        return VirtualGroup(from_parquet(source, storage_options), storage_options)
     if isinstance(source, Mapping | str | os.PathLike):
-        return VirtualGroup(from_kerchunk(source))
+        return VirtualGroup(from_kerchunk(source, storage_options), storage_options)
     raise TypeError(
         f"open_virtual(): `source` must be a ManifestStore, a kerchunk dict or a JSON path, got {type(source).__name__}"
     )

@@ -10,7 +10,8 @@ missing chunk, read as the fill value; ``-2`` a chunk inlined in the references)
   vectorised numpy calls per array, never a loop over chunks;
 - :func:`from_kerchunk`: a kerchunk reference set (a dict, or a JSON file), zarr v2 metadata inside.
 
-Only local files are read today (``file://`` URLs or paths); remote URLs raise NotImplementedError.
+Targets are local files (paths or ``file://`` URLs) and ``http(s)://`` or ``s3://`` URLs (read as
+waves, :mod:`.fetch`); other schemes raise NotImplementedError.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import base64
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -28,7 +29,7 @@ import numcodecs
 import numpy as np
 
 __all__ = [
-    "INLINED", "MISSING", "ArrayRefs", "file_table", "from_kerchunk", "from_manifest_store", "local_path", "v2_array",
+    "INLINED", "MISSING", "ArrayRefs", "file_sizes", "file_table", "from_kerchunk", "from_manifest_store", "target", "v2_array",
 ]
 
 #: ``file_ids`` value of a chunk that has no reference (read as the fill value).
@@ -78,18 +79,22 @@ class ArrayRefs:
         return int(np.prod(self.chunks, dtype=np.int64)) * self.dtype.itemsize
 
 
-def local_path(url: str, where: str) -> str:
-    """A reference's target as a local path (``file://`` URL or plain path).
+def target(url: str, where: str) -> str:
+    """A reference's target as the reader names it: a local path (plain, or from a ``file://`` URL), or
+    an ``http(s)://`` or ``s3://`` URL as it is (read through the engine's remote backends).
 
     Raises:
-        NotImplementedError: a remote URL (remote archives come with the native core's waves).
+        NotImplementedError: another scheme (``gs://``, ``az://``...).
     """
     if "://" not in url:
         return os.path.abspath(url)
     parsed = urlparse(url)
-    if parsed.scheme != "file":
+    scheme = parsed.scheme.lower()
+    if scheme in ("http", "https", "s3"):
+        return url
+    if scheme != "file":
         raise NotImplementedError(
-            f"{where}: {url!r}: only local files are read so far (remote archives are planned, issue 25)"
+            f"{where}: {url!r}: only local files, http(s):// and s3:// URLs are read so far"
         )
     return unquote(parsed.path)
 
@@ -108,7 +113,7 @@ def file_table(paths: np.ndarray, where: str) -> tuple[list[str], np.ndarray]:
             remap[k] = INLINED
             continue
         remap[k] = len(files)
-        files.append(local_path(name, where))
+        files.append(target(name, where))
     if flat.size:
         ids = remap[inverse]
     return files, ids.reshape(paths.shape)
@@ -248,7 +253,24 @@ def v2_array(name: str, refs: Mapping[str, Any], where: str) -> ArrayRefs:
     )
 
 
-def _kerchunk_array(name: str, refs: dict[str, Any], chunk_keys: list[str]) -> ArrayRefs:
+def file_sizes(storage_options: Mapping[str, Any] | None) -> Callable[[str], int]:
+    """A target's size, for ``[url]`` whole-file references: ``os.path.getsize`` for a local file, one
+    ``HEAD`` for a remote object (through backends made once, from ``storage_options``)."""
+    targets: list[Any] = []
+
+    def size(path: str) -> int:
+        if "://" not in path:
+            return os.path.getsize(path)
+        if not targets:
+            from gdsstore.archives.fetch import Targets  # the engine loads only for remote whole files
+
+            targets.append(Targets((), storage_options))
+        return int(targets[0].size(path))
+
+    return size
+
+
+def _kerchunk_array(name: str, refs: dict[str, Any], chunk_keys: list[str], size_of: Callable[[str], int]) -> ArrayRefs:
     where = f"from_kerchunk(): array {name!r}"
     out = v2_array(name, refs, where)
     meta = _json_value(refs[f"{name}/.zarray" if name else ".zarray"])
@@ -261,9 +283,9 @@ def _kerchunk_array(name: str, refs: dict[str, Any], chunk_keys: list[str]) -> A
         idx = tuple(int(i) for i in key[cut:].split(sep)) if shape else ()
         v = refs[key]
         if isinstance(v, list) and len(v) in (1, 3):
-            path = local_path(v[0], where)
+            path = target(v[0], where)
             fid = files.setdefault(path, len(files))
-            size = os.path.getsize(path) if len(v) == 1 else int(v[2])
+            size = size_of(path) if len(v) == 1 else int(v[2])
             ids[idx], offsets[idx], lengths[idx] = fid, (0 if len(v) == 1 else int(v[1])), size
         else:
             ids[idx] = INLINED
@@ -272,12 +294,15 @@ def _kerchunk_array(name: str, refs: dict[str, Any], chunk_keys: list[str]) -> A
     return out
 
 
-def from_kerchunk(refs: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, ArrayRefs]:
+def from_kerchunk(
+    refs: Mapping[str, Any] | str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+) -> dict[str, ArrayRefs]:
     """Every array of a kerchunk reference set: version 0 or 1, a dict or a JSON file's path (parquet
     reference directories: :func:`gdsstore.archives.parquet.from_parquet`).
 
-    Chunk references are ``[url, offset, length]`` (or ``[url]``: the whole file); inline chunks are
-    strings (``"base64:..."``) or bytes.
+    Chunk references are ``[url, offset, length]`` (or ``[url]``: the whole file, its size looked up
+    now: a ``HEAD`` with ``storage_options`` for a remote one); inline chunks are strings
+    (``"base64:..."``) or bytes.
     """
     body = _kerchunk_refs(refs)
     arrays = [k[: -len("/.zarray")] if k != ".zarray" else "" for k in body if k.endswith(".zarray")]
@@ -292,4 +317,5 @@ def from_kerchunk(refs: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str,
             owner = max((a for a in arrays if a and key.startswith(a + "/")), key=len, default=None)
         if owner is not None:
             by_array[owner].append(key)
-    return {a: _kerchunk_array(a, body, keys) for a, keys in by_array.items()}
+    size_of = file_sizes(storage_options)
+    return {a: _kerchunk_array(a, body, keys, size_of) for a, keys in by_array.items()}

@@ -4,7 +4,8 @@ For users of ``zarr.open_group`` and ``xarray.open_zarr``: the references' metad
 served as they are (VirtualiZarr's ``zarr.json``, kerchunk's ``.zarray``/``.zgroup``/``.zattrs``), and
 the chunk gets that zarr's pipeline issues in one event-loop tick become one batch, as in
 :class:`gdsstore.GDSStore` (its tick gatherer): the chunks' triples planned together (grouped by file,
-coalesced), read with one call of the engine's batched reader into one buffer, each chunk a view of it.
+coalesced), read with one call of the engine's batched reader into one buffer (remote targets: one
+wave per backend, into the same buffer), each chunk a view of it.
 zarr then decodes them with its codecs, chunk by chunk; :func:`~gdsstore.archives.open_virtual`
 decodes a whole selection as one batch instead (faster; GPU decode), this store is for what speaks zarr.
 
@@ -31,18 +32,11 @@ from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from gdsstore.adapters.zarr_store import TickGatherer, to_byte_range
+from gdsstore.archives.fetch import chunk_ends, chunk_positions, land
 from gdsstore.archives.plan import plan_reads
-from gdsstore.archives.reader import (
-    MAX_GAP,
-    VirtualArray,
-    VirtualGroup,
-    check_files,
-    chunk_ends,
-    open_virtual,
-)
+from gdsstore.archives.reader import MAX_GAP, VirtualArray, VirtualGroup, open_virtual
 from gdsstore.archives.refs import INLINED
 from gdsstore.engine.backend import BatchResult
-from gdsstore.engine.batch import read_batch
 from gdsstore.engine.ranges import ByteRange
 from gdsstore.errors import ChunkDecodeError
 
@@ -98,16 +92,18 @@ class VirtualStore(Store):
     Args:
         source: a VirtualiZarr ``ManifestStore``, a kerchunk reference dict, a kerchunk JSON path, or
             a kerchunk parquet reference directory.
+        storage_options: for ``http(s)://`` and ``s3://`` targets, as for
+            :func:`~gdsstore.archives.open_virtual`.
 
     Attributes:
         group: the :class:`~gdsstore.archives.VirtualGroup` of the same references (batched reads of
             whole selections, on the GPU too).
     """
 
-    def __init__(self, source: Any) -> None:
+    def __init__(self, source: Any, *, storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(read_only=True)
         self._source = source
-        self.group: VirtualGroup = open_virtual(source)
+        self.group: VirtualGroup = open_virtual(source, storage_options=storage_options)
         manifest = type(source).__name__ == "ManifestStore"
         self._docs, self._encodings = _metadata_v3(source) if manifest else _metadata_v2(source)
         self._names = sorted(self.group, key=len, reverse=True)  # longest first: nested arrays win
@@ -252,11 +248,12 @@ def _get_batch(store: VirtualStore, items: list[tuple[str, ByteRange | None, Buf
         offs[i], lens[i] = r.offsets[idx], r.lengths[idx]
     rp = plan_reads(fids, offs, lens, max_gap=MAX_GAP)
     buf = np.empty(max(rp.nbytes, 1), dtype=np.uint8)
-    paths = [store._files[k] for k in rp.read_file.tolist()]
     ends = chunk_ends(store._files, fids, offs, lens)
-    check_files(ends, store.group.stamps)
-    got = read_batch(paths, rp.read_offset, rp.read_nbytes, buf, rp.read_dest, url="archive:zarr")
-    check_files(ends, store.group.stamps)  # a file rewritten during the read: fail, never mix
+    targets = store.group.targets
+    targets.check(ends, after=False)
+    read_pos, got = land(targets, store._files, rp, buf, "archive:zarr")
+    targets.check(ends, after=True)  # a file rewritten during the read: fail, never mix
+    pos = chunk_positions(rp, read_pos)
     for i, (key, br, prototype) in enumerate(items):
         arr, idx = found[i]
         if fids[i] == INLINED:
@@ -264,9 +261,9 @@ def _get_batch(store: VirtualStore, items: list[tuple[str, ByteRange | None, Buf
         elif fids[i] < 0:
             continue  # missing: zarr reads the fill value
         else:
-            p = int(rp.chunk_pos[i])
+            p = int(pos[i])
             data = buf[p : p + int(lens[i])]
-            read = int(np.searchsorted(rp.read_dest, p, side="right")) - 1
+            read = int(np.searchsorted(rp.read_dest, rp.chunk_pos[i], side="right")) - 1
             if got[read] != rp.read_nbytes[read]:
                 where = f"{store._files[fids[i]]}: chunk at offset {int(offs[i])} ({key!r})"
                 out.errors[i] = ChunkDecodeError(f"{where}: truncated: the file is shorter than its references")

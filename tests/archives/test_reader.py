@@ -232,8 +232,8 @@ def test_errors_for_what_is_not_read(h5file: tuple[Path, dict[str, np.ndarray]])
     with pytest.raises(TypeError, match="open_virtual"):
         ga.open_virtual(42)
     refs = kerchunk_refs(path)
-    refs["refs"]["t/0.0.0"] = ["s3://bucket/a.h5", 0, 10]
-    with pytest.raises(NotImplementedError, match="only local files"):
+    refs["refs"]["t/0.0.0"] = ["gs://bucket/a.h5", 0, 10]
+    with pytest.raises(NotImplementedError, match=r"only local files, http\(s\):// and s3:// URLs"):
         ga.open_virtual(refs)
 
 

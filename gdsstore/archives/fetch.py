@@ -1,0 +1,225 @@
+"""Landing a read plan's bytes in one buffer: local files and remote objects, checked around each read.
+
+A reference set's targets are local paths or ``http(s)://`` and ``s3://`` URLs (:func:`is_remote`).
+:func:`land` reads the reads of a :class:`~gdsstore.archives.plan.ReadPlan` into one host buffer: the
+local ones with one call of the engine's batched reader, the remote ones as **one wave per backend**
+(:meth:`gdsstore.engine.backend.Backend.get_many`: every range in flight at once, no size lookup,
+bodies landing in place in the buffer), never one request per chunk. A backend is made once per root
+(``http://host:port``, ``s3://bucket``) from the caller's ``storage_options``, as
+``gdsstore.GDSStore(root, storage_options=...)`` takes them.
+
+A file changed since the references were opened fails the read, never mixes two versions
+(:meth:`Targets.check`): local files by size and mtime, before and after the bytes are read; remote
+objects by size (and modification time where the backend reports one: S3), taken with one ``HEAD`` the
+first time a read touches the object and again after each read. Within one read the wave checks that
+every piece of an object is of one version (ETag / ``If-Match``), and each range must come back whole.
+
+Examples:
+    >>> split_url("http://127.0.0.1:8080/data/a%20b.nc")
+    ('http://127.0.0.1:8080', 'data/a b.nc')
+    >>> split_url("s3://bucket/era5/t.nc")
+    ('s3://bucket', 'era5/t.nc')
+    >>> is_remote("https://example.org/a.nc"), is_remote("/data/a.nc")
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import numpy as np
+
+from gdsstore.archives.plan import ALIGN, ReadPlan
+from gdsstore.engine.backend import Backend, ByteRange, backend_for
+from gdsstore.engine.batch import read_batch
+from gdsstore.engine.pool import map_all
+from gdsstore.errors import ArchiveChangedError, ChunkDecodeError
+
+__all__ = ["REMOTE_SCHEMES", "Targets", "chunk_ends", "chunk_positions", "is_remote", "land", "split_url"]
+
+#: URL schemes read through the engine's remote backends (as waves).
+REMOTE_SCHEMES = ("http", "https", "s3")
+
+#: What a file was when first seen: its size and modification time (``None`` where unknown).
+Stamp = tuple[int, Any]
+
+
+def is_remote(target: str) -> bool:
+    """Whether a reference target is a URL of a remote backend (:data:`REMOTE_SCHEMES`)."""
+    return "://" in target and target.split("://", 1)[0].lower() in REMOTE_SCHEMES
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """A remote target as its backend's root and the key under it (see the module's examples).
+
+    Raises:
+        NotImplementedError: a URL with a query or fragment (a presigned URL): not a key of a root.
+    """
+    p = urlsplit(url)
+    if p.query or p.fragment:
+        raise NotImplementedError(f"archive target {url!r}: URLs with a query or fragment are not read yet")
+    return f"{p.scheme}://{p.netloc}", unquote(p.path).lstrip("/")
+
+
+def chunk_ends(files: list[str], fids: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> dict[str, int]:
+    """Per file that ``fids`` (indexes into ``files``) touch: the end of its last chunk to read."""
+    present = fids >= 0
+    last = np.full(len(files), -1, dtype=np.int64)
+    np.maximum.at(last, fids[present], offs[present] + lens[present])
+    return {files[k]: v for k, v in enumerate(last.tolist()) if v >= 0}
+
+
+def chunk_positions(rp: ReadPlan, read_pos: np.ndarray) -> np.ndarray:
+    """Each chunk's first byte in the buffer once read ``k`` landed at ``read_pos[k]`` (``-1``: not read)."""
+    if not len(rp.read_dest):
+        return rp.chunk_pos.copy()
+    read = np.searchsorted(rp.read_dest, rp.chunk_pos, side="right") - 1
+    moved = read_pos[read.clip(0)] - rp.read_dest[read.clip(0)]
+    return np.where(rp.chunk_pos >= 0, rp.chunk_pos + moved, -1)
+
+
+class Targets:
+    """The files a reference set points at: their stamps (:data:`Stamp`) and the remote backends.
+
+    Args:
+        files: the targets (local paths, remote URLs); local ones are stamped now.
+        storage_options: passed to every remote backend (S3 ``endpoint_url``/``key``/``secret``, HTTP
+            ``headers``...), as :class:`gdsstore.GDSStore` takes them.
+    """
+
+    def __init__(self, files: Iterable[str], storage_options: Mapping[str, Any] | None = None) -> None:
+        self.storage_options = dict(storage_options or {})
+        # The files as they are now: later reads fail if one changes (references carry no stamps).
+        self.stamps: dict[str, Stamp] = {}
+        for f in files:
+            if not is_remote(f) and os.path.exists(f):
+                self.stamps[f] = _local_stamp(f)
+        self._backends: dict[str, Backend] = {}
+        self._lock = threading.Lock()
+
+    def backend(self, root: str) -> Backend:
+        """The backend of a remote root (made on first use, then kept: its connections are pooled)."""
+        with self._lock:
+            b = self._backends.get(root)
+            if b is None:
+                b = self._backends[root] = backend_for(root, self.storage_options, read_only=True)
+            return b
+
+    def size(self, target: str) -> int:
+        """A target's size now (a ``HEAD`` for a remote object): for ``[url]`` whole-file references."""
+        if not is_remote(target):
+            return os.path.getsize(target)
+        root, key = split_url(target)
+        return self.backend(root).info(key).size
+
+    def _now(self, target: str) -> Stamp:
+        try:
+            if not is_remote(target):
+                return _local_stamp(target)
+            root, key = split_url(target)
+            info = self.backend(root).info(key)
+        except FileNotFoundError as exc:
+            raise ArchiveChangedError(f"{target}: referenced file is gone") from exc
+        return info.size, info.mtime
+
+    def check(self, ends: Mapping[str, int], *, after: bool) -> None:
+        """Each file as when first seen, and long enough for its chunks (``ends``).
+
+        Before a read (``after=False``) remote objects are looked at only the first time (their stamp
+        is taken then); after it, every remote object read is looked at again (one concurrent ``HEAD``
+        each), so the bytes just read are of the version first seen.
+
+        Raises:
+            ArchiveChangedError: a file changed or is gone. ChunkDecodeError: a file too short.
+        """
+        todo = [p for p in ends if after or not is_remote(p) or p not in self.stamps]
+        remote = [p for p in todo if is_remote(p)]
+        now = dict(zip(remote, map_all(self._now, remote))) if remote else {}
+        for p in todo:
+            stamp = now[p] if p in now else self._now(p)
+            then = self.stamps.setdefault(p, stamp)
+            if stamp != then:
+                raise ArchiveChangedError(
+                    f"{p}: changed since its references were opened (size, mtime {then} -> {stamp}); "
+                    "open the references again"
+                )
+            if ends[p] > stamp[0]:
+                raise ChunkDecodeError(
+                    f"{p}: truncated: chunks reach byte {ends[p]} but the file has {stamp[0]} bytes"
+                )
+
+
+def _local_stamp(path: str) -> Stamp:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+def land(targets: Targets, files: list[str], rp: ReadPlan, buf: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Read the plan's reads into ``buf`` (``rp.nbytes`` bytes at least): local files first, then each
+    remote backend's objects in one wave of their own, each read 64-byte aligned.
+
+    Returns:
+        Each read's first byte in ``buf`` and the bytes it got (short only for a local file that is
+        shorter than its references; a remote range that comes back short fails the wave).
+
+    Raises:
+        OSError: a remote request failed for good (its URL and the reason).
+    """
+    paths = [files[i] for i in rp.read_file.tolist()]
+    remote = [is_remote(p) for p in paths]
+    roots = [split_url(p)[0] if r else "" for p, r in zip(paths, remote)]
+    order = sorted(range(len(paths)), key=lambda k: (remote[k], roots[k]))  # local, then one run per root
+    padded = -(-rp.read_nbytes // ALIGN) * ALIGN
+    read_pos = np.zeros(len(paths), dtype=np.int64)
+    if order:
+        read_pos[order] = np.concatenate([[0], np.cumsum(padded[order])[:-1]])
+    got = rp.read_nbytes.copy()
+    local = np.array([k for k in order if not remote[k]], dtype=np.int64)
+    if len(local):
+        got[local] = read_batch(
+            [paths[k] for k in local.tolist()], rp.read_offset[local], rp.read_nbytes[local], buf, read_pos[local],
+            url=where,
+        )
+    for root in dict.fromkeys(roots[k] for k in order if remote[k]):
+        wave = [k for k in order if roots[k] == root]
+        _wave(targets.backend(root), [split_url(paths[k])[1] for k in wave], rp, np.array(wave), buf, read_pos, where)
+    return read_pos, got
+
+
+def _wave(
+    backend: Backend, keys: list[str], rp: ReadPlan, reads: np.ndarray, buf: np.ndarray, read_pos: np.ndarray,
+    where: str,
+) -> None:
+    """One backend's reads as one wave, landing in their run of ``buf`` (in place when the wave lays
+    its slots out as this plan did, else copied there once)."""
+    base = int(read_pos[reads[0]])
+    end = int(read_pos[reads[-1]] + -(-rp.read_nbytes[reads[-1]] // ALIGN) * ALIGN)
+    region = buf[base:end]
+
+    def alloc(n: int) -> tuple[np.ndarray, Any]:
+        # The wave's one buffer is this run of ours; a wave that wants more gets its own (then copied).
+        return (region[:n], None) if n <= region.size else (np.empty(n, dtype=np.uint8), None)
+
+    ranges = [ByteRange("range", int(o), int(o + n)) for o, n in zip(rp.read_offset[reads], rp.read_nbytes[reads])]
+    w = backend.get_many(keys, ranges, alloc, exact=True, where=where)
+    sizes = np.asarray(w.sizes, dtype=np.int64)
+    want = rp.read_nbytes[reads]
+    if (sizes != want).any():
+        k = int(np.flatnonzero(sizes != want)[0])
+        url = f"{backend.url}/{keys[k]}"
+        if sizes[k] < 0:
+            raise ArchiveChangedError(f"{url}: referenced file is gone")
+        raise ChunkDecodeError(
+            f"{url}: truncated: {int(sizes[k])} of {int(want[k])} bytes at offset {int(rp.read_offset[reads[k]])}"
+        )
+    at = np.asarray(w.offsets, dtype=np.int64) + base
+    if np.may_share_memory(w.host, region) and (at == read_pos[reads]).all():
+        return  # landed in place
+    host = np.array(w.host, copy=True)  # the wave's layout differs from ours: copy out before overwriting
+    for j, k in enumerate(reads.tolist()):
+        a, n = int(w.offsets[j]), int(want[j])
+        buf[read_pos[k] : read_pos[k] + n] = host[a : a + n]
