@@ -12,6 +12,11 @@ in ``1 x 128 x 128`` chunks (64 KiB), zlib level 1 + shuffle. Readers, each read
   filesystem;
 - ``h5py``: ``h5py.File(path)["t"][:]``.
 
+With ``--http`` the same files are also served by nginx on 127.0.0.1 (``tests/servers/nginx.py``; nginx
+must be installed) and read through references rewritten to their URLs: ``gdsstore http``
+(``open_virtual`` over the ManifestStore with http:// paths: one wave per read) and ``kerchunk+fsspec
+http`` (zarr's ``FsspecStore`` over fsspec's reference filesystem, aiohttp underneath).
+
 With ``--device`` the anchors add ``cupy.asarray``. Interleaved rounds (the readers' order rotates),
 medians of wall time and of process CPU-seconds, every result's bytes checked against h5py's (CRC-32).
 
@@ -77,6 +82,42 @@ def _to_device(device: bool) -> Callable[[Any], Any]:
     import cupy as cp
 
     return cp.asarray
+
+
+def http_readers(paths: list[str], root: str, base_url: str, device: bool) -> dict[str, Reader]:
+    """The readers of the ``--http`` rows: the same files through nginx at ``base_url``."""
+    import kerchunk.hdf
+    import zarr
+    from fsspec.implementations.reference import ReferenceFileSystem
+    from virtualizarr.manifests import ManifestGroup, ManifestStore
+    from zarr.storage import FsspecStore
+
+    import gdsstore.archives as ga
+
+    up = _to_device(device)
+    urls = [f"{base_url}/{os.path.relpath(p, root)}" for p in paths]
+    groups = []
+    for p, url in zip(paths, urls):
+        g = manifest_store(p)._group
+        arrays = {k: a.rename_paths(lambda old, u=url: u if old else old) for k, a in g.arrays.items()}
+        groups.append(ga.open_virtual(ManifestStore(ManifestGroup(arrays=arrays, attributes=dict(g.metadata.attributes)))))
+    refs = []
+    for p, url in zip(paths, urls):
+        body = kerchunk.hdf.SingleHdf5ToZarr(p, inline_threshold=0).translate()["refs"]
+        refs.append({k: [url, *v[1:]] if isinstance(v, list) else v for k, v in body.items()})
+
+    def ours() -> list[Any]:
+        return [g["t"].read(..., device=device) for g in groups]
+
+    def kerchunk_http() -> list[Any]:
+        out = []
+        for r in refs:
+            fs = ReferenceFileSystem({"version": 1, "refs": r}, remote_protocol="http",
+                                     remote_options={"asynchronous": True}, asynchronous=True)
+            out.append(up(zarr.open_group(FsspecStore(fs, read_only=True), mode="r", zarr_format=2)["t"][:]))
+        return out
+
+    return {"gdsstore http": ours, "kerchunk+fsspec http": kerchunk_http}
 
 
 def readers(paths: list[str], device: bool) -> dict[str, Reader]:
@@ -179,19 +220,32 @@ def main() -> None:
     ap.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "gdsstore-archive-bench"))
     ap.add_argument("--device", action="store_true", help="CuPy results (the anchors add cupy.asarray)")
     ap.add_argument("--out", help="write the results as JSON (and the table beside it as .md)")
+    ap.add_argument("--http", action="store_true", help="also read the files through nginx (the http rows)")
     a = ap.parse_args()
     os.makedirs(a.root, exist_ok=True)
     paths = make_files(a.root, a.files, a.steps)
     rs = readers(paths, a.device)
-    want = _crc(rs["h5py"]())
-    res = measure(rs, a.rounds, want, a.device)
+    server = None
+    if a.http:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+        from servers.nginx import NginxServer
+
+        os.chmod(a.root, 0o755)
+        server = NginxServer(a.root, tcp_nopush=False)  # nopush on: small ranged GETs stall ~40 ms
+        rs.update(http_readers(paths, a.root, server.url().rstrip("/"), a.device))
+    try:
+        want = _crc(rs["h5py"]())
+        res = measure(rs, a.rounds, want, a.device)
+    finally:
+        if server is not None:
+            server.close()
     text = table(res)
     print(text)
     if a.out:
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
         meta = {
             "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
-            "files": a.files, "steps": a.steps, "chunk_bytes": 65536, "device": a.device,
+            "files": a.files, "steps": a.steps, "chunk_bytes": 65536, "device": a.device, "http": a.http,
             "machine": platform.platform(), "cpus": os.cpu_count(),
             "stored_bytes": sum(os.path.getsize(p) for p in paths),
         }
