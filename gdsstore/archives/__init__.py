@@ -3,10 +3,13 @@
 VirtualiZarr ``ManifestStore`` objects and kerchunk reference sets name every chunk of an archive
 as a byte range of a file. :func:`open_virtual` reads selections of them through gdsstore's engine:
 the chunks' triples planned with numpy (:mod:`.plan`), grouped by file and coalesced, read in one
-batch into one buffer, decoded on threads (or on the GPU: nvCOMP Deflate, CuPy shuffle, checksums on
-the device; :mod:`.codecs`) and copied into the output. :class:`VirtualStore` serves the same
+batch into one buffer (``http(s)://`` and ``s3://`` targets: one wave per backend, :mod:`.fetch`),
+decoded on threads (or on the GPU: nvCOMP Deflate, CuPy shuffle, checksums on the device;
+:mod:`.codecs`) and copied into the output. :class:`VirtualStore` serves the same
 references to zarr (and xarray) as a store whose chunk gets of one event-loop tick are one batched read.
-See ``docs/archives.md``.
+Remote targets take ``storage_options`` as :class:`gdsstore.GDSStore` does. The errors
+(:class:`~gdsstore.errors.ChunkDecodeError`, :class:`~gdsstore.errors.ArchiveChangedError`) live in
+:mod:`gdsstore.errors` and are re-exported here. See ``docs/archives.md``.
 
 The names load on first use: zarr imports :mod:`.codecs` through its codec entry points
 (``numcodecs.zlib`` and friends) for every archive array it opens, and that must not pull in the

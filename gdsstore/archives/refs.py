@@ -49,7 +49,7 @@ class ArrayRefs:
         fill_value: what missing chunks read as (``None``: zeros).
         codecs: numcodecs codecs in the order they were applied when writing (filters, then the
             compressor, then checksums); reads undo them in reverse.
-        files: local paths, indexed by ``file_ids``.
+        files: the targets, indexed by ``file_ids``: local paths, or ``http(s)://`` / ``s3://`` URLs.
         file_ids, offsets, lengths: ``int64`` arrays shaped like the chunk grid.
         inlined: chunk grid index -> the chunk's stored bytes.
         attrs: the array's attributes (``_ARRAY_DIMENSIONS`` and friends included).
