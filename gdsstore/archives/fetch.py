@@ -101,6 +101,14 @@ class Targets:
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled (dask, multiprocessing) without the backends: their pooled connections stay here.
+        return {"storage_options": self.storage_options, "stamps": self.stamps}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.storage_options, self.stamps = state["storage_options"], state["stamps"]
+        self._backends, self._lock = {}, threading.Lock()
+
     def backend(self, root: str) -> Backend:
         """The backend of a remote root (made on first use, then kept: its connections are pooled)."""
         with self._lock:

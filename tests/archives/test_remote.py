@@ -256,3 +256,31 @@ def test_wave_laid_out_otherwise_is_copied_where_the_plan_says(served: tuple[Pat
     np.testing.assert_array_equal(buf[704:1004], data[100:400])
     np.testing.assert_array_equal(buf[0:700], data[5000:5700])
     assert fetch.chunk_positions(rp, read_pos).tolist() == [704, 0]
+
+
+def test_local_and_remote_files_in_one_read_and_pickled(served: tuple[Path, str], tmp_path: Path) -> None:
+    """One reference set over a local file and a file on nginx: one read lands both (the local batch,
+    then the wave) in one buffer; the group pickles (dask) and reads the same after."""
+    import pickle
+
+    d, url = served
+    local, remote = tmp_path / "l.h5", d / "r.h5"
+    datas = [write_h5(local, seed=0, partial=False), write_h5(remote, seed=1, partial=False)]
+    ra = kerchunk_refs(local)["refs"]
+    rb = rewrite(kerchunk_refs(remote), str(remote), f"{url}/r.h5")["refs"]
+    refs = {k: v for k, v in ra.items() if not k.startswith("t/") or k.split("/")[1].startswith(".")}
+    meta = json.loads(ra["t/.zarray"])
+    meta["shape"][0] = 10
+    refs["t/.zarray"] = json.dumps(meta)
+    for shift, r in ((0, ra), (5, rb)):
+        for k, v in r.items():
+            if k.startswith("t/") and not k.split("/")[1].startswith("."):
+                i, j, m = k.split("/")[1].split(".")
+                refs[f"t/{int(i) + shift}.{j}.{m}"] = v
+    want = np.concatenate([x["t"] for x in datas])
+    g = ga.open_virtual({"version": 1, "refs": refs})
+    assert sorted(g["t"].refs.files) == sorted([str(local), f"{url}/r.h5"])
+    np.testing.assert_array_equal(g["t"][3:8, 100:200], want[3:8, 100:200])
+    again = pickle.loads(pickle.dumps(g))
+    np.testing.assert_array_equal(again["t"][:], want)
+    np.testing.assert_array_equal(again["t"].read(slice(4, 6), batch=True), want[4:6])
