@@ -238,8 +238,6 @@ class _DataNode(_Base):
 
 
 class _QuietServer(ThreadingHTTPServer):
-    request_queue_size = 512  # as the fault server (tests/servers/faults.py): a wave connects many at once
-
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # clients hanging up are not news
 
