@@ -94,8 +94,8 @@ def in_call_memory[T](fn: Callable[..., T], *args: Any) -> T:
 
 
 def _on_gpu(arg: Any) -> bool:
-    get = getattr(arg, "as_ndarray_like", None)
-    return get is not None and hasattr(get(), "__cuda_array_interface__")
+    """Whether ``arg`` is a zarr buffer in device memory (the other arguments of a call are not buffers)."""
+    return hasattr(arg, "as_ndarray_like") and _codecs.is_device_buffer(arg)
 
 
 def run_windows(

@@ -12,6 +12,7 @@ after someone imported it and set a resource), so calling this costs nothing els
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -153,11 +154,9 @@ class CallMemory:
     def __init__(self, cp: Any) -> None:
         self._cp = cp
         current = cp.cuda.get_allocator()
-        default_pool = cp.get_default_memory_pool()
-        self.private = getattr(current, "__self__", None) is default_pool
-        self.pool: Any = cp.cuda.MemoryPool() if self.private else None
+        private = getattr(current, "__self__", None) is cp.get_default_memory_pool()
+        self.pool: Any = cp.cuda.MemoryPool() if private else None
         self.allocator: Callable[[int], Any] = current if self.pool is None else self.pool.malloc
-        self.source = "private pool, freed on return" if self.private else "the current CuPy allocator"
         self._using: Any = None
 
     def __enter__(self) -> CallMemory:
@@ -180,11 +179,7 @@ class CallMemory:
 def call_memory() -> Any:
     """A :class:`CallMemory` for the calling thread, or a no-op context where CuPy is not loaded."""
     cp = sys.modules.get("cupy")
-    if cp is None:
-        import contextlib
-
-        return contextlib.nullcontext()
-    return CallMemory(cp)
+    return contextlib.nullcontext() if cp is None else CallMemory(cp)
 
 
 def in_callers_allocator[T](fn: Callable[..., T]) -> Callable[..., T]:

@@ -64,10 +64,11 @@ _EMPTY_SHARD_ENTRY = np.uint64(2**64 - 1)  # the shard index's (offset, length) 
 # -- windows ------------------------------------------------------------------------------------------
 
 
-def large_window(free: int, budget: int) -> int:
-    """A window on the GPU: the share of ``budget`` (``gpu.memory_budget``) one window's decoded bytes may
-    take (:func:`gdsstore.gpu.memory.window_budget`), at most :data:`DECODE_WINDOW_BYTES` and a quarter of
-    the device's free memory, and at least :data:`WINDOW_BYTES` where the budget allows it.
+def large_window(free: int, budget: int, floor: int = WINDOW_BYTES, ceiling: int = DECODE_WINDOW_BYTES) -> int:
+    """A window on the GPU: the share of ``budget`` (``gpu.memory_budget``) one window's raw bytes may
+    take (:func:`gdsstore.gpu.memory.window_budget`), at most ``ceiling`` (reads: :data:`DECODE_WINDOW_BYTES`)
+    and a quarter of the device's free memory, and at least ``floor`` (reads: :data:`WINDOW_BYTES`) where
+    the budget allows it. GPU writes size their windows here too, with their own floor and ceiling.
 
     Examples:
         >>> large_window(100 << 30, 64 << 30) == DECODE_WINDOW_BYTES
@@ -80,7 +81,7 @@ def large_window(free: int, budget: int) -> int:
     from gdsstore.gpu.memory import window_budget
 
     share = window_budget(budget)
-    return min(share, max(WINDOW_BYTES, min(DECODE_WINDOW_BYTES, free // 4)))
+    return min(share, max(floor, min(ceiling, free // 4)))
 
 
 def split_windows(sizes: Sequence[int], limit: int) -> list[range]:

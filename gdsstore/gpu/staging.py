@@ -256,9 +256,6 @@ def alloc_staging(total: int, pinned: bool) -> tuple[np.ndarray, Any]:
     return np.empty(total, dtype=np.uint8), None
 
 
-_alloc = alloc_staging  # the name gdsstore/gpu/write_gpu.py still calls
-
-
 def _resolve(backend: Any, f: Fetch) -> tuple[int, int] | None:
     """``(offset, nbytes)`` of a fetch, or ``None`` when the key does not exist."""
     try:

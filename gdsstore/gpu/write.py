@@ -46,7 +46,7 @@ from gdsstore.gpu import write_plan
 from gdsstore.gpu.decode import raw_nbytes
 from gdsstore.gpu.fetch import backend_of
 from gdsstore.gpu.memory import in_callers_allocator
-from gdsstore.gpu.plan import split_windows
+from gdsstore.gpu.plan import large_window, split_windows
 from gdsstore.gpu.write_gpu import Encoded
 
 if TYPE_CHECKING:
@@ -174,11 +174,10 @@ def _window_bytes(device: bool) -> int:
 
     if not device or not cuda.gpu_available():
         return WRITE_WINDOW_BYTES
-    from gdsstore.gpu.memory import device_free_bytes, window_budget
+    from gdsstore.gpu.memory import device_free_bytes
 
-    free = device_free_bytes()
-    share = window_budget(policy.settings().gpu_memory_budget)
-    return min(share, WRITE_DEVICE_WINDOW_BYTES, max(WRITE_WINDOW_BYTES, free // 4))
+    budget = policy.settings().gpu_memory_budget
+    return large_window(device_free_bytes(), budget, floor=WRITE_WINDOW_BYTES, ceiling=WRITE_DEVICE_WINDOW_BYTES)
 
 
 def _execute(

@@ -191,7 +191,7 @@ def _to_pinned(
     else:
         for c, o in zip(chunks, offsets):
             dev[o : o + int(c.size)] = c
-    host, pinned = staging._alloc(total, True)
+    host, pinned = staging.alloc_staging(total, True)
     cp.cuda.get_current_stream().synchronize()
     if total:
         if pinned is not None:
