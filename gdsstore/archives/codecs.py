@@ -521,11 +521,12 @@ class Zlib(_DeviceBytesCodec, _ZarrZlib):  # type: ignore[misc]
     def _decode_device(self, data: Any) -> Any:
         import cupy as cp
 
-        head = np.concatenate([data[:2].get(), data[-4:].get()]) if data.size >= 6 else data.get()
-        frame = zlib_frame(head)
+        n = int(data.size)
+        head = np.concatenate([data[:2].get(), data[-4:].get()]) if n >= 6 else data.get()
+        frame = zlib_frame(head)  # parsed from 6 bytes: its stop is that of a 6-byte stream
         from gdsstore.gpu import nvcomp
 
-        (out,) = nvcomp.decode_batch("gzip", [data[frame.start : frame.stop]], [-1])
+        (out,) = nvcomp.decode_batch("gzip", [data[frame.start : n - 4]], [-1])
         if int(adler32_rows(out[None])[0]) != frame.adler32:
             raise ChunkDecodeError("zlib chunk: adler32 mismatch")
         return cp.ascontiguousarray(out)
