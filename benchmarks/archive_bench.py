@@ -15,7 +15,11 @@ in ``1 x 128 x 128`` chunks (64 KiB), zlib level 1 + shuffle. Readers, each read
 With ``--http`` the same files are also served by nginx on 127.0.0.1 (``tests/servers/nginx.py``; nginx
 must be installed) and read through references rewritten to their URLs: ``gdsstore http``
 (``open_virtual`` over the ManifestStore with http:// paths: one wave per read) and ``kerchunk+fsspec
-http`` (zarr's ``FsspecStore`` over fsspec's reference filesystem, aiohttp underneath).
+http`` (zarr's ``FsspecStore`` over fsspec's reference filesystem, aiohttp underneath), and VirtualiZarr's own ``manifeststore+zarr http`` (obstore's
+``HTTPStore`` in its registry). With ``--s3`` nginx answers the same files as path-style S3 GETs (it
+ignores the signature, so the rows measure the S3 clients): ``gdsstore s3``, ``manifeststore+zarr s3``
+(obstore's ``S3Store``) and ``kerchunk+fsspec s3`` where s3fs is installed. ``--chunk 1m`` makes the
+files with 1 x 512 x 512 chunks (1 MiB) instead of 64 KiB.
 
 With ``--device`` the anchors add ``cupy.asarray``. Interleaved rounds (the readers' order rotates),
 medians of wall time and of process CPU-seconds, every result's bytes checked against h5py's (CRC-32).
@@ -44,18 +48,23 @@ import numpy as np
 Reader = Callable[[], list[Any]]  # one round: every file's array
 
 
-def make_files(root: str, files: int, steps: int) -> list[str]:
+#: ``--chunk``: the chunk shape of ``t`` (64 KiB or 1 MiB of float32) and the file names' suffix.
+CHUNKS = {"64k": ((1, 128, 128), ""), "1m": ((1, 512, 512), "-1m")}
+
+
+def make_files(root: str, files: int, steps: int, chunk: str = "64k") -> list[str]:
     import h5py
 
     paths = []
+    shape, suffix = CHUNKS[chunk]
     y, x = np.mgrid[0:512, 0:512].astype("f4") / 512
     for i in range(files):
-        p = os.path.join(root, f"f{i}.nc")
+        p = os.path.join(root, f"f{i}{suffix}.nc")
         if not os.path.exists(p):
             rng = np.random.default_rng(i)
             with h5py.File(p, "w") as f:
                 d = f.create_dataset(
-                    "t", shape=(steps, 512, 512), chunks=(1, 128, 128), dtype="f4",
+                    "t", shape=(steps, 512, 512), chunks=shape, dtype="f4",
                     compression="gzip", compression_opts=1, shuffle=True,
                 )
                 for s in range(steps):
@@ -84,23 +93,54 @@ def _to_device(device: bool) -> Callable[[Any], Any]:
     return cp.asarray
 
 
-def http_readers(paths: list[str], root: str, base_url: str, device: bool) -> dict[str, Reader]:
-    """The readers of the ``--http`` rows: the same files through nginx at ``base_url``."""
+def _renamed(path: str, url: str, registry: Any = None) -> Any:
+    """The ManifestStore of ``path`` with its chunks' file rewritten to ``url``."""
+    from virtualizarr.manifests import ManifestGroup, ManifestStore
+
+    g = manifest_store(path)._group
+    arrays = {k: a.rename_paths(lambda old, u=url: u if old else old) for k, a in g.arrays.items()}
+    return ManifestStore(ManifestGroup(arrays=arrays, attributes=dict(g.metadata.attributes)), registry=registry)
+
+
+def remote_readers(paths: list[str], root: str, server: Any, scheme: str, device: bool) -> dict[str, Reader]:
+    """The readers of the ``--http`` and ``--s3`` rows: the same files through nginx, which serves the
+    directory above ``root`` (``root``'s name is the S3 bucket: nginx answers path-style S3 GETs as files
+    and ignores the signature, so these rows measure the clients)."""
     import kerchunk.hdf
     import zarr
     from fsspec.implementations.reference import ReferenceFileSystem
-    from virtualizarr.manifests import ManifestGroup, ManifestStore
+    from obspec_utils.registry import ObjectStoreRegistry
     from zarr.storage import FsspecStore
 
     import gdsstore.archives as ga
 
     up = _to_device(device)
-    urls = [f"{base_url}/{os.path.relpath(p, root)}" for p in paths]
-    groups = []
-    for p, url in zip(paths, urls):
-        g = manifest_store(p)._group
-        arrays = {k: a.rename_paths(lambda old, u=url: u if old else old) for k, a in g.arrays.items()}
-        groups.append(ga.open_virtual(ManifestStore(ManifestGroup(arrays=arrays, attributes=dict(g.metadata.attributes)))))
+    base = server.url("").rstrip("/")
+    bucket = os.path.basename(root)
+    creds = {"key": "bench-key", "secret": "bench-secret"}
+    if scheme == "http":
+        from obstore.store import HTTPStore
+
+        urls = [f"{base}/{bucket}/{os.path.basename(p)}" for p in paths]
+        http = HTTPStore.from_url(f"{base}/{bucket}", client_options={"allow_http": True})
+        registry = ObjectStoreRegistry({f"{base}/{bucket}": http})
+        options: dict[str, Any] = {}
+        fs_options: dict[str, Any] | None = {"asynchronous": True}
+    else:
+        from obstore.store import S3Store
+
+        urls = [f"s3://{bucket}/{os.path.basename(p)}" for p in paths]
+        s3 = S3Store(bucket, endpoint=base, access_key_id=creds["key"], secret_access_key=creds["secret"],
+                     region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True})
+        registry = ObjectStoreRegistry({f"s3://{bucket}": s3})
+        options = {**creds, "endpoint_url": base, "region_name": "us-east-1"}
+        try:
+            import s3fs  # noqa: F401
+            fs_options = {**creds, "endpoint_url": base, "asynchronous": True}
+        except ImportError:  # kerchunk's S3 reads need s3fs: the row is left out where it is missing
+            fs_options = None
+    groups = [ga.open_virtual(_renamed(p, u), storage_options=options) for p, u in zip(paths, urls)]
+    stores = [_renamed(p, u, registry) for p, u in zip(paths, urls)]
     refs = []
     for p, url in zip(paths, urls):
         body = kerchunk.hdf.SingleHdf5ToZarr(p, inline_threshold=0).translate()["refs"]
@@ -109,15 +149,21 @@ def http_readers(paths: list[str], root: str, base_url: str, device: bool) -> di
     def ours() -> list[Any]:
         return [g["t"].read(..., device=device) for g in groups]
 
-    def kerchunk_http() -> list[Any]:
+    def manifest() -> list[Any]:
+        return [up(zarr.open_group(ms, mode="r")["t"][:]) for ms in stores]
+
+    def kerchunk_remote() -> list[Any]:
         out = []
         for r in refs:
-            fs = ReferenceFileSystem({"version": 1, "refs": r}, remote_protocol="http",
-                                     remote_options={"asynchronous": True}, asynchronous=True)
+            fs = ReferenceFileSystem({"version": 1, "refs": r}, remote_protocol=scheme,
+                                     remote_options=fs_options, asynchronous=True)
             out.append(up(zarr.open_group(FsspecStore(fs, read_only=True), mode="r", zarr_format=2)["t"][:]))
         return out
 
-    return {"gdsstore http": ours, "kerchunk+fsspec http": kerchunk_http}
+    rs = {f"gdsstore {scheme}": ours, f"manifeststore+zarr {scheme}": manifest}
+    if fs_options is not None:
+        rs[f"kerchunk+fsspec {scheme}"] = kerchunk_remote
+    return rs
 
 
 def readers(paths: list[str], device: bool) -> dict[str, Reader]:
@@ -204,11 +250,26 @@ def measure(rs: dict[str, Reader], rounds: int, want: list[int], device: bool) -
     }
 
 
+#: The issue's anchors: VirtualiZarr's ManifestStore + zarr, kerchunk through FsspecStore, h5py.
+ANCHORS = ("manifeststore+zarr", "kerchunk+fsspec", "h5py")
+
+
+def _group(name: str) -> str:
+    """``""`` for the local rows, ``" http"`` / ``" s3"`` for the remote ones."""
+    return next((f" {g}" for g in ("http", "s3") if name.endswith(f" {g}")), "")
+
+
 def table(res: dict[str, dict[str, Any]]) -> str:
-    base = res["manifeststore+zarr"]["gbps"]
-    lines = ["| reader | GB/s | s (median) | CPU-s (median) | vs ManifestStore + zarr |", "|---|---:|---:|---:|---:|"]
+    """One row per reader; each compared with the best anchor reading from the same place."""
+    best: dict[str, float] = {}
     for k, v in res.items():
-        lines.append(f"| {k} | {v['gbps']:.3f} | {v['seconds']:.3f} | {v['cpu_seconds']:.2f} | {v['gbps'] / base:.2f}x |")
+        if k.removesuffix(_group(k)) in ANCHORS:
+            best[_group(k)] = max(best.get(_group(k), 0.0), v["gbps"])
+    lines = ["| reader | GB/s | s (median) | CPU-s (median) | vs the best anchor of its place |",
+             "|---|---:|---:|---:|---:|"]
+    for k, v in res.items():
+        ratio = f"{v['gbps'] / best[_group(k)]:.2f}x" if best.get(_group(k)) else "-"
+        lines.append(f"| {k} | {v['gbps']:.3f} | {v['seconds']:.3f} | {v['cpu_seconds']:.2f} | {ratio} |")
     return "\n".join(lines)
 
 
@@ -221,18 +282,26 @@ def main() -> None:
     ap.add_argument("--device", action="store_true", help="CuPy results (the anchors add cupy.asarray)")
     ap.add_argument("--out", help="write the results as JSON (and the table beside it as .md)")
     ap.add_argument("--http", action="store_true", help="also read the files through nginx (the http rows)")
+    ap.add_argument("--s3", action="store_true", help="also read them through nginx as a path-style S3 endpoint")
+    ap.add_argument("--chunk", choices=sorted(CHUNKS), default="64k", help="chunks of 1x128x128 or 1x512x512")
+    ap.add_argument("--nginx-workers", type=int, default=1)
+    ap.add_argument("--skip", default="", help="comma-separated readers left out (e.g. VirtualStore+zarr)")
     a = ap.parse_args()
     os.makedirs(a.root, exist_ok=True)
-    paths = make_files(a.root, a.files, a.steps)
+    paths = make_files(a.root, a.files, a.steps, a.chunk)
     rs = readers(paths, a.device)
     server = None
-    if a.http:
+    if a.http or a.s3:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
         from servers.nginx import NginxServer
 
         os.chmod(a.root, 0o755)
-        server = NginxServer(a.root, tcp_nopush=False)  # nopush on: small ranged GETs stall ~40 ms
-        rs.update(http_readers(paths, a.root, server.url().rstrip("/"), a.device))
+        # nopush on: small ranged GETs stall ~40 ms
+        server = NginxServer(os.path.dirname(os.path.abspath(a.root)), a.nginx_workers, tcp_nopush=False)
+        for scheme in ("http", "s3") if a.http and a.s3 else ("http",) if a.http else ("s3",):
+            rs.update(remote_readers(paths, os.path.abspath(a.root), server, scheme, a.device))
+    for name in filter(None, a.skip.split(",")):
+        rs.pop(name)
     try:
         want = _crc(rs["h5py"]())
         res = measure(rs, a.rounds, want, a.device)
@@ -245,7 +314,7 @@ def main() -> None:
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
         meta = {
             "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
-            "files": a.files, "steps": a.steps, "chunk_bytes": 65536, "device": a.device, "http": a.http,
+            "files": a.files, "steps": a.steps, "chunk": a.chunk, "device": a.device, "http": a.http, "s3": a.s3,
             "machine": platform.platform(), "cpus": os.cpu_count(),
             "stored_bytes": sum(os.path.getsize(p) for p in paths),
         }

@@ -283,13 +283,21 @@ def main_table(paths: dict[str, str], rounds: int, reads: int, log: Any) -> dict
 
 def sweep(paths: dict[str, str], budgets: tuple[int, ...], reads: int, log: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for layout in LAYOUTS:
+    for layout, path in paths.items():
         for b in budgets:
-            res = run_cell({"kind": "read", "reader": "gdsstore", "path": paths[layout], "reads": reads,
-                            "budget": b}, 180)
+            res = run_cell({"kind": "read", "reader": "gdsstore", "path": path, "reads": reads, "budget": b}, 180)
             out[f"{layout} | {b >> 20} MiB"] = res
             log(f"  sweep {layout:<24} budget {b >> 20:>5} MiB: {_brief(res)}")
     return out
+
+
+def served(data: Path, paths: dict[str, str]) -> tuple[Any, dict[str, str]]:
+    """nginx (8 workers) serving ``data``, and the arrays' URLs (the ``--http`` rows)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from servers.nginx import NginxServer
+
+    srv = NginxServer(str(data), 8, tcp_nopush=False)
+    return srv, {f"{k} over HTTP": srv.url(os.path.relpath(paths[k], data)) for k in LAYOUTS}
 
 
 def first_reads(path: str, rounds: int, log: Any) -> dict[str, Any]:
@@ -361,11 +369,10 @@ def _mib(n: Any) -> str:
     return "-" if n is None else f"{n / MiB:.0f}"
 
 
-def markdown(results: dict[str, Any]) -> str:
-    lines = ["# Device and pinned memory of GPU reads and writes", "", results["machine"], ""]
-    lines += ["## 1 GiB float32 16384² into a CuPy array (local, warm page cache)", "",
-              "| array | reader | GB/s | peak beyond output MiB | held after MiB (first call) "
-              "| pinned held MiB |", "|---|---|---|---|---|---|"]
+def _reads_md(results: dict[str, Any]) -> list[str]:
+    lines = ["## 1 GiB float32 16384² into a CuPy array (local, warm page cache)", "",
+             "| array | reader | GB/s | peak beyond output MiB | held after MiB (first call) "
+             "| pinned held MiB |", "|---|---|---|---|---|---|"]
     for key, row in results["reads"].items():
         layout, reader = key.split(" | ")
         if "error" in row:
@@ -373,9 +380,13 @@ def markdown(results: dict[str, Any]) -> str:
             continue
         lines.append(f"| {layout} | {reader} | {row['gbs']:.2f} | {_mib(row['peak_beyond'])} "
                      f"| {_mib(row['held'])} ({_mib(row['held_first_call'])}) | {_mib(row.get('pinned_held'))} |")
-    lines += ["", "## gdsstore: GB/s against gpu.memory_budget", "",
-              "| array | budget MiB | GB/s | peak beyond output MiB | held after MiB | pinned held MiB |",
-              "|---|---|---|---|---|---|"]
+    return [*lines, ""]
+
+
+def _sweep_md(results: dict[str, Any]) -> list[str]:
+    lines = ["## gdsstore: GB/s against gpu.memory_budget", "",
+             "| array | budget MiB | GB/s | peak beyond output MiB | held after MiB | pinned held MiB |",
+             "|---|---|---|---|---|---|"]
     for key, row in results["sweep"].items():
         layout, budget = key.split(" | ")
         if "error" in row:
@@ -383,9 +394,13 @@ def markdown(results: dict[str, Any]) -> str:
             continue
         lines.append(f"| {layout} | {budget.split()[0]} | {row['gbs']:.2f} | {_mib(row['peak_beyond'])} "
                      f"| {_mib(row['held'])} | {_mib(row.get('pinned_held'))} |")
-    lines += ["", "## First read of a 16 MiB array (512² zstd chunks) in a fresh process", "",
-              "| reader | seconds (median) | with imports | held after MiB | peak beyond output MiB |",
-              "|---|---|---|---|---|"]
+    return [*lines, ""]
+
+
+def _first_read_md(results: dict[str, Any]) -> list[str]:
+    lines = ["## First read of a 16 MiB array (512² zstd chunks) in a fresh process", "",
+             "| reader | seconds (median) | with imports | held after MiB | peak beyond output MiB |",
+             "|---|---|---|---|---|"]
     for name, runs in results["first_read"].items():
         good = _ok(runs)
         if not good:
@@ -395,9 +410,13 @@ def markdown(results: dict[str, Any]) -> str:
         imp = statistics.median(r["with_imports"] for r in good)
         lines.append(f"| {name} | {med:.3f} | {imp:.3f} | {_mib(max(r['held'] for r in good))} "
                      f"| {_mib(max(r['peak_beyond'] for r in good))} |")
-    lines += ["", "## 1 GiB GPU write (4 MiB zstd chunks), gdsstore, fresh process", "",
-              "| write | seconds (median) | peak device MiB beyond the input | held after MiB | pinned held MiB |",
-              "|---|---|---|---|---|"]
+    return [*lines, ""]
+
+
+def _first_write_md(results: dict[str, Any]) -> list[str]:
+    lines = ["## 1 GiB GPU write (4 MiB zstd chunks), gdsstore, fresh process", "",
+             "| write | seconds (median) | peak device MiB beyond the input | held after MiB | pinned held MiB |",
+             "|---|---|---|---|---|"]
     good = _ok(results["first_write"])
     for name in ("first", "second"):
         if not good:
@@ -409,7 +428,16 @@ def markdown(results: dict[str, Any]) -> str:
                      f"| {_mib(max(pin) if pin else None)} |")
     if not good and results["first_write"]:
         lines.append(f"| first | error: {results['first_write'][0].get('error', '')[:80]} | | | |")
-    lines += ["", "Peak and held: `cudaMemGetInfo` sampled every 0.5 ms in the reading process, the output "
+    return [*lines, ""]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = ["# Device and pinned memory of GPU reads and writes", "", results["machine"], ""]
+    for part, md in (("reads", _reads_md), ("sweep", _sweep_md), ("first_read", _first_read_md),
+                     ("first_write", _first_write_md)):
+        if part in results:
+            lines += md(results)
+    lines += ["Peak and held: `cudaMemGetInfo` sampled every 0.5 ms in the reading process, the output "
               "(or the write's input) excluded; held: right after the call returned, the output alive. "
               "Pinned held: gdsstore's pinned account after the call (bounce slots and staging, "
               "`gdsstore.engine.bounce.ring.stats()`). Targets (issue 23): 1 GiB reads peak beyond "
@@ -423,7 +451,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="processes per cell of the main table")
     ap.add_argument("--reads", type=int, default=3, help="timed reads per process")
     ap.add_argument("--quick", action="store_true", help="one round, budgets 256 MiB, 1 GiB and 4 GiB only")
+    ap.add_argument("--parts", default="reads,sweep,first_read,first_write", help="what to run (comma-separated)")
+    ap.add_argument("--budgets", default=None, help="sweep budgets in MiB, comma-separated")
+    ap.add_argument("--http", action="store_true", help="sweep the arrays over nginx as well (8 workers)")
     args = ap.parse_args(argv)
+    parts = set(args.parts.split(","))
     out = Path(os.environ.get("OUT") or "memory_results")
     out.mkdir(parents=True, exist_ok=True)
     data = Path(os.environ.get("DATA") or "/tmp/gdsstore-memory-bench")
@@ -440,13 +472,27 @@ def main(argv: list[str] | None = None) -> int:
     log("data: page cache warm")
     rounds = 1 if args.quick else args.rounds
     budgets = (256 << 20, 1 << 30, 4 << 30) if args.quick else BUDGETS
+    if args.budgets:
+        budgets = tuple(int(b) << 20 for b in args.budgets.split(","))
     results: dict[str, Any] = {"machine": f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
-    raw = {"reads": main_table(paths, rounds, args.reads, log)}
-    results["reads"] = {k: summarize_reads(v) for k, v in raw["reads"].items()}
-    raw["sweep"] = sweep(paths, budgets, 2, log)
-    results["sweep"] = {k: summarize_reads([v]) for k, v in raw["sweep"].items()}
-    results["first_read"] = first_reads(paths["16 MiB"], 1 if args.quick else 3, log)
-    results["first_write"] = first_writes(tempfile.mkdtemp(prefix="gdsstore-write-", dir="/tmp"), 1 if args.quick else 2, log)
+    raw: dict[str, Any] = {}
+    if "reads" in parts:
+        raw["reads"] = main_table(paths, rounds, args.reads, log)
+        results["reads"] = {k: summarize_reads(v) for k, v in raw["reads"].items()}
+    if "sweep" in parts:
+        local = {k: paths[k] for k in LAYOUTS}
+        srv, remote = served(data, paths) if args.http else (None, {})
+        try:
+            raw["sweep"] = sweep({**local, **remote}, budgets, 2, log)
+        finally:
+            if srv is not None:
+                srv.close()
+        results["sweep"] = {k: summarize_reads([v]) for k, v in raw["sweep"].items()}
+    if "first_read" in parts:
+        results["first_read"] = first_reads(paths["16 MiB"], 1 if args.quick else 3, log)
+    if "first_write" in parts:
+        tmp = tempfile.mkdtemp(prefix="gdsstore-write-", dir="/tmp")
+        results["first_write"] = first_writes(tmp, 1 if args.quick else 2, log)
     results["raw"] = raw
     (out / "memory.json").write_text(json.dumps(results, indent=1))
     md = markdown(results)

@@ -1,4 +1,4 @@
-"""GPU kernels for the byte-level codecs: CRC-32C of many chunks at once.
+"""GPU kernels for the byte-level codecs: CRC-32C and adler32 of many chunks at once, and the scatter.
 
 CRC-32C (the zarr ``crc32c`` codec) is a linear function of its state, which lets one chunk be split
 into fixed blocks hashed in parallel (one GPU thread each, state 0) and then joined by one thread per
@@ -17,8 +17,10 @@ import numpy as np
 from gdsstore.engine import cuda
 
 __all__ = [
+    "ADLER_MAX_ROW",
     "BLOCK",
     "MAX_DIMS",
+    "adler32_device",
     "crc32c_blocked",
     "crc32c_device",
     "scatter_arrays",
@@ -147,6 +149,36 @@ extern "C" __global__ void crc32c_join(const unsigned long long* chunk_ptr, cons
     for (long long k = nfull * block; k < n; ++k) s = table[(s ^ p[k]) & 0xFFu] ^ (s >> 8);
     out[c] = s ^ 0xFFFFFFFFu;
 }
+
+// adler32 (RFC 1950) of each row of a byte matrix, one thread block per row: thread t sums the bytes
+// i = t, t + blockDim, ... as a = sum(d[i]) and w = sum((n - i) * d[i]); then a = 1 + sum(a),
+// b = n + sum(w), both mod 65521. Rows of at most 2^24 bytes keep w below 2^64.
+extern "C" __global__ void adler32_rows(const unsigned char* rows, long long n, long long stride,
+                                        unsigned int* out) {
+    const unsigned long long M = 65521ULL;
+    __shared__ unsigned long long sa[256], sw[256];
+    const unsigned char* r = rows + (long long)blockIdx.x * stride;
+    unsigned long long a = 0, w = 0;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+        unsigned long long d = r[i];
+        a += d;
+        w += (unsigned long long)(n - i) * d;
+    }
+    sa[threadIdx.x] = a % M;
+    sw[threadIdx.x] = w % M;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) {
+            sa[threadIdx.x] += sa[threadIdx.x + k];
+            sw[threadIdx.x] += sw[threadIdx.x + k];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        unsigned long long fa = (1 + sa[0]) % M, fb = ((unsigned long long)n % M + sw[0]) % M;
+        out[blockIdx.x] = (unsigned int)((fb << 16) | fa);
+    }
+}
 """
 
 
@@ -204,6 +236,27 @@ def crc32c_device(chunks: list[Any]) -> np.ndarray:
         ),
     )
     return np.asarray(d_out.get(), dtype=np.uint32)
+
+
+#: Longest row :func:`adler32_device` sums (its per-thread weighted sums stay below 2**64).
+ADLER_MAX_ROW = 1 << 24
+
+
+def adler32_device(rows: Any) -> Any:
+    """adler32 of each row of a 2-D CuPy ``uint8`` array (rows of at most :data:`ADLER_MAX_ROW` bytes,
+    each row contiguous), one thread block per row; a CuPy ``uint32`` array. The same sums as
+    :func:`gdsstore.archives.codecs.adler32_rows`, in one pass over the bytes (CuPy's integer matrix
+    product there takes 8 bytes of temporaries per byte)."""
+    cp = cuda.cupy_or_none()
+    assert cp is not None
+    m, n = int(rows.shape[0]), int(rows.shape[1])
+    if n > ADLER_MAX_ROW or (n > 1 and rows.strides[1] != 1):
+        raise ValueError(f"adler32_device(): rows of {n} bytes with strides {rows.strides} (at most {ADLER_MAX_ROW}, contiguous)")
+    out = cp.empty(m, dtype=cp.uint32)
+    if m:
+        stride = np.int64(rows.strides[0])
+        _module().get_function("adler32_rows")((m,), (256,), (rows, np.int64(n), stride, out))
+    return out
 
 
 #: Highest array rank :func:`scatter_blocks` takes.
