@@ -449,7 +449,9 @@ def open_virtual(source: Any, *, storage_options: Mapping[str, Any] | None = Non
 
     Args:
         source: a VirtualiZarr ``ManifestStore``, a kerchunk reference dict, the path of a kerchunk
-            JSON file, or the directory of kerchunk parquet references.
+            JSON file, the directory of kerchunk parquet references, or an icechunk ``Repository``
+            (its ``main`` branch), ``Session`` or ``IcechunkStore`` (:func:`.icechunk.open_icechunk`
+            names other versions and checks the files' stamps).
         storage_options: for references whose targets are ``http(s)://`` or ``s3://`` URLs: passed to
             the engine's remote backends, as ``gdsstore.GDSStore(root, storage_options=...)`` takes them
             (S3: ``endpoint_url``, ``key``, ``secret``, ``region``...; HTTP: ``headers``...).
@@ -470,6 +472,10 @@ def open_virtual(source: Any, *, storage_options: Mapping[str, Any] | None = Non
     """
     if type(source).__name__ == "ManifestStore" and hasattr(source, "_group"):
         return VirtualGroup(from_manifest_store(source), storage_options)
+    from gdsstore.archives.icechunk import is_icechunk, open_icechunk
+
+    if is_icechunk(source):
+        return open_icechunk(source, storage_options=storage_options)
     if isinstance(source, str | os.PathLike) and os.path.isdir(source):
         from gdsstore.archives.parquet import from_parquet
 
@@ -477,5 +483,6 @@ def open_virtual(source: Any, *, storage_options: Mapping[str, Any] | None = Non
     if isinstance(source, Mapping | str | os.PathLike):
         return VirtualGroup(from_kerchunk(source, storage_options), storage_options)
     raise TypeError(
-        f"open_virtual(): `source` must be a ManifestStore, a kerchunk dict or a JSON path, got {type(source).__name__}"
+        "open_virtual(): `source` must be a ManifestStore, a kerchunk dict or a JSON path, or an icechunk "
+        f"Repository/Session/IcechunkStore, got {type(source).__name__}"
     )

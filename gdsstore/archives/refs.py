@@ -29,7 +29,8 @@ import numcodecs
 import numpy as np
 
 __all__ = [
-    "INLINED", "MISSING", "ArrayRefs", "file_sizes", "file_table", "from_kerchunk", "from_manifest_store", "target", "v2_array",
+    "INLINED", "MISSING", "ArrayRefs", "codecs_v3", "file_sizes", "file_table", "from_kerchunk", "from_manifest_store", "load_kerchunk_json", "target",
+    "v2_array",
 ]
 
 #: ``file_ids`` value of a chunk that has no reference (read as the fill value).
@@ -122,7 +123,7 @@ def file_table(paths: np.ndarray, where: str) -> tuple[list[str], np.ndarray]:
 # -- VirtualiZarr ----------------------------------------------------------------------------------
 
 
-def _codecs_v3(metadata: Any, where: str) -> tuple[np.dtype[Any], list[Any]]:
+def codecs_v3(metadata: Any, where: str) -> tuple[np.dtype[Any], list[Any]]:
     """The stored dtype and numcodecs codecs of zarr v3 metadata (a ``bytes`` codec, then numcodecs
     wrappers, as VirtualiZarr writes them)."""
     from zarr.codecs import BytesCodec
@@ -158,7 +159,7 @@ def from_manifest_store(store: Any) -> dict[str, ArrayRefs]:
         where = f"from_manifest_store(): array {name!r}"
         md = arr.metadata
         manifest = arr.manifest
-        dtype, codecs = _codecs_v3(md, where)
+        dtype, codecs = codecs_v3(md, where)
         files, ids = file_table(manifest._paths, where)
         out[name] = ArrayRefs(
             name=name,
@@ -180,12 +181,33 @@ def from_manifest_store(store: Any) -> dict[str, ArrayRefs]:
 # -- kerchunk --------------------------------------------------------------------------------------
 
 
-def _kerchunk_refs(refs: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
+def load_kerchunk_json(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Any:
+    """A kerchunk JSON file, local (a path or ``file://`` URL) or remote (``http(s)://``, ``s3://``: one
+    GET through the engine's remote backend, with ``storage_options``).
+
+    Raises:
+        NotImplementedError: another URL scheme.
+    """
+    where = "from_kerchunk()"
+    name = target(os.fspath(path), where)
+    if "://" not in name:
+        with open(name, "rb") as f:
+            return json.load(f)
+    from gdsstore.archives.fetch import Targets, split_url  # the engine loads only for remote JSON
+
+    root, key = split_url(name)
+    body = Targets((), storage_options).backend(root).get(key, lambda n: np.empty(n, dtype=np.uint8))
+    return json.loads(bytes(body))
+
+
+def _kerchunk_refs(
+    refs: Mapping[str, Any] | str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The references by key (templates expanded)."""
     if isinstance(refs, str | os.PathLike):
-        with open(refs) as f:
-            refs = json.load(f)
-    assert isinstance(refs, Mapping)
+        refs = load_kerchunk_json(refs, storage_options)
+    if not isinstance(refs, Mapping):
+        raise TypeError(f"from_kerchunk(): kerchunk references are a JSON object, got {type(refs).__name__}")
     if "refs" in refs and isinstance(refs["refs"], Mapping):
         if refs.get("gen"):
             raise NotImplementedError("from_kerchunk(): generated references ('gen') are not read yet")
@@ -297,14 +319,15 @@ def _kerchunk_array(name: str, refs: dict[str, Any], chunk_keys: list[str], size
 def from_kerchunk(
     refs: Mapping[str, Any] | str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
 ) -> dict[str, ArrayRefs]:
-    """Every array of a kerchunk reference set: version 0 or 1, a dict or a JSON file's path (parquet
-    reference directories: :func:`gdsstore.archives.parquet.from_parquet`).
+    """Every array of a kerchunk reference set: version 0 or 1, a dict, or a JSON file's path or URL
+    (``file://``, ``http(s)://``, ``s3://``; parquet reference directories:
+    :func:`gdsstore.archives.parquet.from_parquet`).
 
     Chunk references are ``[url, offset, length]`` (or ``[url]``: the whole file, its size looked up
     now: a ``HEAD`` with ``storage_options`` for a remote one); inline chunks are strings
     (``"base64:..."``) or bytes.
     """
-    body = _kerchunk_refs(refs)
+    body = _kerchunk_refs(refs, storage_options)
     arrays = [k[: -len("/.zarray")] if k != ".zarray" else "" for k in body if k.endswith(".zarray")]
     by_array: dict[str, list[str]] = {a: [] for a in arrays}
     for key in body:

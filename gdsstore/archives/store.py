@@ -35,7 +35,7 @@ from gdsstore.adapters.zarr_store import TickGatherer, to_byte_range
 from gdsstore.archives.fetch import chunk_ends, chunk_positions, land
 from gdsstore.archives.plan import plan_reads
 from gdsstore.archives.reader import MAX_GAP, VirtualArray, VirtualGroup, open_virtual
-from gdsstore.archives.refs import INLINED
+from gdsstore.archives.refs import INLINED, load_kerchunk_json
 from gdsstore.engine.backend import BatchResult
 from gdsstore.engine.ranges import ByteRange
 from gdsstore.errors import ChunkDecodeError
@@ -90,8 +90,9 @@ class VirtualStore(Store):
     """A read-only zarr store over a ``ManifestStore`` or kerchunk references (see the module docstring).
 
     Args:
-        source: a VirtualiZarr ``ManifestStore``, a kerchunk reference dict, a kerchunk JSON path, or
-            a kerchunk parquet reference directory.
+        source: a VirtualiZarr ``ManifestStore``, a kerchunk reference dict, a kerchunk JSON path or
+            URL (``http(s)://``, ``s3://``: read with ``storage_options``), or a kerchunk parquet
+            reference directory.
         storage_options: for ``http(s)://`` and ``s3://`` targets, as for
             :func:`~gdsstore.archives.open_virtual`.
 
@@ -103,6 +104,8 @@ class VirtualStore(Store):
     def __init__(self, source: Any, *, storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(read_only=True)
         self._source = source
+        if isinstance(source, str | os.PathLike) and not os.path.isdir(source):
+            source = load_kerchunk_json(source, storage_options)  # read once, for the metadata and the refs
         self.group: VirtualGroup = open_virtual(source, storage_options=storage_options)
         manifest = type(source).__name__ == "ManifestStore"
         self._docs, self._encodings = _metadata_v3(source) if manifest else _metadata_v2(source)
