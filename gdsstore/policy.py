@@ -375,10 +375,11 @@ def decide_wave_transport(
 
 #: Chunk formats nvCOMP decodes bit-compatibly with numcodecs, and those the GPU also writes
 #: (gzip writes on the CPU: its trailer needs a CRC-32 of the data, numcodecs' bytes are the norm).
-GPU_DECODABLE = frozenset({"zstd", "gzip", "lz4"})
+#: blosc: frames parsed on the host, their lz4/zstd streams by nvCOMP (frames of other compressors
+#: decode on the CPU, per chunk, with the reason: gdsstore.gpu.blosc).
+GPU_DECODABLE = frozenset({"zstd", "gzip", "lz4", "blosc"})
 GPU_ENCODABLE = frozenset({"zstd", "lz4"})
-_NVCOMP_ALGORITHM = {"zstd": "zstd", "gzip": "deflate", "lz4": "lz4"}
-_CPU_ONLY_CODEC = {"blosc": "blosc framing (blocks, shuffle) has no nvCOMP decoder"}
+_NVCOMP_ALGORITHM = {"zstd": "zstd", "gzip": "deflate", "lz4": "lz4", "blosc": "lz4/zstd of blosc frames, unshuffled on the GPU"}
 
 
 def decide_codec(
@@ -401,13 +402,13 @@ def decide_codec(
         'nvCOMP batched zstd'
         >>> decide_codec("zstd", device=False).reason
         'host buffer'
-        >>> decide_codec("blosc", device=True).route
+        >>> decide_codec("blosc", device=True).reason
+        'nvCOMP batched lz4/zstd of blosc frames, unshuffled on the GPU'
+        >>> decide_codec("blosc", device=True, encode=True).route
         'cpu-codec'
     """
     if not device:
         return Decision("cpu-codec", "host buffer")
-    if fmt in _CPU_ONLY_CODEC:
-        return Decision("cpu-codec", _CPU_ONLY_CODEC[fmt])
     if fmt not in (GPU_ENCODABLE if encode else GPU_DECODABLE):
         if encode and fmt == "gzip":
             return Decision("cpu-codec", "gzip writes on the CPU (trailer CRC-32; numcodecs-identical output)")

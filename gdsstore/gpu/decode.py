@@ -75,13 +75,17 @@ class CodecChain:
     def of(cls, codecs: Sequence[Codec]) -> CodecChain:
         from zarr.abc.codec import BytesBytesCodec
 
+        from gdsstore.gpu import zarr_v2
+
         bb = [c for c in codecs if isinstance(c, BytesBytesCodec)]
         rest = [c for c in codecs if not isinstance(c, BytesBytesCodec)]
+        # a v2 array's compressor: a bytes-to-bytes stage like a v3 one (the rest a view)
+        bb, rest = zarr_v2.split(codecs) or (bb, rest)
         return cls(
             ChunkTransform(codecs=tuple(codecs)),
             ChunkTransform(codecs=tuple(rest)),
             tuple(bb),
-            tuple(_codecs.codec_format(c) for c in bb),
+            tuple(getattr(c, "chunk_format", None) or _codecs.codec_format(c) for c in bb),
         )
 
     def device_plan(self) -> tuple[str | None, bool, str]:
@@ -114,17 +118,19 @@ class CodecChain:
         """Shape and byte strides of a decoded chunk as a view of its raw bytes (``bytes`` codec in
         the native byte order, then ``transpose`` codecs), or ``None`` when decoding is more than a view."""
         from zarr.codecs import BytesCodec, TransposeCodec
+        from zarr.codecs._v2 import V2Codec  # private: zarr's v2 codec has no public name
 
         *codecs, ab = self.array_part.codecs
-        transposes = [c for c in codecs if isinstance(c, TransposeCodec)]
-        if not isinstance(ab, BytesCodec) or len(transposes) != len(codecs):
-            return None
+        transposes = [tuple(c.order) for c in codecs if isinstance(c, TransposeCodec)]
         dt = spec.dtype.to_native_dtype()
+        if isinstance(ab, V2Codec) and not codecs and ab.compressor is None and not ab.filters:
+            # a v2 chunk's raw bytes in C or F order: F is the reversed axes' C order
+            transposes = [tuple(range(len(spec.shape)))[::-1]] if spec.order == "F" else []
+        elif not isinstance(ab, BytesCodec) or len(transposes) != len(codecs) or bytes_swap_width(ab, dt):
+            return None
         if dt.kind not in "biuf" or dt.itemsize not in (1, 2, 4, 8) or not dt.isnative:
             return None
-        if bytes_swap_width(ab, dt):
-            return None
-        return c_order_layout(tuple(spec.shape), dt.itemsize, [tuple(c.order) for c in transposes])
+        return c_order_layout(tuple(spec.shape), dt.itemsize, transposes)
 
 
 def bytes_swap_width(codec: Any, dtype: np.dtype[Any]) -> int:
@@ -326,14 +332,48 @@ def _to_device_traced(staged: staging.Staged) -> Any:
     return dev
 
 
-def decode_on_device(chain: CodecChain, specs: list[ArraySpec], staged: staging.Staged) -> RawChunks:
+def _blosc_decode(
+    dev: Any,
+    staged: staging.Staged,
+    specs: list[ArraySpec],
+    s_off: np.ndarray,
+    s_len: np.ndarray,
+    raw: RawChunks,
+    names: Sequence[str] | None,
+) -> tuple[list[int], str | None]:
+    """The window's blosc frames (:func:`gdsstore.gpu.blosc.decode_frames`): ``(chunks left for the
+    CPU, why)``.
+
+    Raises:
+        ChunkDecodeError: a corrupt or truncated frame, naming its chunk.
+    """
+    from gdsstore.gpu import blosc
+
+    pres = staged.present
+    want = np.array([raw_nbytes(specs[i]) for i in pres.tolist()], dtype=np.int64)
+
+    def where(k: int) -> str:
+        i = int(pres[k])
+        return f"GDSCodecPipeline.read(): {names[i] if names else f'chunk {i} of the window'}"
+
+    dec = blosc.decode_frames(dev, s_off[pres], s_len[pres], want, host=staged.host, where=where)
+    for b, buf in enumerate(dec.bufs):
+        k = np.flatnonzero(dec.where == b)
+        raw.add(buf, pres[k], dec.offs[k], dec.lens[k])
+    return pres[dec.on_cpu].tolist(), dec.cpu_reason
+
+
+def decode_on_device(
+    chain: CodecChain, specs: list[ArraySpec], staged: staging.Staged, names: Sequence[str] | None = None
+) -> RawChunks:
     """Decode a window's bytes-to-bytes stage on the device: every present chunk's raw
-    (bytes-codec) bytes, located by a :class:`RawChunks`."""
+    (bytes-codec) bytes, located by a :class:`RawChunks` (``names``: the chunks' keys, for errors)."""
     cp = _codecs._cupy()
     raw = RawChunks(len(specs))
     pres = staged.present
     present = pres.tolist()
     fmt, crc, reason = chain.device_plan()
+    cpu_why: str | None = None
     on_cpu: list[int] = list(present) if fmt == "-" else []
     if fmt != "-" and present:
         dev = _to_device_traced(staged)
@@ -345,6 +385,9 @@ def decode_on_device(chain: CodecChain, specs: list[ArraySpec], staged: staging.
             s_len[pres] -= 4
         if fmt is None:
             raw.add(dev, pres, s_off[pres], s_len[pres])
+        elif fmt == "blosc":
+            on_cpu, cpu_why = _blosc_decode(dev, staged, specs, s_off, s_len, raw, names)
+            raw.bufs.append(dev)
         else:
             on_cpu, failed = _nvcomp_decode(fmt, dev, staged, specs, s_off, s_len, raw)
             reason = failed or reason
@@ -366,19 +409,24 @@ def decode_on_device(chain: CodecChain, specs: list[ArraySpec], staged: staging.
             raw.add(arr, [i], [0], [int(arr.nbytes)])
             nbytes += int(arr.nbytes)
         why = reason if fmt == "-" or reason.startswith("nvCOMP failed") else "framing nvCOMP cannot take"
+        why = cpu_why or why
         _trace.record("decode", "cpu-codec", why, nbytes, time.perf_counter() - t0)
     return raw
 
 
 def decode_window(
-    chain: CodecChain, specs: list[ArraySpec], staged: staging.Staged, device: bool
+    chain: CodecChain,
+    specs: list[ArraySpec],
+    staged: staging.Staged,
+    device: bool,
+    names: Sequence[str] | None = None,
 ) -> list[NDBuffer | None]:
     """Decode every chunk of a staged window to zarr buffers (``None`` for missing ones): on the CPU
     in the staging pool's threads, or batched on the GPU then viewed by the array codecs."""
     n = len(specs)
     out: list[NDBuffer | None] = [None] * n
     if device:
-        raws = decode_on_device(chain, specs, staged)
+        raws = decode_on_device(chain, specs, staged, names)
         width = chain.swap_width(specs[0]) if n else 0  # one array: one dtype for the window
         for i in range(n):
             raw = raws.array(i)

@@ -185,11 +185,12 @@ def decode_scatter(
     geometry: ChunkGeometry,
     out_ptr: int,
     t0: float,
+    names: Sequence[str] | None = None,
 ) -> np.ndarray:
     """One window of a kernel-scattered read: decode its chunks on the device, then copy every
     chunk's block into the output in one launch (waited for: the window's buffers are freed next;
     traced). Returns the decoded chunks' device pointers, 0 for a missing chunk (presence only)."""
-    raw = _decode.decode_on_device(chain, specs, staged)
+    raw = _decode.decode_on_device(chain, specs, staged, names)
     ptrs = raw.ptrs()
     itemsize = specs[0].dtype.to_native_dtype().itemsize
     route = scatter(chunk_blocks(ptrs, layout, geometry, out_ptr), itemsize, fill_bytes(specs[0]))
@@ -238,13 +239,14 @@ def read_chunks(
     def process(w: range, staged: staging.Staged) -> None:
         try:
             specs = [batch[i][1] for i in w]
+            names = [batch[i][0].path for i in w]  # errors name the chunk
             if geometry is not None and layout is not None:
                 rows = geometry.rows(slice(w.start, w.stop))
-                ptrs = decode_scatter(chain, specs, staged, layout, rows, out_ptr, time.perf_counter())
+                ptrs = decode_scatter(chain, specs, staged, layout, rows, out_ptr, time.perf_counter(), names)
                 for k in np.flatnonzero(ptrs).tolist():
                     results[w[k]] = GetResult(status="present")
                 return
-            decoded = decode_window(chain, specs, staged, device)
+            decoded = decode_window(chain, specs, staged, device, names)
             for k, i in enumerate(w):
                 _, spec, chunk_sel, out_sel, _ = batch[i]
                 arr = decoded[k]

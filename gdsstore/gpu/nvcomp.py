@@ -10,7 +10,8 @@ Formats and their compatibility with numcodecs (what plain zarr writes and reads
   the host; writing stays on the CPU (the trailer needs a CRC-32 of the data, and numcodecs' gzip is
   what other readers expect byte for byte).
 - ``lz4`` (numcodecs): a 4-byte little-endian size, then one raw LZ4 block: nvCOMP's RAW LZ4 both ways.
-- ``blosc``: blosc's own framing (blocks, shuffle, per-block codecs): no nvCOMP decoder, CPU only.
+- ``blosc``: its frames are parsed on the host (:mod:`gdsstore.gpu.blosc`) and their lz4/zstd streams
+  decoded here, batched as ``lz4`` and ``zstd`` payloads.
 
 Example:
     >>> from gdsstore.gpu import nvcomp

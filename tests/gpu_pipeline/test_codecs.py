@@ -129,9 +129,12 @@ def test_decide_host_buffer_is_cpu() -> None:
     assert (d.route, d.reason) == ("cpu-codec", "host buffer")
 
 
-def test_decide_blosc_is_cpu_with_reason() -> None:
-    d = nvcomp.route_codec("blosc", device=True)
-    assert d.route == "cpu-codec" and "blosc" in d.reason
+def test_decide_blosc_decodes_on_the_gpu_and_writes_on_the_cpu() -> None:
+    from gdsstore import policy
+
+    d = policy.decide_codec("blosc", device=True)
+    assert d.route == "gpu-decode" and "blosc" in d.reason
+    assert policy.decide_codec("blosc", device=True, encode=True).route == "cpu-codec"
 
 
 def test_decide_gzip_encode_stays_on_cpu() -> None:
