@@ -15,6 +15,16 @@ Any store gdsstore opens works (a local path, ``s3://``, ``http(s)://``, ``webhd
 zarr buffer prototype its reads use (:func:`choose_placement`, :func:`prototype_for`) and opens the
 arrays under gdsstore's codec pipeline.
 
+Virtual references open too (netCDF4/HDF5 archives, :mod:`gdsstore.archives`): a VirtualiZarr
+``ManifestStore``, a :class:`~gdsstore.archives.VirtualStore`, kerchunk references (a dict, a ``.json``
+path or URL, a parquet reference directory) and icechunk repositories (``Repository``, ``Session``,
+``IcechunkStore``). xarray reads their metadata as for zarr; their data variables read through
+:class:`VirtualBackendArray` (one planned, batched read per selection or dask block)::
+
+    ds = xr.open_dataset(manifest_store, engine="gdsstore")               # VirtualiZarr
+    ds = xr.open_dataset("refs.json", engine="gdsstore", chunks={})        # kerchunk, dask
+    ds = xr.open_dataset(repo.readonly_session("main"), engine="gdsstore") # Icechunk
+
 This module is imported by xarray whenever it lists its engines: it imports nothing heavy at module level.
 """
 
@@ -588,10 +598,12 @@ class GDSStoreBackendEntrypoint(BackendEntrypoint):
         """Open a zarr group as a Dataset; see the class docstring.
 
         Args:
-            filename_or_obj: a local path, a URL (``s3://``, ``http(s)://``, ``webhdfs://``) or a zarr store.
+            filename_or_obj: a local path, a URL (``s3://``, ``http(s)://``, ``webhdfs://``) or a zarr store;
+                or virtual references (see the module docstring).
             mask_and_scale, decode_times, concat_characters, decode_coords, drop_variables, use_cftime,
                 decode_timedelta, group, mode, consolidated, zarr_format: as for ``engine="zarr"``.
-            storage_options: options of :class:`gdsstore.GDSStore` for a path or URL (credentials, endpoint).
+            storage_options: options of :class:`gdsstore.GDSStore` for a path or URL (credentials, endpoint);
+                for virtual references, those of their ``http(s)://`` / ``s3://`` targets.
             device: ``None`` (default) puts data variables on the GPU when one is visible; ``True``
                 requires one (error otherwise); ``False`` keeps every variable on the host.
             pipeline: open the arrays under gdsstore's batched codec pipeline and GPU codecs (default).

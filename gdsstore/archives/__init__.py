@@ -1,12 +1,15 @@
 """Archives through virtual references: netCDF4/HDF5 chunks read by (file, offset, length).
 
-VirtualiZarr ``ManifestStore`` objects and kerchunk reference sets name every chunk of an archive
-as a byte range of a file. :func:`open_virtual` reads selections of them through gdsstore's engine:
-the chunks' triples planned with numpy (:mod:`.plan`), grouped by file and coalesced, read in one
-batch into one buffer (``http(s)://`` and ``s3://`` targets: one wave per backend, :mod:`.fetch`),
-decoded on threads (or on the GPU: nvCOMP Deflate, CuPy shuffle, checksums on the device;
-:mod:`.codecs`) and copied into the output. :class:`VirtualStore` serves the same
-references to zarr (and xarray) as a store whose chunk gets of one event-loop tick are one batched read.
+VirtualiZarr ``ManifestStore`` objects, kerchunk reference sets and Icechunk repositories of virtual
+chunks (:func:`open_icechunk`: references gathered in batches, the files' ETag / last-modified stamps
+checked by icechunk) name every chunk of an archive as a byte range of a file. :func:`open_virtual`
+reads selections of them through gdsstore's engine: the chunks' triples planned with numpy
+(:mod:`.plan`), grouped by file and coalesced, read in one batch into one buffer (``http(s)://`` and
+``s3://`` targets: one wave per backend, :mod:`.fetch`), decoded on threads (or on the GPU: nvCOMP
+Deflate, CuPy shuffle, checksums on the device; :mod:`.codecs`) and copied into the output.
+:class:`VirtualStore` serves the same references to zarr as a store whose chunk gets of one event-loop
+tick are one batched read; ``xr.open_dataset(source, engine="gdsstore")`` reads them into xarray
+(:mod:`gdsstore.xarray_backend`).
 Remote targets take ``storage_options`` as :class:`gdsstore.GDSStore` does. The errors
 (:class:`~gdsstore.errors.ChunkDecodeError`, :class:`~gdsstore.errors.ArchiveChangedError`) live in
 :mod:`gdsstore.errors` and are re-exported here. See ``docs/archives.md``.
@@ -27,8 +30,10 @@ __all__ = [
     "VirtualArray",
     "VirtualGroup",
     "VirtualStore",
+    "from_icechunk",
     "from_kerchunk",
     "from_manifest_store",
+    "open_icechunk",
     "open_virtual",
 ]
 
@@ -43,6 +48,8 @@ _LAZY = {
     "VirtualGroup": "gdsstore.archives.reader",
     "open_virtual": "gdsstore.archives.reader",
     "VirtualStore": "gdsstore.archives.store",
+    "from_icechunk": "gdsstore.archives.icechunk",
+    "open_icechunk": "gdsstore.archives.icechunk",
 }
 
 
