@@ -38,3 +38,20 @@ def read_wave(
     unsupported (object_store cannot take the item; read it another way), invalid, panic."""
 
 def versions() -> tuple[tuple[str, str], ...]: ...
+
+def read_files(
+    paths: list[str],
+    offsets: Any,
+    sizes: Any,
+    buffer: Any,
+    slots: Any,
+    got: Any,
+    *,
+    threads: int = 1,
+) -> list[tuple[int, str, int, str]]:
+    """Read ``sizes[i]`` bytes at ``offsets[i]`` of local file ``paths[i]`` into
+    ``buffer[slots[i]:slots[i] + sizes[i]]`` (``offsets``, ``sizes``, ``slots``: int64 arrays; sizes
+    ``<= 0`` are skipped), on ``threads`` threads with the GIL released. Slots must be disjoint and inside
+    ``buffer``. ``got`` (a writable int64 array) receives each item's bytes landed: fewer than asked where
+    the file ends first, -1 where it is missing. Returns ``(index, kind, errno, message)`` per failed item,
+    kinds not_found, is_directory, permission, io, panic; a failed item lands nothing."""

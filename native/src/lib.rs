@@ -1,6 +1,7 @@
 //! gdsstore's native I/O core: a whole remote wave of GETs per call, the GIL released, every body written
 //! into its slot of one caller buffer, over the `object_store` crate on one tokio runtime per process.
 
+mod local;
 mod runtime;
 mod store;
 mod wave;
@@ -12,6 +13,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use store::Store;
@@ -37,19 +39,19 @@ fn range_of(start: i64, end: i64) -> Result<Option<GetRange>, String> {
 }
 
 /// Slots must lie inside the buffer and not overlap: tasks write them concurrently.
-fn check_slots(slots: &[usize], caps: &[usize], len: usize) -> PyResult<()> {
+fn check_slots(who: &str, slots: &[usize], caps: &[usize], len: usize) -> PyResult<()> {
     let mut spans: Vec<(usize, usize)> = slots.iter().copied().zip(caps.iter().copied()).collect();
     spans.sort_unstable();
     let mut end = 0usize;
     for (s, c) in spans {
         let e = s.checked_add(c).filter(|e| *e <= len).ok_or_else(|| {
             PyValueError::new_err(format!(
-                "read_wave(): slot {s}+{c} outside the buffer of {len} bytes"
+                "{who}: slot {s}+{c} outside the buffer of {len} bytes"
             ))
         })?;
         if c > 0 && s < end {
             return Err(PyValueError::new_err(format!(
-                "read_wave(): slot at {s} overlaps the one before"
+                "{who}: slot at {s} overlaps the one before"
             )));
         }
         end = end.max(e);
@@ -124,13 +126,8 @@ fn read_wave<'py>(
             "read_wave(): all item lists must have one entry per path",
         ));
     }
-    let buf = PyBuffer::<u8>::get(buffer)?;
-    if buf.readonly() || !buf.is_c_contiguous() {
-        return Err(PyValueError::new_err(
-            "read_wave(): `buffer` must be a writable, contiguous uint8 buffer",
-        ));
-    }
-    check_slots(&slots, &caps, buf.len_bytes())?;
+    let buf = writable("read_wave()", "buffer", buffer)?;
+    check_slots("read_wave()", &slots, &caps, buf.len_bytes())?;
     if !(timeout > 0.0 && timeout.is_finite()) {
         return Err(PyValueError::new_err(format!(
             "read_wave(): `timeout` must be > 0, got {timeout}"
@@ -157,6 +154,103 @@ fn read_wave<'py>(
     Ok(outs.into_iter().map(row).collect())
 }
 
+/// A writable, C-contiguous byte buffer (the destination of reads).
+fn writable(who: &str, what: &str, obj: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
+    let buf = PyBuffer::<u8>::get(obj)?;
+    if buf.readonly() || !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!(
+            "{who}: `{what}` must be a writable, contiguous uint8 buffer"
+        )));
+    }
+    Ok(buf)
+}
+
+/// A one-dimensional int64 array's values, each checked `>= 0` where `nonneg`.
+fn int64s(
+    py: Python<'_>,
+    who: &str,
+    what: &str,
+    obj: &Bound<'_, PyAny>,
+    n: usize,
+) -> PyResult<Vec<i64>> {
+    let vals = PyBuffer::<i64>::get(obj)?.to_vec(py)?;
+    if vals.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "{who}: {n} paths but {} {what}",
+            vals.len()
+        )));
+    }
+    Ok(vals)
+}
+
+fn nonneg(who: &str, what: &str, vals: &[i64]) -> PyResult<()> {
+    match vals.iter().find(|v| **v < 0) {
+        Some(v) => Err(PyValueError::new_err(format!("{who}: negative {what} {v}"))),
+        None => Ok(()),
+    }
+}
+
+/// Read local files into slots of one buffer; see `gdsstore_core.pyi`.
+#[pyfunction]
+#[pyo3(signature = (paths, offsets, sizes, buffer, slots, got, *, threads = 1))]
+#[allow(clippy::too_many_arguments)]
+fn read_files<'py>(
+    py: Python<'py>,
+    paths: Vec<PathBuf>,
+    offsets: &Bound<'py, PyAny>,
+    sizes: &Bound<'py, PyAny>,
+    buffer: &Bound<'py, PyAny>,
+    slots: &Bound<'py, PyAny>,
+    got: &Bound<'py, PyAny>,
+    threads: usize,
+) -> PyResult<Vec<(usize, &'static str, i32, String)>> {
+    const WHO: &str = "read_files()";
+    let n = paths.len();
+    let offsets = int64s(py, WHO, "offsets", offsets, n)?;
+    let sizes: Vec<usize> = int64s(py, WHO, "sizes", sizes, n)?
+        .into_iter()
+        .map(|s| s.max(0) as usize) // sizes <= 0 are skipped
+        .collect();
+    let slots = int64s(py, WHO, "slots", slots, n)?;
+    nonneg(WHO, "offset", &offsets)?;
+    nonneg(WHO, "slot", &slots)?;
+    let slots: Vec<usize> = slots.into_iter().map(|s| s as usize).collect();
+    let out = PyBuffer::<i64>::get(got)?;
+    if out.readonly() || out.item_count() != n {
+        return Err(PyValueError::new_err(format!(
+            "{WHO}: `got` must be a writable int64 array of {n} items"
+        )));
+    }
+    let buf = writable(WHO, "buffer", buffer)?;
+    check_slots(WHO, &slots, &sizes, buf.len_bytes())?;
+    let reads: Vec<local::Read> = paths
+        .into_iter()
+        .zip(offsets)
+        .zip(sizes.into_iter().zip(slots))
+        .map(|((path, offset), (size, slot))| local::Read {
+            path,
+            offset: offset as u64,
+            size,
+            slot,
+        })
+        .collect();
+    let to = Target(buf.buf_ptr() as usize);
+    let rt = runtime::get()
+        .map_err(|e| PyRuntimeError::new_err(format!("gdsstore_core: no runtime: {e}")))?;
+    // `buf` stays alive (and the memory exported) until every read is over.
+    let done = py
+        .allow_threads(|| catch_unwind(AssertUnwindSafe(|| local::run(&rt, reads, to, threads))))
+        .map_err(|_| PyRuntimeError::new_err("gdsstore_core: the batch failed inside the core"))?;
+    drop(buf);
+    let counts: Vec<i64> = done.iter().map(|o| o.got).collect();
+    out.copy_from_slice(py, &counts)?;
+    Ok(done
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, o)| o.error.map(|(k, errno, msg)| (i, k, errno, msg)))
+        .collect())
+}
+
 /// The crate versions this core was built with.
 #[pyfunction]
 fn versions(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
@@ -173,6 +267,7 @@ fn versions(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
 fn gdsstore_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Store>()?;
     m.add_function(wrap_pyfunction!(read_wave, m)?)?;
+    m.add_function(wrap_pyfunction!(read_files, m)?)?;
     m.add_function(wrap_pyfunction!(versions, m)?)?;
     Ok(())
 }
