@@ -383,7 +383,7 @@ class VirtualBackendArray(BackendArray):
 
     Why not zarr's array over :class:`~gdsstore.archives.VirtualStore` (xarray's zarr route, which this
     backend keeps for the metadata only): zarr decodes and scatters chunk by chunk, and on 64 KiB chunks
-    that read was about 2.8x slower on the host (docs/archives.md, "xarray").
+    that read was about 2.5x slower on the host (docs/archives.md, "xarray").
 
     Args:
         array: the variable's references.

@@ -206,12 +206,12 @@ def _probes(arrays: Mapping[str, ArrayRefs]) -> dict[str, str]:
     probes: dict[str, str] = {}
     for name, r in arrays.items():
         ids = r.file_ids.reshape(-1)
-        for f in range(len(r.files)):
-            if r.files[f] in probes:
-                continue
-            first = int(np.argmax(ids == f))
-            idx = np.unravel_index(first, r.grid) if r.grid else ()
-            probes[r.files[f]] = f"{name}/{enc.encode_chunk_key(tuple(int(i) for i in idx))}"
+        present = np.flatnonzero(ids >= 0)
+        files, first = np.unique(ids[present], return_index=True)  # each file's first chunk
+        for f, flat in zip(files.tolist(), present[first].tolist()):
+            if r.files[f] not in probes:
+                idx = np.unravel_index(flat, r.grid) if r.grid else ()
+                probes[r.files[f]] = f"{name}/{enc.encode_chunk_key(tuple(int(i) for i in idx))}"
     return probes
 
 
