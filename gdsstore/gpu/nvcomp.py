@@ -29,6 +29,7 @@ from typing import Any
 
 from gdsstore import policy
 from gdsstore.engine import cuda
+from gdsstore.gpu import nvcomp_capi
 from gdsstore.policy import Decision
 
 __all__ = [
@@ -251,10 +252,11 @@ def decode_batch_into(
     assert cp is not None and nv is not None
     if not src_offsets:
         return
-    codec = _codec(fmt)
-    outs = nv.as_arrays(out, list(out_offsets), list(out_sizes))
+    capi = nvcomp_capi.library() is not None
+    in_align, out_align, _ = nvcomp_capi.alignments(fmt) if capi else (_ALIGN, 1, 1)
+    in_align = max(in_align, _ALIGN)  # the Python API (misaligned outputs) asks for _ALIGN
     base = int(src.data.ptr)
-    if any((base + a) % _ALIGN for a in src_offsets):
+    if any((base + a) % in_align for a in src_offsets):
         # nvCOMP refuses unaligned inputs (Deflate: 4 bytes) and gzip/lz4 framing shifts payloads:
         # pack them into aligned slots with one gather kernel.
         from gdsstore.gpu.kernels import scatter_blocks
@@ -273,8 +275,18 @@ def decode_batch_into(
         )
         cp.cuda.get_current_stream().synchronize()
         src, src_offsets = packed, packed_offsets
-    res = codec.decode(nv.as_arrays(src, list(src_offsets), list(src_sizes)), out=outs)
-    got = list(res.buffer_sizes)
+    out_base = int(out.data.ptr)
+    if capi and not any((out_base + b) % out_align for b in out_offsets):
+        # The C API: the GIL released while the GPU decodes, scratch from CuPy's allocator.
+        try:
+            got = nvcomp_capi.decode_into(fmt, src, list(src_offsets), list(src_sizes), out, list(out_offsets),
+                                          list(out_sizes)).tolist()
+        except nvcomp_capi.CapiError as exc:
+            raise ValueError(f"nvcomp.decode_batch_into(): {exc}") from exc
+    else:
+        codec = _codec(fmt)
+        outs = nv.as_arrays(out, list(out_offsets), list(out_sizes))
+        got = list(codec.decode(nv.as_arrays(src, list(src_offsets), list(src_sizes)), out=outs).buffer_sizes)
     for i, (g, want) in enumerate(zip(got, out_sizes)):
         if int(g) != want:
             raise ValueError(

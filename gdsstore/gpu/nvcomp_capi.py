@@ -1,0 +1,156 @@
+"""nvCOMP's batched decode through its C API (``libnvcomp.so.6``, loaded with :mod:`ctypes`).
+
+Why not only ``nvidia.nvcomp``'s Python API: its ``Codec.decode`` holds the GIL until the device has
+decoded the batch. Measured on the H200 (``benchmarks/results/2026-12-02-h200-s2``): a Python thread
+ran at 11 % of its idle rate during a 36 ms decode of 64 x 4 MiB zstd chunks. The GPU pipeline reads
+the next window on another thread while a window decodes, so that read stalled (12-20 ms alone, 80 ms
+beside a decode), and the decode itself slowed from 28 to 62 ms per call as the two threads passed the
+GIL back and forth. A ctypes call releases the GIL; the batched ``Async`` entry points only enqueue
+work on the caller's CUDA stream. Two more reasons: the scratch memory (about three times the decoded
+bytes for zstd) comes from CuPy's current allocator, so it is counted in ``gpu.memory_budget`` and
+given back with the call's memory instead of staying in a codec object; and no codec object is built
+per call.
+
+Only decoding uses this module; the Python API stays for encoding and wherever this library cannot be
+loaded (:func:`library` returns ``None``: the caller uses the Python API).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.util
+import os
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CapiError", "decode_into", "library"]
+
+# Each format's name in nvCOMP's C symbols (nvcompBatched<Name>Decompress...).
+_NAME = {"zstd": "Zstd", "gzip": "Deflate", "lz4": "LZ4"}
+_SONAME = "libnvcomp.so.6"
+
+
+class CapiError(RuntimeError):
+    """nvCOMP's C API refused a call (its status code in the message)."""
+
+
+class _Opts(ctypes.Structure):
+    """Every ``nvcompBatched*DecompressOpts_t`` is 64 bytes; all zeros is each one's default (the
+    default backend, no bitshuffle, bytes as the data type)."""
+
+    _fields_ = [("raw", ctypes.c_char * 64)]
+
+
+class _Alignments(ctypes.Structure):
+    _fields_ = [("input", ctypes.c_size_t), ("output", ctypes.c_size_t), ("temp", ctypes.c_size_t)]
+
+
+def _candidates() -> list[str]:
+    """The wheel's library first (``nvidia-libnvcomp-cu13``, already loaded by ``nvidia.nvcomp``), then
+    the loader's search path."""
+    out = []
+    try:
+        spec = importlib.util.find_spec("nvidia.libnvcomp")
+    except (ImportError, ValueError):
+        spec = None
+    for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+        out.append(os.path.join(loc, "lib64", _SONAME))
+    return [*out, _SONAME]
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    for name in _NAME.values():
+        ts = getattr(lib, f"nvcompBatched{name}DecompressGetTempSize")
+        ts.argtypes = [sz, sz, _Opts, ctypes.POINTER(sz), sz, vp]
+        ts.restype = ctypes.c_int
+        al = getattr(lib, f"nvcompBatched{name}DecompressGetRequiredAlignments")
+        al.argtypes = [_Opts, ctypes.POINTER(_Alignments)]
+        al.restype = ctypes.c_int
+        run = getattr(lib, f"nvcompBatched{name}DecompressAsync")
+        run.argtypes = [vp, vp, vp, vp, sz, vp, sz, vp, _Opts, vp, vp]
+        run.restype = ctypes.c_int
+
+
+@functools.cache
+def library() -> ctypes.CDLL | None:
+    """``libnvcomp.so.6`` with the decode entry points declared, or ``None`` where it cannot be
+    loaded or lacks them (another nvCOMP major version)."""
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            _declare(lib)
+        except (OSError, AttributeError):
+            continue
+        return lib
+    return None
+
+
+@functools.cache
+def alignments(fmt: str) -> tuple[int, int, int]:
+    """nvCOMP's required alignment of each input, output and scratch buffer for ``fmt``."""
+    lib = library()
+    assert lib is not None
+    req = _Alignments()
+    _check(getattr(lib, f"nvcompBatched{_NAME[fmt]}DecompressGetRequiredAlignments")(_Opts(), ctypes.byref(req)),
+           "GetRequiredAlignments", fmt)
+    return int(req.input), int(req.output), int(req.temp)
+
+
+def _check(status: int, what: str, fmt: str) -> None:
+    if status != 0:
+        raise CapiError(f"nvCOMP {_NAME[fmt]} {what} returned status {status}")
+
+
+def decode_into(
+    fmt: str,
+    src: Any,
+    src_offsets: list[int],
+    src_sizes: list[int],
+    out: Any,
+    out_offsets: list[int],
+    out_sizes: list[int],
+) -> np.ndarray:
+    """Decode payloads of one device buffer into slots of another on the current CuPy stream, the GIL
+    released while the device works; the scratch memory from CuPy's current allocator.
+
+    Returns:
+        each payload's decoded size (host ``int64``).
+
+    Raises:
+        CapiError: nvCOMP refused the call, or a payload failed to decode (its index in the message).
+    """
+    import cupy as cp
+
+    lib = library()
+    assert lib is not None
+    n = len(src_offsets)
+    meta = np.empty((4, n), dtype=np.uint64)
+    meta[0] = np.uint64(int(src.data.ptr)) + np.asarray(src_offsets, dtype=np.uint64)
+    meta[1] = np.asarray(src_sizes, dtype=np.uint64)
+    meta[2] = np.asarray(out_sizes, dtype=np.uint64)
+    meta[3] = np.uint64(int(out.data.ptr)) + np.asarray(out_offsets, dtype=np.uint64)
+    stream = cp.cuda.get_current_stream()
+    d_meta = cp.asarray(meta)  # one copy of the four pointer/size arrays
+    d_got = cp.empty(n, dtype=cp.uint64)
+    d_status = cp.zeros(n, dtype=cp.int32)
+    name = _NAME[fmt]
+    temp_bytes = ctypes.c_size_t(0)
+    most, total = max(out_sizes), sum(out_sizes)
+    _check(getattr(lib, f"nvcompBatched{name}DecompressGetTempSize")(
+        n, most, _Opts(), ctypes.byref(temp_bytes), total, ctypes.c_void_p(stream.ptr)), "GetTempSize", fmt)
+    temp = cp.empty(max(int(temp_bytes.value), 1), dtype=cp.uint8)
+    row = d_meta.strides[0]
+    base = int(d_meta.data.ptr)
+    _check(getattr(lib, f"nvcompBatched{name}DecompressAsync")(
+        base, base + row, base + 2 * row, int(d_got.data.ptr), n, int(temp.data.ptr), int(temp_bytes.value),
+        base + 3 * row, _Opts(), int(d_status.data.ptr), ctypes.c_void_p(stream.ptr)), "DecompressAsync", fmt)
+    stream.synchronize()  # releases the GIL while waiting; the scratch and the arrays stay alive until then
+    status = d_status.get()
+    bad = np.flatnonzero(status != 0)
+    if bad.size:
+        i = int(bad[0])
+        raise CapiError(f"nvCOMP {name} could not decode payload {i} of {n} (status {int(status[i])})")
+    return np.asarray(d_got.get(), dtype=np.int64)
