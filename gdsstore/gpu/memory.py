@@ -120,9 +120,12 @@ def device_free_bytes() -> int:
 
 # -- one call's allocations ------------------------------------------------------------------------------
 
-#: Share of ``gpu.memory_budget`` one window's decoded bytes may take: the window's staged and decoded
-#: bytes, nvCOMP's scratch and the next window's staging are alive at once.
-WINDOW_SHARE = 4
+#: Share of ``gpu.memory_budget`` one window's decoded bytes may take. Alive at once: the window's decoded
+#: bytes (1x), nvCOMP's zstd scratch (3.1x the decoded bytes, measured on the H200 over 16-256 chunks of
+#: 4 MiB: benchmarks/results/2026-12-02-h200-s2/nvcomp_sweep.md), and the compressed staging of this
+#: window and the next (about 2 x 0.6x): 5.3x in all; a quarter of the budget per window was measured
+#: 1.2-2x over the budget.
+WINDOW_SHARE = 6
 
 
 def window_budget(budget: int) -> int:
@@ -130,7 +133,7 @@ def window_budget(budget: int) -> int:
 
     Examples:
         >>> window_budget(1 << 30) >> 20
-        256
+        170
     """
     return max(1, budget // WINDOW_SHARE)
 

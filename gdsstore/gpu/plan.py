@@ -74,9 +74,9 @@ def large_window(free: int, budget: int, floor: int = WINDOW_BYTES, ceiling: int
         >>> large_window(100 << 30, 64 << 30) == DECODE_WINDOW_BYTES
         True
         >>> large_window(100 << 30, 1 << 30) >> 20, large_window(2 << 30, 8 << 30) >> 20, large_window(0, 1 << 30) >> 20
-        (256, 512, 128)
+        (170, 512, 128)
         >>> large_window(100 << 30, 128 << 20) >> 20
-        32
+        21
     """
     from gdsstore.gpu.memory import window_budget
 

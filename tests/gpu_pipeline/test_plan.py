@@ -18,6 +18,7 @@ from zarr.core.chunk_grids import ChunkGrid
 from zarr.core.indexing import get_indexer
 
 from gdsstore.engine.ranges import coalesce_ranges
+from gdsstore.gpu.memory import WINDOW_SHARE
 from gdsstore.gpu import plan
 
 FILL = -7
@@ -76,13 +77,13 @@ def test_large_window_bounds() -> None:
     assert plan.large_window(2 << 30, big) == 512 << 20
     # gpu.memory_budget bounds every window, below WINDOW_BYTES too
     for budget in (16 << 20, 256 << 20, 1 << 30, 4 << 30):
-        assert plan.large_window(100 << 30, budget) <= budget // 4
+        assert plan.large_window(100 << 30, budget) <= budget // WINDOW_SHARE
     # GPU writes' windows (their floor 256 MiB, ceiling 1 GiB): the budget's share, the ceiling and a quarter
     # of free memory bound them, the floor holds where the budget allows
     for free in (0, 512 << 20, 2 << 30, 100 << 30):
         for budget in (16 << 20, 1 << 30, 4 << 30, 64 << 30):
             got = plan.large_window(free, budget, floor=256 << 20, ceiling=1 << 30)
-            assert got == min(budget // 4, 1 << 30, max(256 << 20, free // 4))
+            assert got == min(budget // WINDOW_SHARE, 1 << 30, max(256 << 20, free // 4))
 
 
 @settings(max_examples=60, deadline=None)
