@@ -33,6 +33,7 @@ __all__ = [
     "WithoutNvfs",
     "decide_codec",
     "decide_local",
+    "decide_local_batch",
     "decide_local_read",
     "decide_remote",
     "decide_wave_transport",
@@ -418,3 +419,29 @@ def decide_codec(
     if nvcomp_error is not None:
         return Decision("cpu-codec", nvcomp_error)
     return Decision("gpu-encode" if encode else "gpu-decode", f"nvCOMP batched {_NVCOMP_ALGORITHM[fmt]}")
+
+
+def decide_local_batch(*, core_missing: str | None, reads: int, overlapping: bool = False) -> Decision:
+    """Choose who runs a batch of local reads into one buffer (or its staging slots): the native core
+    (``"core"``: ``open``/``pread``/``close`` in Rust, the GIL released for the whole batch or slot) or
+    the engine's Python threads (``"python"``).
+
+    Args:
+        core_missing: why ``gdsstore_core`` cannot be loaded; None when it loads.
+        reads: the batch's reads (after cutting large ones into pieces).
+        overlapping: two reads land on the same destination bytes (the core writes slots concurrently and
+            takes only disjoint ones).
+
+    Examples:
+        >>> decide_local_batch(core_missing=None, reads=4096).reason
+        'native core, GIL released'
+        >>> decide_local_batch(core_missing="not built", reads=4096).reason
+        'python threads: native core unavailable (not built)'
+    """
+    if core_missing is not None:
+        return Decision("python", f"python threads: native core unavailable ({core_missing})")
+    if reads < 1:
+        return Decision("python", "python threads: an empty batch")
+    if overlapping:
+        return Decision("python", "python threads: reads overlap in the destination")
+    return Decision("core", "native core, GIL released")
