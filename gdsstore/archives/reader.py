@@ -18,9 +18,12 @@ are read, so a read never mixes two versions of a file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -100,8 +103,12 @@ class VirtualArray:
         t0 = time.perf_counter()
         on_gpu = device and why_not is None
         out = _output(r, sel.out_shape, bool((fids == MISSING).any()), _cupy() if on_gpu else np)
-        for w in _windows(fids, r.lengths.reshape(-1)[flat], WINDOW_BYTES):
-            self._window(_plan.subset(sel, w), flat[w], out, on_gpu, batch and not device)
+        windows = _windows(fids, r.lengths.reshape(-1)[flat], WINDOW_BYTES, _most_chunks(r, on_gpu))
+        _read_ahead(
+            windows,
+            lambda w: self._land_window(_plan.subset(sel, w), flat[w], on_gpu),
+            lambda landed: self._decode_window(landed, out, on_gpu, batch and not device),
+        )
         if device and not on_gpu:
             # What cannot decode on the GPU decoded on the host; the result goes up in one copy (in
             # native byte order: CuPy has no other).
@@ -113,22 +120,27 @@ class VirtualArray:
             out = out[tuple(slice(None, None, s) for s in sel.step)]
         return out.reshape(tuple(n for d, n in enumerate(out.shape) if d not in sel.squeeze)) if sel.squeeze else out
 
-    def _window(self, sel: _plan.ChunkSelection, flat: np.ndarray, out: Any, on_gpu: bool, batch: bool) -> None:
-        """Read, decode and scatter one window of a selection's chunks into ``out``."""
+    def _land_window(self, sel: _plan.ChunkSelection, flat: np.ndarray, on_gpu: bool) -> _Landed:
+        """Read one window of a selection's chunks into host memory (pinned for the GPU)."""
         r = self.refs
         fids = r.file_ids.reshape(-1)[flat]
         offs = r.offsets.reshape(-1)[flat]
         lens = r.lengths.reshape(-1)[flat]
         rp = _plan.plan_reads(fids, offs, lens, max_gap=MAX_GAP)
         buf, owner, pos, lens = self._land(rp, sel, fids, offs, lens, on_gpu)
-        where = _Where(r, fids, offs)
+        return _Landed(sel, fids, offs, buf, owner, pos, lens)
+
+    def _decode_window(self, landed: _Landed, out: Any, on_gpu: bool, batch: bool) -> None:
+        """Decode and scatter one landed window into ``out``; its staging goes back either way."""
+        r, w = self.refs, landed
+        where = _Where(r, w.fids, w.offs)
         try:
             if on_gpu or batch:
-                _decode_batched(r, sel, out, buf, owner, pos, lens, where, on_gpu)
+                _decode_batched(r, w.sel, out, w.buf, w.owner, w.pos, w.lens, where, on_gpu)
             else:
-                _decode_host(r, sel, out, buf, pos, lens, where)
+                _decode_host(r, w.sel, out, w.buf, w.pos, w.lens, where)
         finally:
-            _give_back(owner)  # pinned staging goes back to the pool once the chunks are decoded
+            _give_back(w.owner)  # pinned staging goes back to the pool once the chunks are decoded
 
     def _land(
         self,
@@ -243,16 +255,64 @@ def _cupy() -> Any:
     return cupy
 
 
-def _windows(fids: np.ndarray, lens: np.ndarray, budget: int) -> list[np.ndarray]:
+def _windows(fids: np.ndarray, lens: np.ndarray, budget: int, most: int | None = None) -> list[np.ndarray]:
     """The chunks to read (missing ones are the fill value already), cut in order into windows of
-    about ``budget`` stored bytes (a chunk larger than that is a window of its own)."""
+    about ``budget`` stored bytes (a chunk larger than that is a window of its own) and at most
+    ``most`` chunks."""
     idx = np.flatnonzero(fids != MISSING)
     if not len(idx):
         return []
     cum = np.cumsum(np.maximum(lens[idx], 1))
     window = (cum - 1) // max(budget, 1)
     cuts = np.flatnonzero(np.diff(window)) + 1
-    return np.split(idx, cuts)
+    parts = np.split(idx, cuts)
+    if most is None:
+        return parts
+    return [p[i : i + most] for p in parts for i in range(0, len(p), max(most, 1))]
+
+
+def _most_chunks(r: ArrayRefs, on_gpu: bool) -> int | None:
+    """On the GPU, the chunks whose decoded bytes fit a window of ``gpu.memory_budget``
+    (:func:`gdsstore.gpu.memory.window_budget`: nvCOMP's scratch and the staging beside them)."""
+    if not on_gpu:
+        return None
+    from gdsstore.gpu.memory import window_budget
+
+    return max(1, window_budget(policy.settings().gpu_memory_budget) // max(r.chunk_nbytes, 1))
+
+
+@dataclass
+class _Landed:
+    """One window's chunks, read: their selection, references, and where their bytes landed."""
+
+    sel: _plan.ChunkSelection
+    fids: np.ndarray
+    offs: np.ndarray
+    buf: np.ndarray
+    owner: Any
+    pos: np.ndarray
+    lens: np.ndarray
+
+
+#: Reads the next window of an archive read while the current one decodes (a few: reads of several
+#: threads overlap too). Landing a window waits on the engine's own pool, never on this one.
+_AHEAD = ThreadPoolExecutor(4, thread_name_prefix="gdsstore-archive-ahead")
+
+
+def _read_ahead(windows: list[np.ndarray], land: Callable[[np.ndarray], _Landed],
+                decode: Callable[[_Landed], None]) -> None:
+    """``decode(land(w))`` for each window in order, the next window landing on another thread while
+    one decodes (on the GPU, nvCOMP runs without the GIL). A failure gives back what already landed."""
+    nxt: Future[_Landed] | None = _AHEAD.submit(land, windows[0]) if len(windows) > 1 else None
+    try:
+        for k, w in enumerate(windows):
+            cur = land(w) if nxt is None else nxt.result()
+            nxt = _AHEAD.submit(land, windows[k + 1]) if k + 1 < len(windows) else None
+            decode(cur)
+    finally:
+        if nxt is not None:
+            with contextlib.suppress(BaseException):  # the first failure is the one raised
+                _give_back(nxt.result().owner)
 
 
 def _output(r: ArrayRefs, shape: tuple[int, ...], missing: bool, xp: Any) -> Any:

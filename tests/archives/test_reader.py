@@ -355,3 +355,34 @@ def test_windows_give_the_same_array(
         np.testing.assert_array_equal(g["t"][sel], data["t"][sel])
         np.testing.assert_array_equal(g["t"].read(sel, batch=True), data["t"][sel])
     np.testing.assert_array_equal(g["q"][:], data["q"])
+
+
+def test_windows_are_cut_by_stored_bytes_and_by_count() -> None:
+    """A window holds at most the stored bytes asked and, on the GPU, at most the chunks whose decoded
+    bytes fit the memory budget's share; missing chunks are in none."""
+    from gdsstore.archives import reader
+
+    fids = np.array([0, 0, reader.MISSING, 0, 0, 0, 0])
+    lens = np.array([10, 10, 0, 10, 10, 10, 10])
+    cut = reader._windows(fids, lens, 25)
+    assert [w.tolist() for w in cut] == [[0, 1], [3, 4, 5], [6]]  # cut where the running total crosses 25, 50
+    cut = reader._windows(fids, lens, 1000, most=4)
+    assert [w.tolist() for w in cut] == [[0, 1, 3, 4], [5, 6]]
+    cut = reader._windows(fids, lens, 25, most=1)
+    assert [w.tolist() for w in cut] == [[0], [1], [3], [4], [5], [6]]
+
+
+def test_a_failing_window_stops_the_read_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corrupt chunk in the first of several windows fails the read with its file and offset, while
+    the next window was landing on the read-ahead thread; the next read of the array works."""
+    from gdsstore.archives import reader
+
+    p = tmp_path / "c.h5"
+    data = write_h5(p, partial=False)
+    refs = kerchunk_refs(p)
+    off, n = refs["refs"]["t/0.0.0"][1:]
+    _flip(p, off + n - 2)
+    monkeypatch.setattr(reader, "WINDOW_BYTES", 40_000)
+    with pytest.raises(ChunkDecodeError, match=rf"{p}: chunk at offset {off} "):
+        ga.open_virtual(refs)["t"][:]
+    np.testing.assert_array_equal(ga.open_virtual(refs)["t"][1:], data["t"][1:])
