@@ -430,10 +430,15 @@ def _placed(host: Any, placement: Placement) -> Any:
     return cp.asarray(host)
 
 
+#: CF attributes xarray decodes only with ``mask_and_scale`` (its mask, unsigned and scale coders).
+_MASK_CF = ("_FillValue", "missing_value", "_Unsigned")
+
+
 def _settle_placement(var: Any, placement: Placement, mask_and_scale: bool) -> Placement:
     """A variable's placement once its CF attributes are seen: the host where xarray decodes them with
     numpy only (the reason in the encoding); on the device a NaN fill value leaves the attributes."""
-    reason = device_decodable(var.attrs, var.dtype) if placement == "device" else None
+    attrs = var.attrs if mask_and_scale else {k: v for k, v in var.attrs.items() if k not in _MASK_CF}
+    reason = device_decodable(attrs, var.dtype) if placement == "device" else None
     if reason is not None:
         var.encoding["gdsstore_placement_reason"] = reason
         return "host"

@@ -226,6 +226,10 @@ def test_device_placement_matches_netcdf4(cf_file: tuple[Path, dict[str, Any]], 
         assert isinstance(got, cupy.ndarray)
         np.testing.assert_array_equal(got.get(), want[name].isel(lat=slice(5, 130)).values)
     np.testing.assert_array_equal(ds["t2m"].values, want["t2m"].values)
+    raw = xr.open_dataset(src[kind](), engine="gdsstore", device=True, mask_and_scale=False)
+    assert raw["t2m"].encoding["gdsstore_placement"] == "device"  # no mask decoded: its fill value is no bar
+    assert isinstance(raw["t2m"].data, cupy.ndarray)
+    np.testing.assert_array_equal(raw["t2m"].data.get(), reference(path, mask_and_scale=False)["t2m"].values)
 
 
 @pytest.mark.gpu
@@ -237,3 +241,15 @@ def test_device_dask_blocks_are_cupy(cf_file: tuple[Path, dict[str, Any]], cupy:
     got = ds["u"].data.compute()
     assert isinstance(got, cupy.ndarray)
     np.testing.assert_array_equal(got.get(), reference(path)["u"].values)
+
+
+@pytest.mark.parametrize("mask_and_scale", [True, False])
+def test_fill_values_keep_a_variable_on_the_host_only_when_masked(mask_and_scale: bool) -> None:
+    """xarray masks fill values with numpy: a variable that has one goes to the device only when xarray
+    does not mask (mask_and_scale=False); time units keep it on the host either way."""
+    var = xr.Variable(("x",), np.zeros(3, "i2"), attrs={"_FillValue": np.int16(-1), "scale_factor": 0.5})
+    got = xarray_backend._settle_placement(var, "device", mask_and_scale)
+    assert got == ("host" if mask_and_scale else "device")
+    assert ("gdsstore_placement_reason" in var.encoding) == mask_and_scale
+    times = xr.Variable(("x",), np.zeros(3, "i4"), attrs={"units": "days since 2000-01-01", "_FillValue": -1})
+    assert xarray_backend._settle_placement(times, "device", mask_and_scale) == "host"
