@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gdsstore
+from gdsstore import policy
 from gdsstore.engine import batch
 from gdsstore.gpu import staging
 
@@ -38,7 +39,8 @@ def test_read_batch_splits_big_reads_and_reports_counts(files: tuple[list[str], 
     for i, d in enumerate(datas):
         assert bytes(dest[dst[i] : dst[i] + len(d)]) == d
     events = [(op, route, r) for (op, route, r) in t.by_reason() if op == "read"]
-    assert events == [("read", "posix", "batch of reads into test")]  # one event per batch
+    who = policy.decide_local_batch(core_missing=batch._core_missing(), reads=1).reason
+    assert events == [("read", "posix", f"batch of reads into test; {who}")]  # one event per batch
     assert t.totals["posix"]["bytes"] == sum(len(d) for d in datas)
 
 

@@ -14,6 +14,8 @@ from zarr.codecs import Crc32cCodec, GzipCodec, ZstdCodec
 from zarr.storage import LocalStore, MemoryStore
 
 import gdsstore
+from gdsstore import policy
+from gdsstore.engine import batch
 from gdsstore.gpu import pipeline as gpipe
 from gdsstore.gpu import plan as gplan
 
@@ -122,6 +124,12 @@ def test_full_read_and_missing_status(arrays: dict[Any, Any], comp: str, sharded
         np.testing.assert_array_equal(z[40:44, 0:5], np.full((4, 5), FILL, "f4"))
 
 
+# The engine's batch into host memory, and who ran it (the native core where it is built).
+HOST_BATCH = (
+    "batch of reads into host buffer; "
+    f"{policy.decide_local_batch(core_missing=batch._core_missing(), reads=1).reason}"
+)
+
 def test_gdsstore_reads_go_through_the_engine(arrays: dict[Any, Any]) -> None:
     store, ref = arrays[("zstd+crc32c", False, "gds")]
     with gdsstore.enable_gpu(buffers=False):
@@ -133,7 +141,7 @@ def test_gdsstore_reads_go_through_the_engine(arrays: dict[Any, Any]) -> None:
     # one batch, reading every stored chunk once: missing chunks cost a size lookup only
     stored = [k for k in store.backend.list("") if k.startswith("c/")]
     reads = {r: v for (op, route, r), v in t.by_reason().items() if op == "read" and route == "posix"}
-    assert list(reads) == ["batch of reads into host buffer"]
+    assert list(reads) == [HOST_BATCH]
     assert sum(v["ops"] for v in reads.values()) == 1
     assert sum(v["bytes"] for v in reads.values()) == sum(store.backend.size(k) for k in stored)
 
@@ -146,7 +154,7 @@ def test_sharded_reads_coalesce_inner_chunks(arrays: dict[Any, Any]) -> None:
             np.testing.assert_array_equal(z[0:16, 0:20], ref[0:16, 0:20])
     # one shard: one batch of index reads + one batch holding one coalesced read of its inner chunks
     reasons = sorted(r for (op, route, r) in t.by_reason() if op == "read")
-    assert reasons == ["batch of reads into host buffer"], reasons
+    assert reasons == [HOST_BATCH], reasons
     assert t.totals["posix"]["ops"] == 2
 
 
