@@ -55,3 +55,9 @@ def read_files(
     ``buffer``. ``got`` (a writable int64 array) receives each item's bytes landed: fewer than asked where
     the file ends first, -1 where it is missing. Returns ``(index, kind, errno, message)`` per failed item,
     kinds not_found, is_directory, permission, io, panic; a failed item lands nothing."""
+
+def stat_files(paths: list[str], got: Any, *, threads: int = 1) -> list[tuple[int, str, int, str]]:
+    """Each path's size into ``got`` (a writable int64 array): its size where it is a regular file
+    (symbolic links followed), -1 where it is missing or not a regular file; on ``threads`` threads with
+    the GIL released. Returns ``(index, kind, errno, message)`` per path that could not be looked up
+    (permission, io)."""

@@ -203,7 +203,7 @@ fn read_files<'py>(
     slots: &Bound<'py, PyAny>,
     got: &Bound<'py, PyAny>,
     threads: usize,
-) -> PyResult<Vec<(usize, &'static str, i32, String)>> {
+) -> PyResult<Vec<ItemError>> {
     const WHO: &str = "read_files()";
     let n = paths.len();
     let offsets = int64s(py, WHO, "offsets", offsets, n)?;
@@ -215,12 +215,7 @@ fn read_files<'py>(
     nonneg(WHO, "offset", &offsets)?;
     nonneg(WHO, "slot", &slots)?;
     let slots: Vec<usize> = slots.into_iter().map(|s| s as usize).collect();
-    let out = PyBuffer::<i64>::get(got)?;
-    if out.readonly() || out.item_count() != n {
-        return Err(PyValueError::new_err(format!(
-            "{WHO}: `got` must be a writable int64 array of {n} items"
-        )));
-    }
+    let out = counts_out(WHO, got, n)?;
     let buf = writable(WHO, "buffer", buffer)?;
     check_slots(WHO, &slots, &sizes, buf.len_bytes())?;
     let reads: Vec<local::Read> = paths
@@ -242,6 +237,28 @@ fn read_files<'py>(
         .allow_threads(|| catch_unwind(AssertUnwindSafe(|| local::run(&rt, reads, to, threads))))
         .map_err(|_| PyRuntimeError::new_err("gdsstore_core: the batch failed inside the core"))?;
     drop(buf);
+    report(py, done, &out)
+}
+
+type ItemError = (usize, &'static str, i32, String);
+
+/// An int64 array of `n` items that the core writes its counts into.
+fn counts_out(who: &str, obj: &Bound<'_, PyAny>, n: usize) -> PyResult<PyBuffer<i64>> {
+    let out = PyBuffer::<i64>::get(obj)?;
+    if out.readonly() || out.item_count() != n {
+        return Err(PyValueError::new_err(format!(
+            "{who}: `got` must be a writable int64 array of {n} items"
+        )));
+    }
+    Ok(out)
+}
+
+/// Each item's count into `out`; the failed items as `(index, kind, errno, message)`.
+fn report(
+    py: Python<'_>,
+    done: Vec<local::Outcome>,
+    out: &PyBuffer<i64>,
+) -> PyResult<Vec<ItemError>> {
     let counts: Vec<i64> = done.iter().map(|o| o.got).collect();
     out.copy_from_slice(py, &counts)?;
     Ok(done
@@ -249,6 +266,24 @@ fn read_files<'py>(
         .enumerate()
         .filter_map(|(i, o)| o.error.map(|(k, errno, msg)| (i, k, errno, msg)))
         .collect())
+}
+
+/// Sizes of local files; see `gdsstore_core.pyi`.
+#[pyfunction]
+#[pyo3(signature = (paths, got, *, threads = 1))]
+fn stat_files(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    got: &Bound<'_, PyAny>,
+    threads: usize,
+) -> PyResult<Vec<ItemError>> {
+    let out = counts_out("stat_files()", got, paths.len())?;
+    let rt = runtime::get()
+        .map_err(|e| PyRuntimeError::new_err(format!("gdsstore_core: no runtime: {e}")))?;
+    let done = py
+        .allow_threads(|| catch_unwind(AssertUnwindSafe(|| local::sizes(&rt, paths, threads))))
+        .map_err(|_| PyRuntimeError::new_err("gdsstore_core: the batch failed inside the core"))?;
+    report(py, done, &out)
 }
 
 /// The crate versions this core was built with.
@@ -268,6 +303,7 @@ fn gdsstore_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Store>()?;
     m.add_function(wrap_pyfunction!(read_wave, m)?)?;
     m.add_function(wrap_pyfunction!(read_files, m)?)?;
+    m.add_function(wrap_pyfunction!(stat_files, m)?)?;
     m.add_function(wrap_pyfunction!(versions, m)?)?;
     Ok(())
 }

@@ -80,47 +80,99 @@ fn read_one(r: &Read, to: Target) -> Outcome {
 }
 
 /// Items are claimed one at a time from a shared counter, so a slow file holds up no others.
-fn work(reads: &[Read], next: &AtomicUsize, to: Target) -> Vec<(usize, Outcome)> {
+fn claim<T, F: Fn(usize) -> T>(f: &F, n: usize, next: &AtomicUsize) -> Vec<(usize, T)> {
     let mut outs = Vec::new();
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(r) = reads.get(i) else { break };
-        outs.push((i, read_one(r, to)));
+        if i >= n {
+            break;
+        }
+        outs.push((i, f(i)));
     }
     outs
 }
 
-/// Read every item, `threads` at a time (the calling thread is one of them); one outcome per item, in order.
-pub fn run(rt: &Runtime, reads: Vec<Read>, to: Target, threads: usize) -> Vec<Outcome> {
-    let n = reads.len();
-    let reads = Arc::new(reads);
+/// `f(i)` for every `i < n`, `threads` at a time (the calling thread is one of them, the others come from
+/// the runtime's blocking pool); None where a helper thread failed.
+fn each<T, F>(rt: &Runtime, n: usize, threads: usize, f: F) -> Vec<Option<T>>
+where
+    T: Send + 'static,
+    F: Fn(usize) -> T + Send + Sync + 'static,
+{
+    let f = Arc::new(f);
     let next = Arc::new(AtomicUsize::new(0));
     let helpers: Vec<_> = (1..threads.clamp(1, n.max(1)))
         .map(|_| {
-            let (reads, next) = (reads.clone(), next.clone());
-            rt.spawn_blocking(move || work(&reads, &next, to))
+            let (f, next) = (f.clone(), next.clone());
+            rt.spawn_blocking(move || claim(&*f, n, &next))
         })
         .collect();
-    let mut outs: Vec<Outcome> = (0..n).map(|_| Outcome::default()).collect();
-    let mut done = vec![false; n];
-    let mut take = |got: Vec<(usize, Outcome)>| {
+    let mut outs: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    let mut take = |got: Vec<(usize, T)>| {
         for (i, o) in got {
-            outs[i] = o;
-            done[i] = true;
+            outs[i] = Some(o);
         }
     };
-    take(work(&reads, &next, to));
+    take(claim(&*f, n, &next));
     for h in helpers {
         if let Ok(got) = rt.block_on(h) {
             take(got);
         }
     }
-    for (o, d) in outs.iter_mut().zip(done) {
-        if !d {
-            o.error = Some(("panic", 0, "the read failed inside the core".into()));
-        }
-    }
     outs
+}
+
+fn lost() -> (&'static str, i32, String) {
+    ("panic", 0, "the item failed inside the core".into())
+}
+
+/// Read every item, `threads` at a time; one outcome per item, in order.
+pub fn run(rt: &Runtime, reads: Vec<Read>, to: Target, threads: usize) -> Vec<Outcome> {
+    let n = reads.len();
+    let reads = Arc::new(reads);
+    each(rt, n, threads, move |i| read_one(&reads[i], to))
+        .into_iter()
+        .map(|o| {
+            o.unwrap_or_else(|| Outcome {
+                got: 0,
+                error: Some(lost()),
+            })
+        })
+        .collect()
+}
+
+/// Each path's size where it is a regular file (symbolic links followed), -1 where it is missing or is
+/// not a regular file, or an error `(kind, errno, message)`; `threads` at a time.
+pub fn sizes(rt: &Runtime, paths: Vec<PathBuf>, threads: usize) -> Vec<Outcome> {
+    let n = paths.len();
+    let paths = Arc::new(paths);
+    each(rt, n, threads, move |i| {
+        match std::fs::metadata(&paths[i]) {
+            Ok(m) if m.is_file() => Outcome {
+                got: m.len() as i64,
+                error: None,
+            },
+            Ok(_) => Outcome {
+                got: -1,
+                error: None,
+            },
+            Err(e) => match failed(&e, "stat", &paths[i]) {
+                o if o.got == -1 => Outcome {
+                    got: -1,
+                    error: None,
+                },
+                o => o,
+            },
+        }
+    })
+    .into_iter()
+    .map(|o| {
+        o.unwrap_or_else(|| Outcome {
+            got: -1,
+            error: Some(lost()),
+        })
+    })
+    .collect()
 }
 
 #[cfg(test)]
@@ -213,5 +265,19 @@ mod tests {
         );
         assert!(outs[2].error.as_ref().unwrap().2.contains("sub"));
         assert!(buf[3..].iter().all(|&b| b == 0xA5));
+    }
+
+    #[test]
+    fn sizes_of_files_and_the_rest() {
+        let a = file("sized", &[7u8; 1234]);
+        let d = dir().join("sub2");
+        std::fs::create_dir_all(&d).unwrap();
+        let paths = vec![a.clone(), d, dir().join("nope"), a.join("below")];
+        let outs = sizes(&rt(), paths, 2);
+        assert_eq!(
+            outs.iter().map(|o| o.got).collect::<Vec<_>>(),
+            vec![1234, -1, -1, -1]
+        );
+        assert!(outs.iter().all(|o| o.error.is_none()));
     }
 }
