@@ -230,6 +230,16 @@ def test_trace_names_the_route(tree: tuple[list[str], list[bytes]]) -> None:
     ]
 
 
+@pytest.mark.parametrize("core", [False, True])
+def test_stat_batch_routes_agree(tree: tuple[list[str], list[bytes]], tmp_path: Path, core: bool) -> None:
+    paths, datas = tree
+    (tmp_path / "link").symlink_to(tmp_path / "f6")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    extra = [str(tmp_path / "link"), str(tmp_path / "dangling")]
+    sizes = batch.stat_batch([*paths, *extra] * 300, 4, core=core)  # 3,000 paths: several core threads
+    assert sizes.tolist() == ([len(d) for d in datas] + [-1, -1, -1, len(datas[6]), -1]) * 300
+
+
 def test_policy_decides_with_a_reason() -> None:
     assert policy.decide_local_batch(core_missing=None, reads=3).route == "core"
     assert policy.decide_local_batch(core_missing=None, reads=0).reason == "python threads: an empty batch"
