@@ -4,8 +4,8 @@ nginx (``--workers`` processes, ``tcp_nopush off``, loopback) serves ``--small``
 ``--large`` objects of 4 MiB; each client fetches every object of a set into host memory, in interleaved
 rounds (median of ``--rounds``), and every byte is checked against the source. Clients:
 
-- gdsstore's wave (``Backend.get_many``, sizes known) through its own pipelined client, and through
-  obstore (``remote.native``, the default route for requests of 64 KiB and more);
+- gdsstore's wave (``Backend.get_many``, sizes known) through the native core (``remote.core="auto"``)
+  and through the pure-Python transport (``remote.core="off"``);
 - obstore ``get_async`` for every object in one ``asyncio.gather``;
 - kvikio ``RemoteFile.open_http(url, nbytes=size)`` + ``pread`` futures (libcurl pool, 16 threads);
 - tensorstore's ``http`` kvstore, every read issued then awaited (C++, libcurl).
@@ -35,21 +35,18 @@ sys.path.insert(0, os.path.dirname(__file__))
 Fetch = Callable[[list[str], list[int]], list[Any]]
 
 
-def gds_wave(url: str, native: bool, depth: int | None = None) -> Fetch:
-    """The wave (``Backend.get_many``) with sizes known, through obstore (``remote.native``, every size)
-    or gdsstore's own pipelined client."""
+def gds_wave(url: str, transport: str) -> Fetch:
+    """The wave (``Backend.get_many``) with sizes known, through the native core (``"core"``) or the
+    pure-Python transport (``"python"``)."""
     import gdsstore
     from gdsstore.engine.backend import backend_for
 
     backend = backend_for(url, read_only=True)
-    opts: dict[str, Any] = {"remote.native": native, "remote.native_min_size": 0, "remote.native_client": "obstore"}
-    if depth is not None:
-        opts["remote.pipeline_depth"] = depth
+    opts = {"remote.core": "auto" if transport == "core" else "off"}
 
     def run(keys: list[str], sizes: list[int]) -> list[Any]:
-        with gdsstore.config.set(opts):  # obstore takes objects of unknown size (known ones land in place)
-            expect = None if native else np.array(sizes)
-            w = backend.get_many(keys, None, lambda n: (np.empty(n, np.uint8), None), expect=expect)
+        with gdsstore.config.set(opts):
+            w = backend.get_many(keys, None, lambda n: (np.empty(n, np.uint8), None), expect=np.array(sizes))
         return [w.view(i) for i in range(len(keys))]
 
     return run
@@ -142,10 +139,8 @@ def main() -> int:
     try:
         with remote_bench.nginx_server(root, args.workers) as url:
             clients: dict[str, Fetch | str] = {
-                "gdsstore wave, own client (pipelined)": gds_wave(url, False),
-                "gdsstore wave, own client, depth 32 (before)": gds_wave(url, False, 32),
-                "gdsstore wave, own client, depth 512": gds_wave(url, False, 512),
-                "gdsstore wave, obstore route": gds_wave(url, True),
+                "gdsstore wave, native core": gds_wave(url, "core"),
+                "gdsstore wave, pure-Python": gds_wave(url, "python"),
                 "obstore get_async gather": obstore_gather(url),
                 "kvikio RemoteFile pread, 16 threads": kvikio_reads(url),
                 "kvikio open_http (HEAD) + pread, 1 opener": kvikio_reads(url, 1),

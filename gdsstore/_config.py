@@ -47,7 +47,6 @@ __all__ = [
 ]
 
 CompatMode = Literal["auto", "on", "off"]
-NativeClient = Literal["obstore", "kvikio"]
 CoreMode = Literal["auto", "off"]
 WithoutNvfs = Literal["cufile", "posix"]
 
@@ -330,16 +329,6 @@ class Settings:
         object one request. Higher than `remote.concurrency` (ranges of one large object), because the wave's
         requests are small and each mostly waits on the server.""",
     )  # fmt: skip
-    remote_pipeline_depth: int = _setting(
-        "remote.pipeline_depth", 512, _int(0, 4096),
-        """In a wave over plain `http://` (`remote.fast_http`), requests sent ahead on one connection, in one
-        write, before their answers are read in order (HTTP/1.1 pipelining): one system call for many small
-        requests instead of one per request and side. A wave uses as few connections as carry its bytes (128 MiB
-        each, at least 2, at least 8 for answers of 1 MiB and more), each sending this many requests per batch:
-        few threads for small chunks, whose Python work contends for the GIL, more for large ones. An answer the wave cannot take that way (an error, a
-        redirect, an object larger than `task_size`, a connection the server closes) is asked again the usual
-        way, with retries. `0` or `1`: one request per connection at a time.""",
-    )  # fmt: skip
     remote_max_range_size: int = _setting(
         "remote.max_range_size", 32 << 20, _int(1, 1 << 40),
         """Largest range one remote request asks for. A read is split into `remote.concurrency` ranges of
@@ -355,39 +344,17 @@ class Settings:
         less Python per request under the GIL than urllib3. TLS, redirects, size lookups, chunked bodies and
         writes always use urllib3. `False`: urllib3 for everything.""",
     )  # fmt: skip
-    remote_native: bool = _setting(
-        "remote.native", True, _bool,
-        """`True`: a wave's byte ranges and whole objects of unknown size (compressed chunks) expected at
-        `remote.native_min_size` or more go through a native
-        client (`remote.native_client`; obstore, Rust's `object_store`, by default: requests and bodies on its
-        own runtime, not under the GIL). obstore checks each answer's `Content-Range`; gdsstore checks each
-        length against the range or the chunk size asked. Plain URLs only (HTTP(S) without custom headers, TLS
-        settings, credentials or a query); every request it does not take or fails goes through gdsstore's own
-        client, with its retries. On the H200 machine it read compressed 4 MiB chunks and shard ranges over
-        loopback nginx 1.1-2x faster than gdsstore's own pipelined client, which stays faster for small
-        requests and for chunks of known size, which it lands straight in their slots (the A/B is in
-        benchmarks/results/HISTORY.md). `False`, or no obstore: gdsstore's own client.""",
-    )  # fmt: skip
-    remote_native_min_size: int = _setting(
-        "remote.native_min_size", 1 << 20, _int(0),
-        """With `remote.native` on, requests of a wave expected to be smaller than this (a chunk's size from the
-        array's metadata, a range's length, or for compressed chunks the room the GPU pipeline sets aside per
-        chunk) stay with gdsstore's own pipelined client, which spends less per small request.""",
-    )  # fmt: skip
-    remote_native_client: NativeClient = _setting(
-        "remote.native_client", "obstore", _one_of("obstore", "kvikio"),
-        """Which native client a wave uses when `remote.native` is on: `obstore` (checked, above) or `kvikio`
-        (kvikio's libcurl pool, GPU machines only). kvikio does not check `Content-Range`: a server answering a
-        range with other or fewer bytes has them taken as data. Use it only for servers you trust.""",
-    )  # fmt: skip
     remote_core: CoreMode = _setting(
         "remote.core", "auto", _one_of("auto", "off"),
         """`auto`: a wave over HTTP(S) or S3 goes through the native core (`gdsstore_core`, the `gdsstore-core`
         wheel built by `scripts/build_core.sh`) where it is installed: one call per wave, the GIL released,
         `remote.wave_concurrency` requests in flight, every answer checked, retries by `remote.max_attempts`.
-        What it cannot take, and every wave where the core is not installed, goes the pure-Python way. `off`:
-        always the pure-Python transports. Measured on the H200, the wave alone with 64 in flight: 8.1x the
-        pure-Python wave on 256 KiB objects, 1.7x on 4 MiB ([Performance](performance.md#remote-zarr-arrays-into-gpu-memory)).""",
+        What it cannot take (WebHDFS, custom headers or TLS settings, an answer without a length), and every
+        wave where the core is not installed, goes the pure-Python way: one request per object or range,
+        `remote.wave_concurrency` at a time, through urllib3 (over plain `http://`, the `remote.fast_http`
+        client). `off`: always the pure-Python way. Measured on the H200, the wave alone with 64 in flight:
+        8.1x the pure-Python wave of then (with a pipelining client, since removed) on 256 KiB objects, 1.7x
+        on 4 MiB ([Performance](performance.md#remote-zarr-arrays-into-gpu-memory)).""",
     )  # fmt: skip
     remote_backoff_base: float = _setting(
         "remote.backoff_base", 0.1, _float(0.0, 3600.0, strict=False),

@@ -198,27 +198,35 @@ def test_fork_webhdfs_parent_and_children_write_and_read(webhdfs: WebHDFSServer)
 
 
 def _wave_reader(backend: Any, objs: dict[str, bytes]) -> Callable[[int], bool]:
-    """A wave of every object, sizes unknown, with room enough that obstore takes each (1 MiB and more)."""
+    """A wave of every object, sizes unknown, with room for a quarter of each: every object is asked twice
+    through the core (the second time into room of its size)."""
     names = list(objs)
 
     def read(_: int) -> bool:
-        w = backend.get_many(names, None, lambda n: (np.empty(n, np.uint8), None), room=len(names) * (2 << 20))
+        w = backend.get_many(names, None, lambda n: (np.empty(n, np.uint8), None), room=len(names) * (256 << 10))
         return all(w.view(i).tobytes() == objs[k] for i, k in enumerate(names))
 
     return read
 
 
 @FORK_WARNING
-def test_fork_waves_through_obstore(nginx: NginxServer, nginx_root: str) -> None:
-    # obstore's Rust runtime does not survive fork(): a child of a parent that used it must not hang.
+@pytest.mark.parametrize("transport", ["core", "python"])
+def test_fork_waves(nginx: NginxServer, nginx_root: str, transport: str) -> None:
+    # The core's runtime does not survive fork(): a child of a parent that used it must build its own, not hang.
+    from gdsstore.engine.remote import core
+
+    if transport == "core" and not core.available():
+        pytest.skip(f"native core not built: {core.unavailable_reason()}")
     objs = {f"forkwave/o{i}.bin": payload(1 << 20, seed=400 + i) for i in range(4)}
     os.makedirs(os.path.join(nginx_root, "forkwave"), exist_ok=True)
     for name, data in objs.items():
         with open(os.path.join(nginx_root, name), "wb") as f:
             f.write(data)
     backend = backend_for(nginx.url(""))
-    with gdsstore.config.set({"remote.native": True, "remote.native_client": "obstore", "remote.core": "off"}), gdsstore.trace() as t:
+    mode = {"remote.core": "auto" if transport == "core" else "off"}
+    with gdsstore.config.set(mode), gdsstore.trace() as t:
         assert _wave_reader(backend, objs)(0)
-    assert any("obstore" in e.reason for e in t.events), str(t)  # the parent's runtime is started
-    with gdsstore.config.set({"remote.native": True, "remote.native_client": "obstore", "remote.core": "off"}):
+    want = "wave: native core" if transport == "core" else "wave: python: remote.core=off"
+    assert all(e.reason.startswith(want) for e in t.events), str(t)  # the parent's runtime is started
+    with gdsstore.config.set(mode):
         _run_forked(_wave_reader(backend, objs), lambda c: _wave_reader(backend, objs))

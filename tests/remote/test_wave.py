@@ -24,24 +24,16 @@ from gdsstore.engine.remote import RangeMismatchError, RangeNotSupportedError, R
 from .conftest import payload
 
 
-@pytest.fixture(autouse=True, params=["own", "obstore", "core"])
+@pytest.fixture(autouse=True, params=["python", "core"])
 def client(request: pytest.FixtureRequest) -> Any:
-    """Every wave test runs three times: through gdsstore's own client alone, with obstore (``remote.native``,
-    for requests of every size) taking what it can, the rest left to the own client, and through the native
-    core (``remote.core``, :mod:`gdsstore.engine.remote.core`). All must give the same bytes and errors."""
-    if request.param == "obstore":
-        from gdsstore.engine.remote import obstore_route
-
-        if obstore_route._obstore() is None:
-            pytest.skip("obstore is not installed")
+    """Every wave test runs twice: through the pure-Python transport (``remote.core="off"``) and through the
+    native core (:mod:`gdsstore.engine.remote.core`). Both must give the same bytes and errors."""
     if request.param == "core":
         from gdsstore.engine.remote import core
 
         if not core.available():
             pytest.skip(f"native core not built: {core.unavailable_reason()}")
-    native = {"remote.native": request.param == "obstore", "remote.native_min_size": 0, "remote.native_client": "obstore",
-              "remote.core": "auto" if request.param == "core" else "off"}
-    with gdsstore.config.set(native):
+    with gdsstore.config.set({"remote.core": "auto" if request.param == "core" else "off"}):
         yield request.param
 
 
@@ -57,13 +49,6 @@ def objects(n: int, seed: int, top: int = 200_000) -> dict[str, bytes]:
 # -- the wave itself, on the fault server ------------------------------------------------------------
 
 
-@pytest.fixture(params=[32, 0], ids=["pipelined", "one-per-connection"])
-def depth(request: pytest.FixtureRequest) -> Any:
-    """Both ways a wave sends requests: pipelined on few connections, or one at a time per connection."""
-    with gdsstore.config.set({"remote.pipeline_depth": request.param}):
-        yield request.param
-
-
 @pytest.fixture
 def objs(faults: FaultServer) -> dict[str, bytes]:
     """Objects of 0 to 200 KB (up to 4 ranges of 64 KiB each) on the fault server."""
@@ -76,7 +61,7 @@ def wave_of(faults: FaultServer, mode: str = "ok", count: int | str = 0) -> Back
     return backend_for(f"http://127.0.0.1:{faults.port}/{mode}/{count}")
 
 
-def test_whole_objects_one_get_each_no_size_lookup(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
+def test_whole_objects_one_get_each_no_size_lookup(faults: FaultServer, objs: dict[str, bytes]) -> None:
     keys = [*objs, "o/missing"]
     with gdsstore.config.set({"task_size": 1 << 20}):
         w = wave_of(faults).get_many(keys, None, host)
@@ -86,7 +71,7 @@ def test_whole_objects_one_get_each_no_size_lookup(faults: FaultServer, objs: di
     assert np.all(w.offsets[w.sizes > 0] % 64 == 0)  # every slot starts on a cache line
 
 
-def test_touching_ranges_share_a_request_and_clamp(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
+def test_touching_ranges_share_a_request_and_clamp(faults: FaultServer, objs: dict[str, bytes]) -> None:
     data = objs["o/3"]
     n = len(data)
     brs = [ByteRange("range", 100, 200), ByteRange("range", 200, 300), ByteRange("range", 0, 100),
@@ -101,7 +86,7 @@ def test_touching_ranges_share_a_request_and_clamp(faults: FaultServer, objs: di
 
 
 @pytest.mark.parametrize("mode", ["503", "reset", "truncate", "slow"])
-def test_wave_recovers_from_faults(faults: FaultServer, objs: dict[str, bytes], mode: str, depth: int) -> None:
+def test_wave_recovers_from_faults(faults: FaultServer, objs: dict[str, bytes], mode: str) -> None:
     # Timeouts wide enough that a loaded 2-core machine (the suite's other worker) answers in time; at most
     # 4 requests in flight, below the fault server's listen backlog of 5: with 8, the native core's
     # retries connected 8 at once, some waited unaccepted past the 0.6 s timeout on every attempt.
@@ -114,14 +99,14 @@ def test_wave_recovers_from_faults(faults: FaultServer, objs: dict[str, bytes], 
 
 
 @pytest.mark.parametrize("mode", ["503", "reset", "truncate"])
-def test_wave_fails_with_the_url_and_the_reason(faults: FaultServer, objs: dict[str, bytes], mode: str, depth: int) -> None:
+def test_wave_fails_with_the_url_and_the_reason(faults: FaultServer, objs: dict[str, bytes], mode: str) -> None:
     with gdsstore.config.set({"remote.timeout": 0.3}), pytest.raises(RemoteIOError) as info:
         wave_of(faults, mode, "always").get_many(list(objs), None, host)
     assert f"127.0.0.1:{faults.port}/{mode}/always/o/" in str(info.value)
     assert "failed after 4 attempt(s) (remote.max_attempts=4)" in str(info.value)
 
 
-def test_wave_returns_each_failure_in_its_place(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
+def test_wave_returns_each_failure_in_its_place(faults: FaultServer, objs: dict[str, bytes]) -> None:
     faults.objects["o/bad"] = b"x" * 100
     b = backend_for(f"http://127.0.0.1:{faults.port}")
     keys = ["ok/0/o/1", "503/always/o/bad", "ok/0/o/nope"]
@@ -131,7 +116,7 @@ def test_wave_returns_each_failure_in_its_place(faults: FaultServer, objs: dict[
     assert w.view(0).tobytes() == objs["o/1"] and w.view(1) is None and w.view(2) is None
 
 
-def test_wave_refuses_a_server_ignoring_range(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
+def test_wave_refuses_a_server_ignoring_range(faults: FaultServer, objs: dict[str, bytes]) -> None:
     b = wave_of(faults, "ignore-range", "always")
     # Whole objects: the 200 is exactly what was asked (the whole object), so the bytes are right.
     w = b.get_many(list(objs), None, host)
@@ -144,21 +129,21 @@ def test_wave_refuses_a_server_ignoring_range(faults: FaultServer, objs: dict[st
 
 @pytest.mark.parametrize("mode", ["wrong-range", "short-range"])
 def test_wave_refuses_mismatched_ranges(
-    faults: FaultServer, objs: dict[str, bytes], mode: str, depth: int, client: str
+    faults: FaultServer, objs: dict[str, bytes], mode: str, client: str
 ) -> None:
     keys = [k for k, v in objs.items() if v]
     brs = [ByteRange("range", 1, len(objs[k])) for k in keys]
     with pytest.raises(RangeMismatchError):
         wave_of(faults, mode, "always").get_many(keys, brs, host, exact=True)
-    if client in ("obstore", "core"):  # a whole object is one GET without Range: nothing to mismatch
+    if client == "core":  # a whole object is one GET without Range: nothing to mismatch
         w = wave_of(faults, mode, "always").get_many(keys, None, host)
         assert [w.view(i).tobytes() for i in range(len(keys))] == [objs[k] for k in keys]
-    else:  # the own client asks whole objects in ranges (task_size each)
+    else:  # the pure-Python way asks whole objects in ranges (task_size each)
         with pytest.raises(RangeMismatchError):
             wave_of(faults, mode, "always").get_many(keys, None, host)
 
 
-def test_wave_never_takes_an_answer_nobody_asked_for(faults: FaultServer, objs: dict[str, bytes], depth: int) -> None:
+def test_wave_never_takes_an_answer_nobody_asked_for(faults: FaultServer, objs: dict[str, bytes]) -> None:
     # After each correct body the server queues a well-formed 206 nobody asked for (wrong bytes).
     keys = [k for k, v in objs.items() if v]
     landed = 0
@@ -173,25 +158,21 @@ def test_wave_never_takes_an_answer_nobody_asked_for(faults: FaultServer, objs: 
     assert landed  # the right answers still land: refusing everything would be safe but useless
 
 
-@pytest.mark.parametrize("depth", [0, 32])
 @pytest.mark.parametrize("mode", ["replaced", "replaced-412"])
-def test_wave_never_mixes_a_replaced_object(faults: FaultServer, mode: str, depth: int, client: str) -> None:
+def test_wave_never_mixes_a_replaced_object(faults: FaultServer, mode: str, client: str) -> None:
     old, new = payload(300_000, seed=8), payload(300_000, seed=9)
     faults.objects.update({"big": old, "big.v2": new})
     # The first GET of the read (the object's first 64 KiB) sees the old object, its other ranges the
-    # new one. Pipelined, a first answer with more to follow is asked again the usual way: one GET more.
-    # obstore asks the whole object in one GET: one version, the old one. Were it to leave the request
-    # to the usual way, the usual way's GETs come after the first: the new one, whole. Never a mix.
-    with gdsstore.config.set({"remote.pipeline_depth": depth}):
-        if client in ("obstore", "core"):
-            assert wave_of(faults, mode, 1).get_many(["big"], None, host).view(0).tobytes() in (old, new)
-        else:
-            with pytest.raises(RangeMismatchError, match="changed while it was being read"):
-                wave_of(faults, mode, 1 if depth == 0 else 2).get_many(["big"], None, host)
-        # A replacement before the read began is no mix: the new object, whole.
-        faults.reset()
-        faults.objects.update({"big": old, "big.v2": new})
-        w = wave_of(faults, mode, 0).get_many(["big"], None, host)
+    # new one. The core asks the whole object in one GET: one version, the old one. Never a mix.
+    if client == "core":
+        assert wave_of(faults, mode, 1).get_many(["big"], None, host).view(0).tobytes() == old
+    else:
+        with pytest.raises(RangeMismatchError, match="changed while it was being read"):
+            wave_of(faults, mode, 1).get_many(["big"], None, host)
+    # A replacement before the read began is no mix: the new object, whole.
+    faults.reset()
+    faults.objects.update({"big": old, "big.v2": new})
+    w = wave_of(faults, mode, 0).get_many(["big"], None, host)
     assert w.view(0).tobytes() == new
 
 
@@ -199,7 +180,7 @@ def test_a_suffix_is_one_get_without_a_size_lookup(faults: FaultServer, objs: di
     brs = [ByteRange("suffix", 50), ByteRange("suffix", 10**9)]  # the second: more than the object has
     w = wave_of(faults).get_many(["o/3", "o/4"], brs, host)
     assert w.view(0).tobytes() == objs["o/3"][-50:] and w.view(1).tobytes() == objs["o/4"]
-    if client == "obstore":  # the usual way asks the size first (a HEAD), then the range
+    if client == "core":  # the pure-Python way asks the size first (a HEAD), then the range
         assert sorted(e[2] for e in faults.log) == ["bytes=-1000000000", "bytes=-50"], faults.log
         assert all(e[0] == "GET" for e in faults.log)
 
@@ -235,7 +216,24 @@ def test_room_of_exactly_their_bytes_lands_every_object(faults: FaultServer) -> 
     assert [w.view(i).tobytes() for i in range(len(data))] == list(data.values())
 
 
-def test_one_trace_row_per_wave(faults: FaultServer, objs: dict[str, bytes]) -> None:
+@pytest.mark.parametrize("each", [64, 100_032])  # room for none of the objects; for about half of them
+def test_objects_larger_than_their_room_stay_in_the_core(
+    faults: FaultServer, objs: dict[str, bytes], client: str, each: int
+) -> None:
+    # Every object over its room is asked again, in a second call into room of its size (the first answer
+    # told it), in a larger buffer that the objects which fit are moved to first.
+    with gdsstore.trace() as t:
+        w = wave_of(faults).get_many(list(objs), None, host, room=each * len(objs))
+    assert [w.view(i).tobytes() for i in range(len(objs))] == list(objs.values())
+    (reason,) = {e.reason for e in t.events}
+    if client == "core":
+        assert "pure-Python" not in reason, reason  # nothing handed back
+        gets = [e for e in faults.log if e[0] == "GET"]
+        assert all(not e[2] for e in gets), gets  # whole objects, never a range
+        assert len(gets) == len(objs) + sum(1 for v in objs.values() if len(v) > each)
+
+
+def test_one_trace_row_per_wave(faults: FaultServer, objs: dict[str, bytes], client: str) -> None:
     with gdsstore.trace() as t:
         for _ in range(3):
             wave_of(faults).get_many(list(objs), None, host)
@@ -243,7 +241,43 @@ def test_one_trace_row_per_wave(faults: FaultServer, objs: dict[str, bytes]) -> 
     assert len(rows) == 1 and len(t.events) == 3, str(t)
     ((op, route, reason), row), = rows.items()
     assert (op, route, row["requests"], row["bytes"]) == ("read", "http", 3 * len(objs), 3 * sum(map(len, objs.values())))
-    assert reason.startswith("wave") and "requests" in str(t).splitlines()[0]
+    assert "requests" in str(t).splitlines()[0]
+    # The route and why: the policy's decision, once per wave.
+    want = "wave: native core, one call (remote.wave_concurrency 64)" if client == "core" else (
+        "wave: python: remote.core=off, concurrent requests (remote.wave_concurrency 64)")
+    assert reason == want, reason
+
+
+CORELESS = """
+import hashlib, json, sys
+sys.modules["gdsstore_core"] = None  # `import gdsstore_core` fails, as where the core is not built
+import numpy as np
+import gdsstore
+from gdsstore.engine.backend import backend_for
+
+keys = json.loads(sys.argv[2])
+with gdsstore.config.set({"remote.fast_http": False}), gdsstore.trace() as t:  # urllib3 alone
+    w = backend_for(sys.argv[1]).get_many(keys, None, lambda n: (np.empty(n, np.uint8), None))
+print(json.dumps({"md5": [hashlib.md5(w.view(i).tobytes()).hexdigest() for i in range(len(keys))],
+                  "reasons": sorted({e.reason for e in t.events})}))
+"""
+
+
+def test_a_wave_without_the_core_goes_through_urllib3(faults: FaultServer, objs: dict[str, bytes]) -> None:
+    """Where ``gdsstore_core`` cannot be imported, a wave goes the pure-Python way and the trace says why."""
+    import hashlib
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GDSSTORE_")}
+    out = subprocess.run([sys.executable, "-c", CORELESS, f"http://127.0.0.1:{faults.port}/ok/0", json.dumps(list(objs))],
+                         env=env, capture_output=True, text=True, timeout=120, check=True)
+    got = json.loads(out.stdout)
+    assert got["md5"] == [hashlib.md5(v).hexdigest() for v in objs.values()]
+    (reason,) = got["reasons"]
+    assert reason.startswith("wave: python: native core unavailable (gdsstore_core not importable"), reason
+    assert sum(1 for e in faults.log if e[0] == "GET") >= len(objs)
 
 
 # -- no HEAD before GET through the fsspec filesystem and the zarr store ------------------------------
@@ -297,24 +331,23 @@ def test_zarr_selection_is_one_get_per_chunk(logged: NginxServer) -> None:
 
 
 @pytest.mark.parametrize("side", [512, 64])  # chunks of 1 MiB and of 16 KiB raw
-def test_compressed_chunks_take_the_route_their_size_calls_for(logged: NginxServer, side: int, client: str) -> None:
+def test_compressed_chunks_are_one_get_each(logged: NginxServer, side: int, client: str) -> None:
     path = os.path.join(logged.root, f"zc{side}.zarr")
     ref = np.random.default_rng(5).standard_normal((2 * side, 2 * side)).astype("f4")
     z = zarr.create_array(LocalStore(path), shape=ref.shape, chunks=(side, side), dtype="f4", overwrite=True,
                           compressors=[zarr.codecs.ZstdCodec()])
     z[:] = ref
     before = len(logged.requests())
-    with gdsstore.config.set({"remote.native_min_size": 1 << 20}):  # the default, not the fixture's 0
-        with gdsstore.enable_gpu(buffers=False), gdsstore.trace() as t:
-            got = zarr.open_array(gdsstore.GDSStore(logged.url(f"zc{side}.zarr")), mode="r")[:]
+    with gdsstore.enable_gpu(buffers=False), gdsstore.trace() as t:
+        got = zarr.open_array(gdsstore.GDSStore(logged.url(f"zc{side}.zarr")), mode="r")[:]
     assert np.array_equal(got, ref)
     lines = logged.requests()[before:]
     assert all(line.startswith("GET ") for line in lines), lines  # no size lookups
-    if client == "obstore":  # one GET per chunk (the own client reads a chunk over task_size in ranges)
+    if client == "core" or side == 64:  # one GET per chunk (the pure-Python way reads one over task_size in ranges)
         assert sum(f"/zc{side}.zarr/c/" in line for line in lines) == 4, lines
     waves = {e.reason for e in t.events if e.reason.startswith("wave")}
-    # The raw size is the first guess of a compressed chunk's: 1 MiB chunks go to obstore, small ones not.
-    assert any("obstore" in w for w in waves) == (client == "obstore" and side == 512), waves
+    want = "wave: native core, one call" if client == "core" else "wave: python: remote.core=off"
+    assert waves and all(w.startswith(want) for w in waves), waves
 
 
 def test_store_partial_values_in_one_wave(logged: NginxServer) -> None:

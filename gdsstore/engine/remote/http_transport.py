@@ -32,7 +32,7 @@ import socket
 import ssl
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
@@ -138,7 +138,7 @@ class HTTPClient:
                  maxsize: int = 16) -> None:
         self._kw = self._pool_kwargs(verify, cert, maxsize)
         self._pool = self._new_pool()
-        self.default_tls = verify is True and cert is None  # what a native client (kvikio) also does
+        self.default_tls = verify is True and cert is None  # what the native core also does
         _all_clients.add(self)
 
     @staticmethod
@@ -390,12 +390,6 @@ def _core_root(root: str) -> tuple[str, str] | None:
     return f"{parts.scheme}://{parts.netloc}/", f"{prefix}/" if prefix else ""
 
 
-def _fetchable_as_is(url: str, client: HTTPClient) -> bool:
-    """Whether a native client may fetch under ``url`` with its own defaults: the client's TLS settings are
-    the defaults and the URL carries no credentials."""
-    return client.default_tls and "@" not in urlsplit(url).netloc
-
-
 class HTTPSource:
     """One object behind an HTTP(S) URL (a :class:`~gdsstore.engine.remote.reader.RangeSource`)."""
 
@@ -557,26 +551,6 @@ class HTTPSource:
         self.last_headers = resp.headers
         return FirstRange(HTTPBody(resp, n, what), n, total)
 
-    def native_url(self) -> str | None:
-        """The URL a native client (:mod:`gdsstore.engine.remote.native`) may fetch as it is: no custom
-        headers, default TLS settings, no credentials in it, no ETag pinned by an earlier answer; else None."""
-        if self._etag or set(self._headers) != {"Accept-Encoding"}:
-            return None
-        return self._url if _fetchable_as_is(self._url, self._client) else None
-
-    def pipeline_request(self, req: RangeRequest) -> tuple[tuple[str, int], bytes] | None:
-        """The connection key and bytes of the ranged GET of ``req``, to send pipelined with others on
-        one connection (:func:`rawhttp.pipeline`); None where only the usual path may ask (TLS,
-        ``remote.fast_http`` off, an ETag already pinned by an earlier answer)."""
-        if not policy.settings().remote_fast_http or not self._url.startswith("http://") or self._etag:
-            return None
-        h = dict(self._headers)
-        h["Range"] = req.header
-        try:
-            return rawhttp.request_bytes(self._url, h)
-        except (rawhttp.Unsupported, ValueError):
-            return None
-
     def _get_fast(self, req: RangeRequest, what: str) -> Any:
         """The ranged GET through :mod:`rawhttp` (plain http, ``remote.fast_http``), or None to use
         urllib3 (TLS, a response it cannot take)."""
@@ -650,16 +624,11 @@ class HTTPBackend(WaveReads, Backend):
     def source(self, key: str, where: str) -> HTTPSource:
         return HTTPSource(self._key_url(key, where), self._client, self._headers)
 
-    def native_url(self, key: str, where: str) -> str | None:
-        """``key``'s URL for a native client when it may fetch it as it is (no custom headers, default TLS
-        settings, no credentials in the URL), without building a source; else None."""
-        if self._headers or not _fetchable_as_is(self._root, self._client):
-            return None
-        return self._key_url(key, where)
-
-    def core_target(self, key: str, where: str) -> tuple[Any, str, str] | None:
-        """``(store, base URL, path)`` of ``key`` for the native core (:mod:`.core`), where it may fetch
-        the URL as it is (see :meth:`native_url`); None: the pure-Python transport reads it.
+    def core_paths(self, keys: Sequence[str], where: str) -> tuple[Any, str, list[str | None]] | None:
+        """``(store, base URL, paths)`` of ``keys`` for the native core (:mod:`.core`), where it may fetch
+        the URLs as they are (no custom headers, the default TLS settings, no credentials, query or fragment
+        in the root); a key's path is None where the key is refused (the pure-Python way raises it in its
+        place); None: the pure-Python transport reads them all.
 
         The root's part is worked out once per root and settings (:func:`_core_root`): per key, only the
         key's check and a concatenation (the path is the decoded URL path, which the key's is as it is;
@@ -670,14 +639,19 @@ class HTTPBackend(WaveReads, Backend):
         if root is None:
             return None
         base, prefix = root
-        check_remote_key(key, where)
         from gdsstore.engine.remote import core
 
         s = policy.settings()
         # Idle connections kept: as many as a wave has in flight, so descriptors stay bounded. The store
         # comes from the core's own cache, which a forked child rebuilds.
         store = core.http_store(base, connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
-        return store, base, prefix + key
+        paths: list[str | None] = []
+        for key in keys:
+            try:
+                paths.append(prefix + check_remote_key(key, where))
+            except (TypeError, ValueError):
+                paths.append(None)
+        return store, base, paths
 
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile

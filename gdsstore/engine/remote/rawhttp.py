@@ -1,4 +1,4 @@
-"""A minimal HTTP/1.1 keep-alive client for the hot path: ranged GETs over plain HTTP.
+"""A minimal HTTP/1.1 keep-alive client for the pure-Python transport's ranged GETs over plain HTTP.
 
 Why: with 16 threads, every request's Python work (urllib3's request plumbing, ``http.client``'s
 ``email``-based header parsing) runs under the GIL and the threads convoy on it between their socket
@@ -7,7 +7,9 @@ does one ``sendall``, parses the status line and headers with ``bytes.split``, a
 ``recv(MSG_WAITALL)``; idle connections are shared by all threads, at most the engine pool's size per
 host (:class:`IdleConnections`). It handles only what the range
 reader needs — ``GET`` with ``Content-Length`` bodies over ``http://`` — and the caller uses the urllib3
-client for everything else (TLS, redirects, HEAD, chunked bodies, writes).
+client for everything else (TLS, redirects, HEAD, chunked bodies, writes). It serves one request at a
+time (``remote.fast_http``): the ranges of ``gdsstore.open(url).read``, a single get, and the requests of
+a wave sent the pure-Python way; a wave's requests go through the native core where it is built.
 
 Safety rules: a kept-alive connection is reused only when nothing is waiting on it (a response the
 server queued after the last body would otherwise be taken for the next request's answer); header
@@ -26,14 +28,14 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
-    "IdleConnections", "RawResponse", "Stop", "Unsupported", "close_all", "get", "idle", "idle_bound", "pipeline",
-    "recv_waitall", "request_bytes",
+    "IdleConnections", "RawResponse", "Unsupported", "close_all", "get", "idle", "idle_bound", "recv_waitall",
+    "request_bytes",
 ]
 
 _MAX_HEADER = 64 << 10
@@ -336,18 +338,6 @@ def request_bytes(url: str, headers: Mapping[str, str]) -> tuple[tuple[str, int]
     return key, (text + "\r\n\r\n").encode("latin-1")
 
 
-def _idle_conn(key: tuple[str, int], connect_timeout: float, timeout: float) -> _Conn:
-    """An idle kept-alive connection to ``key`` when it can carry a request, else a new one."""
-    conn = idle.take(key)
-    if conn is not None and not _idle_and_alive(conn.sock):
-        conn.sock.close()  # closed by the server, or bytes nobody asked for: never reuse it
-        conn = None
-    if conn is None:
-        return _connect(key, connect_timeout, timeout)
-    conn.sock.settimeout(timeout)
-    return conn
-
-
 def get(url: str, headers: Mapping[str, str], connect_timeout: float, timeout: float) -> RawResponse:
     """``GET url`` on an idle kept-alive connection to its host (a new one when needed).
 
@@ -376,119 +366,3 @@ def get(url: str, headers: Mapping[str, str], connect_timeout: float, timeout: f
     except BaseException:
         conn.sock.close()
         raise
-
-
-class _Stream:
-    """Responses read back to back from one connection (answers to pipelined requests)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buf = bytearray()
-        self.pos = 0
-
-    def _fill(self) -> None:
-        if self.pos:
-            del self.buf[: self.pos]
-            self.pos = 0
-        chunk = self.sock.recv(1 << 18)
-        if not chunk:
-            raise ConnectionResetError("connection closed before the response")
-        self.buf += chunk
-
-    def head(self) -> tuple[int, _Headers, int, bool]:
-        """The next response's status, headers, body length and whether the server closes after it.
-
-        Raises:
-            Unsupported: no Content-Length (chunked): the stream cannot go on.
-        """
-        while (end := self.buf.find(b"\r\n\r\n", self.pos)) < 0:
-            if len(self.buf) - self.pos > _MAX_HEADER:
-                raise ConnectionError("HTTP response headers larger than 64 KiB")
-            self._fill()
-        status, headers = _parse_head(bytes(self.buf[self.pos : end]))
-        self.pos = end + 4
-        cl = headers.get("content-length")
-        if headers.get("transfer-encoding") or cl is None:
-            raise Unsupported("no Content-Length")
-        return status, headers, int(cl), "close" in headers.get("connection", "").lower()
-
-    def body(self, dst: memoryview | None, n: int) -> None:
-        """The next ``n`` body bytes into ``dst`` (``len(dst) == n``), or dropped (``dst`` None)."""
-        have = min(n, len(self.buf) - self.pos)
-        if dst is not None:
-            dst[:have] = self.buf[self.pos : self.pos + have]
-        self.pos += have
-        while have < n:
-            if dst is not None and n - have >= 1 << 16:
-                got = recv_waitall(self.sock, dst[have:n])  # large: straight into place
-                if got < n - have:
-                    raise ConnectionResetError(f"connection closed after {have + got} of {n} body bytes")
-                return
-            self._fill()
-            k = min(n - have, len(self.buf))
-            if dst is not None:
-                dst[have : have + k] = self.buf[:k]
-            self.pos = k
-            have += k
-
-    @property
-    def drained(self) -> bool:
-        return self.pos == len(self.buf)
-
-
-class Stop(Exception):
-    """Raised by a pipeline's handler: this answer is not what was asked (the stream may be out of
-    step), stop reading the connection."""
-
-
-# handle(i, status, headers, length) -> where the body goes (len == length), or None to drop it.
-Handler = Callable[[int, int, Mapping[str, str], int], "memoryview | None"]
-
-
-def pipeline(
-    key: tuple[str, int],
-    requests: Sequence[bytes],
-    handle: Handler,
-    depth: int,
-    connect_timeout: float,
-    timeout: float,
-) -> int:
-    """Send ``requests`` (from :func:`request_bytes`) on one kept-alive connection to ``key``,
-    ``depth`` at a time in one write, and read their answers in order: ``handle`` says where each
-    body goes, or raises :class:`Stop`. Returns how many answers were taken; the others had none (the
-    server closed, a response this client cannot read, a timeout, an answer ``handle`` refused):
-    the caller asks for them again its usual way.
-
-    Responses are matched to requests by order alone, as HTTP/1.1 says. So that an answer nobody
-    asked for (a broken proxy) cannot shift the others onto the wrong requests, reading stops at the
-    first answer ``handle`` refuses, and a batch after which more bytes wait on the connection counts
-    as unanswered (the caller asks again for all of it).
-    """
-    conn = _idle_conn(key, connect_timeout, timeout)
-    stream = _Stream(conn.sock)
-    done = 0
-    try:
-        while done < len(requests):
-            batch = requests[done : done + depth]
-            conn.sock.sendall(b"".join(batch))
-            for k in range(len(batch)):
-                status, headers, length, close = stream.head()
-                stream.body(handle(done + k, status, headers, length), length)
-                if close and k + 1 < len(batch):
-                    raise ConnectionAbortedError("the server closes the connection")
-            if not stream.drained or not _idle_and_alive(conn.sock):
-                raise ConnectionAbortedError("bytes nobody asked for follow the answers")
-            done += len(batch)
-            if close:
-                break
-    except (OSError, Unsupported, ConnectionError, Stop):
-        conn.sock.close()
-        return done
-    except BaseException:
-        conn.sock.close()
-        raise
-    if close:
-        conn.sock.close()
-    else:
-        idle.give_back(conn)
-    return done

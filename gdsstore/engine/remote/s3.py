@@ -40,7 +40,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -539,10 +539,6 @@ class S3Source:
                 self._signed_at = now
             return self._http
 
-    def native_url(self) -> str | None:
-        """A presigned GET of the object for a native client, when it needs no extra headers."""
-        return self._source().native_url()
-
     def _pin_version(self, headers: Any) -> None:
         """version_aware: after the first answer, every range is asked of that version (re-presigned)."""
         vid = headers.get("x-amz-version-id")
@@ -557,11 +553,6 @@ class S3Source:
             return src.open_range(req, size)
         except OSError as exc:
             raise type(exc)(str(exc).replace(src.url, self.url)) from None  # name s3://, not the presigned URL
-
-    def pipeline_request(self, req: RangeRequest) -> tuple[tuple[str, int], bytes] | None:
-        """The presigned ranged GET of ``req`` for a pipelined wave (None: version-aware reads, which
-        pin the version the first answer names, take the usual path)."""
-        return None if self._c.version_aware else self._source().pipeline_request(req)
 
     def open_first(self, nbytes: int, offset: int = 0) -> FirstRange:
         src = self._source()
@@ -604,14 +595,13 @@ class S3Backend(WaveReads, Backend):
             raise FileNotFoundError(f"{where}: {key!r} is not an object key")
         return S3Source(self._client, self.bucket, full)
 
-    def core_target(self, key: str, where: str) -> tuple[Any, str, str] | None:
-        """``(store, base URL, key)`` for the native core (:mod:`.core`); None: the Python way reads it."""
-        full = self._full(key, where)
-        if not full or full.endswith("/"):
-            raise FileNotFoundError(f"{where}: {key!r} is not an object key")
+    def core_paths(self, keys: Sequence[str], where: str) -> tuple[Any, str, list[str | None]] | None:
+        """``(store, base URL, object keys)`` of ``keys`` for the native core (:mod:`.core`); a key is None
+        where it is refused or names no object (the Python way raises it in its place); None: the Python
+        way reads them all."""
         now, pid = time.monotonic(), os.getpid()
         cached = _core_cache.get(self)
-        # Options (credentials included) are looked up once a minute, not per key: botocore refreshes
+        # Options (credentials included) are looked up once a minute, not per wave: botocore refreshes
         # expiring credentials well ahead of their end.
         if cached is None or cached[0] < now or cached[1] != pid:
             opts = self._client.core_options(self.bucket)
@@ -622,7 +612,16 @@ class S3Backend(WaveReads, Backend):
                 opts, connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
             cached = (now + 60.0, pid, store)
             _core_cache[self] = cached
-        return None if cached[2] is None else (cached[2], f"s3://{self.bucket}/", full)
+        if cached[2] is None:
+            return None
+        paths: list[str | None] = []
+        for key in keys:
+            try:
+                full = self._full(key, where)
+            except (TypeError, ValueError):
+                full = ""
+            paths.append(full if full and not full.endswith("/") else None)
+        return cached[2], f"s3://{self.bucket}/", paths
 
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile

@@ -9,15 +9,18 @@ request (:func:`~gdsstore.engine.ranges.coalesce_ranges`) and are split back. Re
 ``Range``/``Content-Range`` checks and the object-changed check (ETag, version id, modification
 time) are the reader's, per request.
 
-Who sends them: ranges and objects of unknown size of ``remote.native_min_size`` and more, and suffixes
-(one GET, no size lookup), go to the native route (obstore, :mod:`.obstore_route`; kvikio for servers one trusts, :mod:`.native`); the rest,
-and whatever the native route does not take, are pipelined on kept-alive connections over plain HTTP
-(:func:`.rawhttp.pipeline`), and what is left goes through the reader, one request per piece.
+Who sends them is decided once per wave (:func:`gdsstore.policy.decide_wave_transport`, its reason in
+the wave's trace row): the native core (:mod:`.core`: one call, the GIL released, every answer checked)
+where it is built and the backend can hand it the requests (HTTP(S), S3), else the pure-Python
+transport: one request per piece through the reader, ``remote.wave_concurrency`` at a time. What the
+core hands back (an answer it cannot take, such as a chunked body) goes the pure-Python way.
 
 Bodies land straight in one buffer from the caller's ``alloc`` (pinned host memory for the GPU
 pipeline): ranges and objects of known size in slots laid out before the wave starts, objects of
-unknown size in the room after them, taken in the order their answers arrive. Only when that room
-runs out do the late objects land in their own buffers and the whole is copied once into a larger one.
+unknown size in the room after them: through the core, an equal share set aside for each before the
+wave starts (an object larger than its share is asked again in a second call, into room of the size
+its first answer told); the pure-Python way, taken in the order their answers arrive. Only when that
+room runs out do the late objects land in their own buffers and the whole is copied once into a larger one.
 
 A missing key is a ``-1`` size (zarr's "no such chunk"); any other failure fails its item with the
 URL and the reason (``errors="raise"``: the first one is raised once every request has stopped;
@@ -26,8 +29,11 @@ URL and the reason (``errors="raise"``: the first one is raised once every reque
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
 import functools
+import mmap
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -41,8 +47,8 @@ from gdsstore import policy
 from gdsstore.engine.backend import Wave
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
-from gdsstore.engine.remote import core, native, obstore_route, rawhttp
-from gdsstore.engine.remote.reader import RangeRequest, RangeSource, check_first_response, get_object
+from gdsstore.engine.remote import core
+from gdsstore.engine.remote.reader import RangeSource, get_object
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
 
 __all__ = ["Wave", "WaveReads", "get_one", "read_wave"]
@@ -53,14 +59,40 @@ _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 # land, so generous room costs nothing; more than this costs one copy at the end.
 _ROOM = 1 << 20
 _ROOM_MAX = 1 << 30
-_PIPE_BYTES = 128 << 20  # a pipelined connection's share of a wave's bytes
-_LARGE = 1 << 20
+_NO_HUGE = getattr(mmap, "MADV_NOHUGEPAGE", None)  # Linux only
+_HUGE = 4 << 20  # numpy asks huge pages for arrays from 4 MiB
 
 Alloc = Callable[[int], tuple[np.ndarray, Any]]
 
 
 def _pad(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+@functools.cache
+def _madvise() -> Any:
+    """libc's ``madvise`` (None where there is none to call)."""
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return fn
+
+
+def _small_pages(buf: np.ndarray, start: int, n: int) -> None:
+    """Back ``buf[start:start + n]`` with 4 KiB pages, not transparent huge pages. numpy asks huge pages
+    for large arrays; the room's slots are far apart and mostly untouched, so each body's first byte would
+    fault in (and zero) 2 MiB: 4,096 objects of 16 KiB in 256 KiB slots zeroed the whole 1 GiB, 0.1-0.6 s
+    of a 0.15 s wave. Advice only: where it cannot be given nothing changes."""
+    advise = _madvise() if _NO_HUGE is not None and n >= _HUGE else None
+    if advise is None:
+        return
+    page = mmap.PAGESIZE
+    a = (buf.ctypes.data + start + page - 1) // page * page
+    b = (buf.ctypes.data + start + n) // page * page
+    if b > a:
+        advise(a, b - a, _NO_HUGE)
 
 
 @dataclass
@@ -82,8 +114,11 @@ class _Request:
 class _Room:
     """The wave's buffer: fixed slots first, then room handed out as answers tell sizes."""
 
-    def __init__(self, fixed: int, room: int, alloc: Alloc) -> None:
+    def __init__(self, fixed: int, room: int, alloc: Alloc, *, sparse: bool = False) -> None:
         self.buf, self.owner = alloc(fixed + room)
+        if sparse:  # room set aside in equal shares, mostly left untouched
+            _small_pages(self.buf, fixed, room)
+        self.fixed = fixed
         self.used = fixed
         self.cap = fixed + room
         self.overflow = False
@@ -111,6 +146,22 @@ class _Room:
             r.base = self.used
             self.used += n
             return r.base
+
+    def grow(self, reqs: list[_Request], extra: int, alloc: Alloc, free: Callable[[Any], None]) -> None:
+        """Move to a buffer with ``extra`` bytes of room free: the fixed slots are copied, and of the room
+        only the bytes that landed (packed); the rest of the old room, set aside and unused, is given up.
+        Call it only between the core's calls (no request writing)."""
+        landed = [r for r in reqs if r.slot < 0 and r.base >= 0 and r.got >= 0 and r.side is None]
+        keep = self.fixed + sum(_pad(r.got) for r in landed)
+        buf, owner = alloc(keep + extra)
+        buf[: self.fixed] = self.buf[: self.fixed]
+        at = self.fixed
+        for r in landed:
+            buf[at : at + r.got] = self.buf[r.base : r.base + r.got]
+            r.base = at
+            at += _pad(r.got)
+        free(self.owner)
+        self.buf, self.owner, self.used, self.cap = buf, owner, at, keep + extra
 
     def settle(self, reqs: list[_Request], alloc: Alloc, free: Callable[[Any], None]) -> None:
         """Copy items that landed outside the buffer (no room was left) and the buffer into one."""
@@ -191,291 +242,116 @@ def _fetch(source: RangeSource, r: _Request, room: _Room, where: str) -> None:
         r.got, r.base = -1, -1
 
 
-class _Again(Exception):
-    """A pipelined answer the wave does not take: the request goes the usual way."""
-
-
-_Take = Callable[[int, Any, int], "memoryview | None"]  # (status, headers, length) -> where the body goes
-
-
-def _answer(r: _Request, want: int, url: str, room: _Room, where: str) -> _Take:
-    def handle(status: int, headers: Any, length: int) -> memoryview | None:
-        if status == 404:
-            r.got, r.base = -1, -1
-            return None
-        if status not in (200, 206):
-            raise rawhttp.Stop  # an error or a redirect: the usual way follows, retries, maps it
-        what = f"GET {url} bytes={r.offset}-{r.offset + want - 1}"
-        n, total = check_first_response(status, headers, want, what, r.offset)
-        end = total if r.limit is None else min(total, r.offset + r.limit)
-        if r.offset + n != end or length != n:
-            raise _Again  # more follows (larger than task_size): the usual way reads it in ranges
-        return memoryview(_slot(r, room, url, where)(n))
-
-    return handle
-
-
-def _native(backend: Any, reqs: list[_Request], room: _Room, share: int, where: str) -> tuple[list[int], int]:
-    """Requests through the native client (``remote.native``: obstore, :mod:`.obstore_route`; or kvikio,
-    :mod:`.native`) where it runs; returns the indices of the requests still to ask (those it did not
-    take or failed) and how many it landed. ``share``: the room set aside per object of unknown size,
-    its expected size (requests expected under ``remote.native_min_size`` stay with the usual way)."""
-    s = policy.settings()
-    if not s.remote_native or not reqs:
-        return list(range(len(reqs))), 0
-    if s.remote_native_client == "kvikio":
-        return _kvikio(backend, reqs, room, where)
-    if not obstore_route.available():
-        return list(range(len(reqs))), 0
-    picked: list[int] = []
-    asks: list[obstore_route.NativeRead] = []
-    for k, r in enumerate(reqs):
-        if not _for_obstore(r, share, s.remote_native_min_size):
-            continue
-        url = _plain_url(backend, r.key, where)
-        if url is None or not obstore_route.takes(url):
-            continue
-        if r.suffix is not None:
-            asks.append(obstore_route.NativeRead(url, 0, -1, functools.partial(room.take, r), suffix=r.suffix))
-        else:
-            n = int(r.limit if r.limit is not None else -1)
-            dest = room.buf[r.slot : r.slot + n] if r.slot >= 0 else functools.partial(room.take, r)
-            asks.append(obstore_route.NativeRead(url, r.offset, n, dest, whole=r.limit is None,
-                                                 exact=r.expect is not None))
-        picked.append(k)
-    obstore_route.fetch(asks)
-    return _landed(reqs, [(k, ask.got, ask.error) for k, ask in zip(picked, asks)])
-
-
-def _first_route(backend: Any, reqs: list[_Request], room: _Room, share: int, open_sized: int, where: str,
-                 s: policy.Settings, errs: dict[int, BaseException]) -> tuple[policy.Decision, list[int], int]:
-    """The wave's transport, decided once (the native core, else the native clients); what it left to
-    ask the usual way and how many it landed. Failures for good go into ``errs``."""
-    transport = policy.decide_wave_transport(
-        takes_core=hasattr(backend, "core_target"), requests=len(reqs),
-        core_missing=None if s.remote_core == "off" or core.available() else core.unavailable_reason(), s=s)
-    if transport.route == "core":
-        todo, landed, core_errs = _core(backend, reqs, room, open_sized, where, s)
-        errs.update(core_errs)
-        return transport, todo, landed
-    return (transport, *_native(backend, reqs, room, share, where))
-
-
-def _core_piece(r: _Request, room: _Room, each: int) -> core.CorePiece | None:
+def _core_piece(r: _Request, path: str, room: _Room, each: int) -> core.CorePiece | None:
     """``r`` as one piece of the core's wave: in its slot, or in room set aside (``each`` bytes)."""
     if r.suffix is not None:
-        at = room.reserve(r, _pad(r.suffix))
-        return None if at < 0 else core.CorePiece("", -r.suffix, None, None, at, r.suffix)
+        cap = r.suffix  # all of it where the room has it, else the share of an object of unknown size
+        at = room.reserve(r, _pad(cap))
+        if at < 0:
+            cap = each
+            at = room.reserve(r, each)
+        return None if at < 0 else core.CorePiece(path, -r.suffix, None, None, at, cap)
     end = None if r.limit is None else r.offset + r.limit
     if r.slot >= 0:
         n = int(r.expect if r.expect is not None else r.limit or 0)
         if n <= 0:
-            return None  # an empty request: the usual way answers it without a body
-        return core.CorePiece("", r.offset, end, r.expect, r.slot, n)
-    at = room.reserve(r, each) if each > 0 else -1
-    return None if at < 0 else core.CorePiece("", r.offset, end, r.expect, at, each)
+            return None  # an empty request: the pure-Python way answers it without a body
+        return core.CorePiece(path, r.offset, end, r.expect, r.slot, n)
+    at = room.reserve(r, each)  # no room (0 bytes): the answer tells the size, a second call lands it
+    return None if at < 0 else core.CorePiece(path, r.offset, end, r.expect, at, each)
 
 
 def _core_done(reqs: list[_Request], ks: list[int], results: list[core.CoreResult],
                errs: dict[int, BaseException], where: str) -> set[int]:
     """Record what the core did; the requests it settled (landed, missing or failed for good)."""
     done: set[int] = set()
-    etags: dict[str, set[str]] = {}
     for k, res in zip(ks, results, strict=True):
         r = reqs[k]
         if res.error is None:
             r.got = res.size
             if r.slot >= 0:
                 r.base = r.slot
-            if res.etag is not None:
-                etags.setdefault(r.key, set()).add(res.etag)
             done.add(k)
         elif (res.kind in core.PASS_KINDS or res.kind == "range_ignored"
               or (res.kind == "status" and "HTTP 416" in str(res.error))):
-            # The usual way asks again, with its own rules (room, an empty range; a 200 to a suffix of an
-            # empty object, which it tells apart from a server that ignores Range and then refuses).
+            # Asked again (a second core call for an object larger than its room, else the pure-Python
+            # way, with its own rules: an empty range; a 200 to a suffix of an empty object, which it
+            # tells apart from a server that ignores Range and then refuses).
             r.base = -1
         else:
             r.got, r.base = -1, -1
-            if res.kind == "length" and res.total >= 0:  # the same words as the usual way's check (_slot)
+            if res.kind == "length" and res.total >= 0:  # the same words as the pure-Python check (_slot)
                 n = res.total - r.offset if r.limit is None else min(r.limit, res.total - r.offset)
                 what = "object" if r.limit is None else f"range at {r.offset}"
                 res.error = RemoteIOError(f"{where}: {r.key!r}: the {what} is {n} bytes, not the {r.expect} expected")
             if not isinstance(res.error, _MISSING):
                 errs[k] = res.error
             done.add(k)
-    for k in list(done):  # the pieces of one object came from one version of it
-        r = reqs[k]
-        if k not in errs and len(etags.get(r.key, ())) > 1:
-            errs[k] = RemoteIOError(f"{r.key!r}: the object changed during the wave (ETags differ)")
-            r.got, r.base = -1, -1
     return done
 
 
-def _core(backend: Any, reqs: list[_Request], room: _Room, open_sized: int, where: str,
-          s: policy.Settings) -> tuple[list[int], int, dict[int, BaseException]]:
-    """The wave through the native core (:mod:`.core`): one call per store; returns the requests still
-    to ask the usual way, how many landed, and the failures for good."""
+def _one_version(reqs: list[_Request], landed: list[tuple[int, core.CoreResult]], errs: dict[int, BaseException]) -> None:
+    """The pieces of one object came from one version of it (their ETags agree), else each fails."""
+    first: dict[str, str] = {}
+    changed: set[str] = set()
+    for k, res in landed:
+        if res.error is None and res.etag is not None and first.setdefault(reqs[k].key, res.etag) != res.etag:
+            changed.add(reqs[k].key)
+    for k, res in landed if changed else ():
+        r = reqs[k]
+        if res.error is None and k not in errs and r.key in changed:
+            errs[k] = RemoteIOError(f"{r.key!r}: the object changed during the wave (ETags differ)")
+            r.got, r.base = -1, -1
+
+
+def _regrow(reqs: list[_Request], big: list[tuple[int, core.CorePiece, int]], room: _Room, alloc: Alloc,
+            free: Callable[[Any], None]) -> list[tuple[int, core.CorePiece]]:
+    """The pieces of the objects that did not fit their room again, each into room of the size its first
+    answer told (``total``): in the wave's buffer, moved to a larger one first where the room is short."""
+    sizes = [min(reqs[k].suffix or 0, total) if reqs[k].suffix is not None else max(0, total - reqs[k].offset)
+             for k, _, total in big]
+    need = sum(_pad(n) for n in sizes)
+    if room.cap - room.used < need:
+        room.grow(reqs, need, alloc, free)
+    return [(k, dataclasses.replace(p, slot=room.reserve(reqs[k], _pad(n)), cap=n)) for (k, p, _), n in zip(big, sizes)]
+
+
+def _core(backend: Any, reqs: list[_Request], room: _Room, open_sized: int, where: str, s: policy.Settings,
+          errs: dict[int, BaseException], alloc: Alloc, free: Callable[[Any], None]) -> list[int]:
+    """The wave through the native core (:mod:`.core`): one call, and one more for objects larger than
+    their room; returns the requests still to ask the pure-Python way. Failures for good go into ``errs``."""
+    target = backend.core_paths([r.key for r in reqs], where)
+    if target is None:
+        return list(range(len(reqs)))
+    store, base, paths = target
     each = (room.cap - room.used) // max(1, open_sized) // _ALIGN * _ALIGN
-    groups: dict[int, tuple[Any, str, list[int], list[core.CorePiece]]] = {}
+    asks: list[tuple[int, core.CorePiece]] = []
     left: list[int] = []
-    for k, r in enumerate(reqs):
-        try:
-            target = backend.core_target(r.key, where)
-        except (ValueError, OSError):
-            target = None  # the usual way raises it, in its place
-        piece = None if target is None else _core_piece(r, room, each)
-        if target is None or piece is None:
+    for k, (r, path) in enumerate(zip(reqs, paths, strict=True)):
+        piece = None if path is None else _core_piece(r, path, room, each)
+        if piece is None:
             left.append(k)
-            continue
-        store, base, path = target
-        g = groups.setdefault(id(store), (store, base, [], []))
-        g[2].append(k)
-        g[3].append(dataclasses.replace(piece, path=path))
-    errs: dict[int, BaseException] = {}
-    landed = 0
+        else:
+            asks.append((k, piece))
     retry = RetryPolicy.from_settings(s)
-    for store, base, ks, pieces in groups.values():
-        results = core.read_wave(store, base, pieces, room.buf, retry=retry,
+    done: set[int] = set()
+    landed: list[tuple[int, core.CoreResult]] = []
+
+    def call(asks: list[tuple[int, core.CorePiece]]) -> list[core.CoreResult]:
+        ks = [k for k, _ in asks]
+        results = core.read_wave(store, base, [p for _, p in asks], room.buf, retry=retry,
                                  concurrency=s.remote_wave_concurrency, timeout=s.remote_timeout or 1e9)
-        done = _core_done(reqs, ks, results, errs, where)
-        landed += len(done)
-        left += [k for k in ks if k not in done]
-    return sorted(left), landed, errs
+        done.update(_core_done(reqs, ks, results, errs, where))
+        landed.extend(zip(ks, results))
+        return results
 
-
-def _for_obstore(r: _Request, share: int, min_size: int) -> bool:
-    """Whether obstore should ask ``r``: a suffix always (one GET instead of a size lookup and a GET);
-    a range, or a whole object of unknown size (``share``: its expected size), of ``min_size`` or more;
-    never a whole object of known size (a chunk without compression), which lands straight in its slot
-    through the pipelined client, faster than obstore's body and one more copy (measured on the H200)."""
-    if r.suffix is not None:
-        return True
-    if r.limit is None:
-        return r.offset == 0 and r.expect is None and share >= min_size
-    return r.limit > 0 and r.limit >= min_size
-
-
-def _landed(reqs: list[_Request], outcomes: Sequence[tuple[int, int, BaseException | None]]) -> tuple[list[int], int]:
-    """Record what a native client did, ``(request, bytes landed or -1 for missing, error)`` each; returns
-    the indices of the requests still to ask the usual way and how many landed."""
-    done = set()
-    for k, got, err in outcomes:
-        r = reqs[k]
-        if err is None:
-            r.base = -1 if got < 0 else (r.slot if r.slot >= 0 else r.base)
-            r.got = got
-            done.add(k)
-        else:
-            r.base = -1  # room it took stays unused; the usual way takes its own
-    return [k for k in range(len(reqs)) if k not in done], len(done)
-
-
-def _plain_url(backend: Any, key: str, where: str) -> str | None:
-    """``key``'s URL where the backend has one to fetch as it is (HTTP(S)), without building a source;
-    None for the others (S3 would presign every key, to no use: obstore takes no query)."""
-    fast = getattr(backend, "native_url", None)
-    try:
-        return None if fast is None else fast(key, where)  # type: ignore[no-any-return]
-    except (ValueError, OSError):
-        return None  # the usual way raises it, in its place
-
-
-def _native_url(backend: Any, key: str, where: str) -> str | None:
-    """``key``'s URL for kvikio: a plain one, or a source's (S3: presigned)."""
-    url = _plain_url(backend, key, where)
-    if url is not None or getattr(backend, "native_url", None) is not None:
-        return url
-    try:
-        return getattr(backend.source(key, where), "native_url", lambda: None)()  # type: ignore[no-any-return]
-    except (ValueError, OSError):
-        return None  # the usual way raises it, in its place
-
-
-def _kvikio(backend: Any, reqs: list[_Request], room: _Room, where: str) -> tuple[list[int], int]:
-    """Whole objects and exact ranges through kvikio's libcurl pool (:mod:`.native`) where it runs."""
-    kv = native.native_reader()
-    if kv is None:
-        return list(range(len(reqs))), 0
-    picked: list[int] = []
-    asks: list[native.NativeRequest] = []
-    for k, r in enumerate(reqs):
-        sized = r.expect is not None and r.expect > 0 and r.slot >= 0
-        whole = r.expect is None and r.limit is None and r.offset == 0  # its size comes with the answer
-        if r.suffix is not None or not (sized or whole):
-            continue
-        url = _native_url(backend, r.key, where)
-        if url is None:
-            continue
-        picked.append(k)
-        if sized:
-            n = int(r.expect or 0)
-            asks.append(native.NativeRequest(url, r.offset, n, room.buf[r.slot : r.slot + n], whole=r.limit is None))
-        else:
-            asks.append(native.NativeRequest(url, 0, -1, functools.partial(room.take, r), whole=True))
-    errs = native.read_native(kv, asks, policy.settings().remote_wave_concurrency) if asks else []
-    return _landed(reqs, [(k, ask.got, err) for k, ask, err in zip(picked, asks, errs)])
-
-
-def _pipelined(
-    backend: Any, reqs: list[_Request], ks: Sequence[int], room: _Room, share: int, where: str, s: policy.Settings
-) -> list[int]:
-    """Send the requests ``ks`` that can go pipelined (plain HTTP) over as few connections as carry their
-    bytes (128 MiB each, at least 2, at least 8 for answers of 1 MiB and more; ``remote.pipeline_depth``
-    requests per batch on each); returns the
-    indices of the requests still to ask the usual way. ``share``: the expected size of an object of
-    unknown size."""
-    plans: dict[tuple[str, int], list[tuple[int, bytes, _Take]]] = {}
-    expected: dict[tuple[str, int], int] = {}
-    left: list[int] = []
-    for k in ks:
-        r = reqs[k]
-        want = s.task_size if r.limit is None else min(r.limit, s.task_size)
-        try:
-            src = backend.source(r.key, where) if r.suffix is None and want > 0 else None
-        except (ValueError, OSError):
-            src = None  # the usual way raises it, in its place
-        ask = getattr(src, "pipeline_request", None)
-        planned = ask(RangeRequest(r.offset, want)) if ask is not None else None
-        if src is None or planned is None:
-            left.append(k)
-            continue
-        plans.setdefault(planned[0], []).append((k, planned[1], _answer(r, want, src.url, room, where)))
-        size = r.expect if r.expect is not None else (r.limit if r.limit is not None else share)
-        expected[planned[0]] = expected.get(planned[0], 0) + min(size, want)
-    groups: list[tuple[tuple[str, int], list[tuple[int, bytes, _Take]]]] = []
-    for key, items in plans.items():
-        # Few connections for small answers (each thread's Python work contends for the GIL), more as the
-        # bytes and the answers grow. On the H200 machine 1,024 answers of 256 KiB came fastest over 2
-        # connections (1.2-1.6 GB/s, against 1.0 over 32), 256 of 4 MiB over 8 (benchmarks/probe_transports.py).
-        # Not more with the count: a connection sends its requests remote.pipeline_depth at a time, so
-        # 10,000 small chunks cost per chunk what 1,000 do.
-        large = expected[key] >= len(items) * _LARGE  # answers of 1 MiB and more: at least 8 connections
-        wanted = max(-(-expected[key] // _PIPE_BYTES), 8 if large else 2)
-        conns = max(1, min(s.remote_wave_concurrency, len(items), wanted))
-        per = -(-len(items) // conns)
-        groups += [(key, items[a : a + per]) for a in range(0, len(items), per)]
-    again: list[int] = []
-
-    def run(g: int) -> int:
-        key, items = groups[g]
-
-        def handle(i: int, status: int, headers: Any, length: int) -> memoryview | None:
-            try:
-                return items[i][2](status, headers, length)
-            except _Again:  # a good answer with more to follow: the usual way reads it whole
-                again.append(items[i][0])
-                return None
-            except Exception as exc:  # not the answer asked for: the usual way asks again and says why
-                raise rawhttp.Stop from exc
-
-        done = rawhttp.pipeline(key, [b for _, b, _ in items], handle, s.remote_pipeline_depth,
-                                s.remote_connect_timeout, s.remote_timeout)
-        again.extend(k for k, _, _ in items[done:])
-        return 0
-
-    run_pieces([_bind(run, g) for g in range(len(groups))], [0] * len(groups), s.remote_wave_concurrency).result()
-    return sorted(set(left + again))  # a batch refused after its answers were read: once each
+    results = call(asks)
+    # Objects larger than their room: asked again, into room of the size their first answer told.
+    big = [(k, p, res.total) for (k, p), res in zip(asks, results) if res.kind == "too_large" and res.total >= 0]
+    if big:
+        call(_regrow(reqs, big, room, alloc, free))
+    _one_version(reqs, landed, errs)
+    return sorted(left + [k for k, _ in asks if k not in done])
 
 
 def get_one(source: RangeSource, alloc: Callable[[int], Any], byte_range: ByteRange | None) -> Any:
@@ -554,7 +430,7 @@ def read_wave(
     open_sized = sum(1 for r in reqs if r.slot < 0)
     t0 = time.perf_counter()
     spare = room if room is not None else min(open_sized * _ROOM, _ROOM_MAX)
-    buf = _Room(fixed, spare, alloc)
+    buf = _Room(fixed, spare, alloc, sparse=room is None)  # a caller's own room (the GPU pipeline's pinned) as it is
     failed = threading.Event()
     errs: dict[int, BaseException] = {}
     sources: dict[str, RangeSource] = {}
@@ -574,14 +450,12 @@ def read_wave(
         return 0
 
     try:
-        # The expected size of an object of unknown size: the room the caller set aside for it (the
-        # GPU pipeline's learned average); without it, unknown (0).
-        share = spare // max(1, open_sized) if room is not None else 0
-        transport, todo, landed_natively = _first_route(backend, reqs, buf, share, open_sized, where, s, errs)
+        transport = policy.decide_wave_transport(
+            takes_core=hasattr(backend, "core_paths"), requests=len(reqs),
+            core_missing=None if s.remote_core == "off" or core.available() else core.unavailable_reason(), s=s)
+        todo = _core(backend, reqs, buf, open_sized, where, s, errs, alloc, free) if transport.route == "core" else list(range(len(reqs)))
         if errs and errors == "raise":
             raise errs[min(errs)]
-        if s.remote_pipeline_depth > 1:
-            todo = _pipelined(backend, reqs, todo, buf, share or _ROOM, where, s)
         run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), s.remote_wave_concurrency).result()
         if errs and errors == "raise":
             raise errs[min(errs)]
@@ -598,19 +472,17 @@ def read_wave(
                 item_errors[i] = exc
     if _trace.active() and reqs:
         src = sources.get("route") or backend.source(reqs[0].key, where)
-        reason = _reason(transport, bool(todo), landed_natively, s)
+        reason = _reason(transport, bool(todo), s)
         _trace.record("read", src.route, reason, int(sizes.clip(0).sum()), time.perf_counter() - t0,
                       getattr(backend, "url", ""), None, requests=len(reqs))
     return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs))
 
 
-def _reason(transport: policy.Decision, rest: bool, landed: int, s: policy.Settings) -> str:
-    """The wave's trace reason: who sent it (the policy's decision) and whether the usual way helped."""
+def _reason(transport: policy.Decision, rest: bool, s: policy.Settings) -> str:
+    """The wave's trace reason: who sent it (the policy's decision) and whether the pure-Python way helped."""
     if transport.route == "core":
-        return f"wave: {transport.reason}" + (", the rest concurrent" if rest else "")
-    if landed:
-        return f"wave: {s.remote_native_client} (remote.native), the rest concurrent"
-    return f"wave: concurrent requests, no size lookup (remote.wave_concurrency {s.remote_wave_concurrency})"
+        return f"wave: {transport.reason}" + (", what it handed back: pure-Python" if rest else "")
+    return f"wave: {transport.reason}, concurrent requests (remote.wave_concurrency {s.remote_wave_concurrency})"
 
 
 def _bind(fn: Callable[[int], int], k: int) -> Callable[[], int]:
