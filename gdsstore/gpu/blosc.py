@@ -323,6 +323,21 @@ def bitunshuffle_rows(rows: Any, typesize: int, out: Any = None) -> Any:
     return out
 
 
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _unshuffle_words(planes: Any, words: Any) -> None:
+    """Byte unshuffle of whole elements into ``words`` (``(..., q)`` unsigned integers of ``ts`` bytes)
+    from ``planes`` (``(..., ts, q)`` bytes): Horner over the planes, most significant byte first
+    (little-endian: byte ``j`` of an element is plane ``j``)."""
+    xp = _xp(words)
+    ts = int(planes.shape[-2])
+    words[...] = planes[..., ts - 1, :]
+    for k in range(ts - 2, -1, -1):
+        xp.left_shift(words, 8, out=words)
+        xp.bitwise_or(words, planes[..., k, :], out=words)
+
+
 def _unshuffle_group(tmp: Any, h: Headers, frames: np.ndarray, bases: np.ndarray) -> Any:
     """The raw bytes of ``frames`` (one row each), all of one ``(nbytes, blocksize, typesize,
     shuffle)``, from their decoded streams at ``bases`` of ``tmp`` (at equal strides: one view)."""
@@ -336,7 +351,12 @@ def _unshuffle_group(tmp: Any, h: Headers, frames: np.ndarray, bases: np.ndarray
     src = tmp[int(bases[0]) :]
     nb, full = n // bs, n // bs * bs
     strided = xp.lib.stride_tricks.as_strided
-    if nb:
+    if nb and fn is unshuffle_rows and ts in _UINT and not n % ts and not bs % ts and np.little_endian:
+        # whole elements: built from their planes as integers (coalesced passes, not a byte transpose)
+        words = out.view(_UINT[ts])
+        q = bs // ts
+        _unshuffle_words(strided(src, (g, nb, ts, q), (stride, bs, q, 1)), strided(words, (g, nb, q), (n, bs, ts)))
+    elif nb:
         fn(strided(src, (g, nb, bs), (stride, bs, 1)), ts, strided(out, (g, nb, bs), (n, bs, 1)))
     if full < n:
         fn(strided(src[full:], (g, n - full), (stride, 1)), ts, out[:, full:])
