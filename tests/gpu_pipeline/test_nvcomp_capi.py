@@ -1,6 +1,8 @@
 """nvCOMP's batched decode through its C API (gdsstore.gpu.nvcomp_capi), against the Python API and the
-CPU codecs, on a GPU: the same bytes, corrupt payloads named, the GIL released while the device works,
-and the scratch taken from CuPy's current allocator."""
+CPU codecs, on a GPU: the same bytes, the GIL released while the device works, and the scratch taken from
+CuPy's current allocator. (A corrupt zstd block is not tested here: nvCOMP 6.0's zstd decoder then makes an
+illegal memory access, through its Python API as through the C API (measured on the H200), and the
+process's CUDA context is lost.)"""
 
 from __future__ import annotations
 
@@ -60,20 +62,6 @@ def test_same_bytes_as_the_cpu_codecs(fmt: str) -> None:
     host = out.get()
     for o, r in zip(out_offs, raws):
         assert host[int(o) : int(o) + len(r)].tobytes() == r
-
-
-def test_a_corrupt_payload_is_named() -> None:
-    import cupy as cp
-
-    from gdsstore.gpu import nvcomp_capi
-
-    raws = [bytes(range(256)) * 64] * 3
-    payloads = _payloads("zstd", raws)
-    payloads[1] = payloads[1][:10] + b"\xff" * 20 + payloads[1][30:]
-    src, offs, lens = _batch(payloads)
-    out = cp.zeros(3 * 16384, cp.uint8)
-    with pytest.raises(nvcomp_capi.CapiError, match="payload 1 of 3"):
-        nvcomp_capi.decode_into("zstd", src, offs, lens, out, [0, 16384, 32768], [16384] * 3)
 
 
 def test_the_gil_is_released_while_the_gpu_decodes() -> None:
