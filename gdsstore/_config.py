@@ -262,15 +262,15 @@ class Settings:
     gpu_memory_budget: int = _setting(
         "gpu.memory_budget", 4 << 30, _int(16 << 20),
         """Device memory one GPU pipeline read or write plans for beyond its output (or input): staging, decoded
-        chunks and nvCOMP's scratch. Each window of chunks decodes at most a quarter of it (a window's staged
-        and decoded bytes and the next window's staging are alive at once), and what the call allocated is
-        given back when it returns: from a pool of its own when CuPy's default pool is the current allocator,
-        or through the allocator the user set (RMM's `rmm_cupy_allocator`, PyTorch's), which keeps it. A fixed
-        default, not a share of free memory. Measured on the H200 (1 GiB reads, zstd): at 4 GiB the peak was
-        4.6-5.0 GB and reads of 4 MiB chunks ran 8.9 GB/s; at 1 GiB the peak was 1.3-1.5 GB (shards then:
-        3.3 GB, since fixed) and 4 MiB chunks ran 3.3 GB/s, 256 KiB chunks 14 % slower: nvCOMP decodes one chunk
-        per thread block, so smaller windows of large chunks leave the GPU idle
-        ([GPU pipeline](gpu-pipeline.md#device-memory)). Lower it beside a model that owns the GPU. Each
+        chunks and nvCOMP's scratch. Each window of chunks decodes at most a sixth of it (alive at once: the
+        window's decoded bytes, nvCOMP's zstd scratch of about three times those, this window's and the next
+        window's compressed staging), and what the call allocated is given back when it returns: from a pool
+        of its own when CuPy's default pool is the current allocator, or through the allocator the user set
+        (RMM's `rmm_cupy_allocator`, PyTorch's), which keeps it. A fixed default, not a share of free memory.
+        Measured on the H200 (1 GiB reads, zstd): at 4 GiB the peak was 3.2-3.5 GB, and 4 MiB chunks read at
+        6.8 GB/s, 256 KiB chunks 7.5, shards 12.0; at 1 GiB the peak was 1.0-1.5 GB and they read at 2.5, 6.6
+        and 6.1: nvCOMP decodes each chunk in one thread block, so its rate grows with the chunks decoded at
+        once ([GPU pipeline](gpu-pipeline.md#device-memory)). Lower it beside a model that owns the GPU. Each
         concurrent call has its own budget. At least 16 MiB.""",
     )  # fmt: skip
     direct_io_read: bool = _setting(
