@@ -88,14 +88,14 @@ def test_zarr_codec_classes_on_device(tmp_path: Path) -> None:
 
 
 def test_device_trace_and_host_fallback(tmp_path: Path) -> None:
-    """A device read says it decoded on the GPU; a codec without a GPU decoder (blosc) decodes on the
-    host, goes up in one copy, and the trace says why."""
+    """A device read says it decoded on the GPU, blosc frames too (zarr v2 archives); a codec without a
+    batch decoder (numcodecs zstd) decodes on the host, goes up in one copy, and the trace says why."""
     import json
     import os
 
     import cupy as cp
     import zarr
-    from numcodecs import Blosc
+    from numcodecs import Blosc, Zstd
 
     import gdsstore
 
@@ -105,17 +105,19 @@ def test_device_trace_and_host_fallback(tmp_path: Path) -> None:
     with gdsstore.trace() as t:
         g["t"].read(device=True)
     assert "gpu-decode" in t.routes
-    root = tmp_path / "b.zarr"
     want = np.arange(50 * 70, dtype="<i4").reshape(50, 70)
-    zarr.create_array(str(root), shape=want.shape, chunks=(16, 32), dtype="<i4", zarr_format=2,
-                      compressors=Blosc(cname="lz4"))[:] = want
-    refs: dict[str, Any] = {".zgroup": json.dumps({"zarr_format": 2}), ".zarray": (root / ".zarray").read_text()}
-    refs.update({f: [f"file://{root / f}"] for f in os.listdir(root) if not f.startswith(".")})
-    with gdsstore.trace() as t:
-        got = ga.open_virtual({"version": 1, "refs": refs})[""].read(device=True)
-    assert isinstance(got, cp.ndarray) and (got.get() == want).all()
+    for name, compressor, route in (("b", Blosc(cname="lz4"), "gpu-decode"), ("z", Zstd(level=1), "cpu-codec")):
+        root = tmp_path / f"{name}.zarr"
+        zarr.create_array(str(root), shape=want.shape, chunks=(16, 32), dtype="<i4", zarr_format=2,
+                          compressors=compressor)[:] = want
+        refs: dict[str, Any] = {".zgroup": json.dumps({"zarr_format": 2}), ".zarray": (root / ".zarray").read_text()}
+        refs.update({f: [f"file://{root / f}"] for f in os.listdir(root) if not f.startswith(".")})
+        with gdsstore.trace() as t:
+            got = ga.open_virtual({"version": 1, "refs": refs})[""].read(device=True)
+        assert isinstance(got, cp.ndarray) and (got.get() == want).all()
+        assert route in t.routes, (name, t.routes)
     reasons = {reason for _, route, reason in t.by_reason() if route == "cpu-codec"}
-    assert any("blosc" in r for r in reasons), reasons
+    assert any("zstd" in r for r in reasons), reasons
 
 
 def test_device_read_of_big_endian_data(tmp_path: Path) -> None:
