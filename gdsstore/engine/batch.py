@@ -195,10 +195,13 @@ def _core_module() -> Any:
     if _core is None and _core_error is None:
         try:
             import gdsstore_core
-
-            _core = gdsstore_core
         except ImportError as exc:
             _core_error = f"gdsstore_core not importable ({exc})"
+        else:
+            if hasattr(gdsstore_core, "read_files") and hasattr(gdsstore_core, "stat_files"):
+                _core = gdsstore_core
+            else:  # a wheel built before the local batch calls: its remote waves still work
+                _core_error = "gdsstore_core has no local batch calls (an older build: run scripts/build_core.sh)"
     return _core
 
 
