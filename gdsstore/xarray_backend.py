@@ -232,7 +232,7 @@ def _virtual_source(target: Any, storage_options: Mapping[str, Any] | None) -> t
     from gdsstore.archives.icechunk import icechunk_store, is_icechunk
 
     if is_icechunk(target):
-        from gdsstore.archives.icechunk import open_icechunk
+        from gdsstore.archives.reader import open_icechunk
 
         store = icechunk_store(target)
         return store, open_icechunk(store, storage_options=storage_options)

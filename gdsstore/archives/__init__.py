@@ -49,7 +49,7 @@ _LAZY = {
     "open_virtual": "gdsstore.archives.reader",
     "VirtualStore": "gdsstore.archives.store",
     "from_icechunk": "gdsstore.archives.icechunk",
-    "open_icechunk": "gdsstore.archives.icechunk",
+    "open_icechunk": "gdsstore.archives.reader",
 }
 
 

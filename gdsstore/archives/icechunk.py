@@ -27,17 +27,14 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from gdsstore.archives.refs import INLINED, MISSING, ArrayRefs, codecs_v3, file_table
 from gdsstore.errors import ArchiveChangedError
 
-if TYPE_CHECKING:
-    from gdsstore.archives.reader import VirtualGroup
-
-__all__ = ["from_icechunk", "icechunk_store", "is_icechunk", "open_icechunk", "verify_stamps"]
+__all__ = ["from_icechunk", "icechunk_store", "is_icechunk", "verify_stamps"]
 
 #: icechunk.ChunkType values in the batches of ``array_chunk_iterator``.
 _NATIVE, _VIRTUAL, _INLINE = 1, 2, 3
@@ -242,31 +239,3 @@ def verify_stamps(store: Any, arrays: Mapping[str, ArrayRefs]) -> None:
             f"last-modified stamp: {text}. Open the repository with authorize_virtual_chunk_access for "
             "its virtual chunk containers, or pass check_stamps=False"
         ) from got
-
-
-def open_icechunk(
-    source: Any, *, branch: str | None = None, tag: str | None = None, snapshot_id: str | None = None,
-    storage_options: Mapping[str, Any] | None = None, check_stamps: bool = True, batch_size: int = BATCH_SIZE,
-) -> VirtualGroup:
-    """An Icechunk repository's arrays as a :class:`~gdsstore.archives.VirtualGroup` (see the module docstring).
-
-    Args:
-        source, branch, tag, snapshot_id, batch_size: as for :func:`from_icechunk`.
-        storage_options: for ``http(s)://`` and ``s3://`` targets, as for
-            :func:`~gdsstore.archives.open_virtual` (icechunk's container credentials are its own).
-        check_stamps: have icechunk check every referenced file's ETag / last-modified stamp now.
-
-    Returns:
-        :class:`~gdsstore.archives.VirtualGroup`.
-
-    Raises:
-        ArchiveChangedError: a file changed since its references were written (``check_stamps``).
-    """
-    from gdsstore.archives.reader import VirtualGroup
-
-    store = icechunk_store(source, branch=branch, tag=tag, snapshot_id=snapshot_id)
-    arrays = from_icechunk(store, batch_size=batch_size)
-    group = VirtualGroup(arrays, storage_options)  # local files stamped here: later changes fail the reads
-    if check_stamps:
-        verify_stamps(store, arrays)
-    return group

@@ -38,7 +38,7 @@ from gdsstore.engine.batch import groups
 from gdsstore.engine.pool import map_all
 from gdsstore.errors import ChunkDecodeError
 
-__all__ = ["VirtualArray", "VirtualGroup", "decode_rows", "gpu_unsupported", "open_virtual"]
+__all__ = ["VirtualArray", "VirtualGroup", "decode_rows", "gpu_unsupported", "open_icechunk", "open_virtual"]
 
 #: Chunks at most this many bytes apart share one read (HDF5 interleaves small B-tree nodes).
 MAX_GAP = 64 << 10
@@ -567,7 +567,7 @@ def open_virtual(source: Any, *, storage_options: Mapping[str, Any] | None = Non
     """
     if type(source).__name__ == "ManifestStore" and hasattr(source, "_group"):
         return VirtualGroup(from_manifest_store(source), storage_options)
-    from gdsstore.archives.icechunk import is_icechunk, open_icechunk
+    from gdsstore.archives.icechunk import is_icechunk
 
     if is_icechunk(source):
         return open_icechunk(source, storage_options=storage_options)
@@ -581,3 +581,32 @@ def open_virtual(source: Any, *, storage_options: Mapping[str, Any] | None = Non
         "open_virtual(): `source` must be a ManifestStore, a kerchunk dict or a JSON path, or an icechunk "
         f"Repository/Session/IcechunkStore, got {type(source).__name__}"
     )
+
+
+def open_icechunk(
+    source: Any, *, branch: str | None = None, tag: str | None = None, snapshot_id: str | None = None,
+    storage_options: Mapping[str, Any] | None = None, check_stamps: bool = True, batch_size: int | None = None,
+) -> VirtualGroup:
+    """An Icechunk repository's arrays as a :class:`~gdsstore.archives.VirtualGroup` (see the module docstring).
+
+    Args:
+        source, branch, tag, snapshot_id, batch_size: as for :func:`gdsstore.archives.icechunk.from_icechunk`
+            (``batch_size`` None: its default).
+        storage_options: for ``http(s)://`` and ``s3://`` targets, as for
+            :func:`~gdsstore.archives.open_virtual` (icechunk's container credentials are its own).
+        check_stamps: have icechunk check every referenced file's ETag / last-modified stamp now.
+
+    Returns:
+        :class:`~gdsstore.archives.VirtualGroup`.
+
+    Raises:
+        ArchiveChangedError: a file changed since its references were written (``check_stamps``).
+    """
+    from gdsstore.archives.icechunk import from_icechunk, icechunk_store, verify_stamps
+
+    store = icechunk_store(source, branch=branch, tag=tag, snapshot_id=snapshot_id)
+    arrays = from_icechunk(store, **({} if batch_size is None else {"batch_size": batch_size}))
+    group = VirtualGroup(arrays, storage_options)  # local files stamped here: later changes fail the reads
+    if check_stamps:
+        verify_stamps(store, arrays)
+    return group

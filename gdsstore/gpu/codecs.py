@@ -365,7 +365,6 @@ class BloscCodec(_ZarrBlosc):
 
     def _decode_many(self, bufs: list[Buffer], specs: list[ArraySpec]) -> list[Buffer]:
         from gdsstore.gpu import blosc, nvcomp  # on first use: zarr loads this module for its codec names
-        from gdsstore.gpu.decode import raw_nbytes
 
         t0 = time.perf_counter()
         d = nvcomp.route_codec("blosc", device=bool(bufs) and all(is_device_buffer(b) for b in bufs))
@@ -376,7 +375,8 @@ class BloscCodec(_ZarrBlosc):
         arrays = [_as_device_bytes(b) for b in bufs]
         lengths = np.array([int(a.size) for a in arrays], dtype=np.int64)
         src = _cupy().concatenate(arrays)
-        want = np.array([raw_nbytes(s) for s in specs], dtype=np.int64)
+        # Each chunk's raw bytes (gpu.decode.raw_nbytes, which imports this module: no cycle)
+        want = np.array([int(np.prod(s.shape)) * s.dtype.to_native_dtype().itemsize for s in specs], dtype=np.int64)
         dec = blosc.decode_frames(src, np.cumsum(lengths) - lengths, lengths, want, host=src.get())
         done = dec.where >= 0
         _record("decode", "gpu-decode", d.reason, int(dec.lens[done].sum()), t0)

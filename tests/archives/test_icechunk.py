@@ -16,8 +16,8 @@ import pytest
 
 import gdsstore.archives as ga
 from gdsstore import xarray_backend
-from gdsstore.archives import ArchiveChangedError
-from gdsstore.archives.icechunk import from_icechunk, icechunk_store, open_icechunk
+from gdsstore.archives import ArchiveChangedError, open_icechunk
+from gdsstore.archives.icechunk import from_icechunk, icechunk_store
 from gdsstore.archives.refs import INLINED, from_manifest_store
 
 from .cf_data import VARIABLES, write_cf

@@ -18,8 +18,8 @@ from zarr.core.chunk_grids import ChunkGrid
 from zarr.core.indexing import get_indexer
 
 from gdsstore.engine.ranges import coalesce_ranges
-from gdsstore.gpu.memory import WINDOW_SHARE
 from gdsstore.gpu import plan
+from gdsstore.gpu.memory import WINDOW_SHARE
 
 FILL = -7
 

@@ -1,7 +1,10 @@
 """A corrupt zstd payload through nvCOMP: the C API binding vs the Python API (each in its own process),
 and a pipeline read checked byte for byte under the C API."""
-import subprocess, sys
-CODE = r'''
+
+import subprocess
+import sys
+
+CODE = r"""
 import sys, numpy as np, cupy as cp
 from numcodecs import Zstd
 from gdsstore.gpu import nvcomp, nvcomp_capi
@@ -26,11 +29,11 @@ try:
     cp.zeros(4).sum().get(); print(sys.argv[1], "context usable after")
 except Exception as e:
     print(sys.argv[1], "context broken after:", type(e).__name__)
-'''
+"""
 for mode in ("python", "capi"):
     r = subprocess.run([sys.executable, "-c", CODE, mode], capture_output=True, text=True, timeout=60)
     print((r.stdout + r.stderr[-300:]).strip())
-READ = r'''
+READ = r"""
 import numpy as np, cupy as cp, zarr, tempfile, gdsstore
 from zarr.codecs import ZstdCodec
 d = tempfile.mkdtemp()
@@ -41,6 +44,6 @@ for chunks in ((256, 256), (1024, 1024)):
     with gdsstore.enable_gpu(), gdsstore.trace() as t:
         x = zarr.open_array(gdsstore.GDSStore(d + f"/a{chunks[0]}.zarr"), mode="r")[:]
     print(chunks, "equal:", bool((x.get() == data).all()), [r for r in t.routes])
-'''
+"""
 r = subprocess.run([sys.executable, "-c", READ], capture_output=True, text=True, timeout=90)
 print((r.stdout + r.stderr[-500:]).strip())
