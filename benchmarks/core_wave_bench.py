@@ -1,13 +1,17 @@
-"""The wave alone: many GETs into one host buffer, through the native core, obstore and gdsstore's current
-Python wave, with the bytes checked, interleaved rounds, medians, and CPU-seconds per round.
+"""The wave alone: many GETs into one host buffer, through the native core, obstore and gdsstore's
+pure-Python wave, with the bytes checked, interleaved rounds, medians, and CPU-seconds per round.
 
-Workloads: ``N x SIZE`` objects served by nginx (tests/servers/nginx.py) on loopback, and ``2,048 x 64 KiB``
-behind a server that answers every GET after ``--latency`` seconds (aiohttp), as requests per second.
-Contenders: the core's wave, obstore's sync ``get()`` from 16 threads, gdsstore's pure-Python wave,
-gdsstore's fsspec ``cat`` (the wave through the filesystem) and, where installed, tensorstore's ``http``
-kvstore (its default concurrency, and 256 in flight under latency).
+Workloads: ``N x SIZE`` objects served by nginx (tests/servers/nginx.py) on loopback, over HTTP and, nginx
+answering path-style S3 GETs (it ignores the signature, so each client's own S3 cost shows), over S3;
+and ``2,048 x 64 KiB`` behind a server that answers every GET after ``--latency`` seconds (aiohttp), as
+requests per second. Contenders: the core's wave, obstore's sync ``get()`` from 16 threads, gdsstore's
+pure-Python wave, gdsstore's fsspec ``cat`` (the wave through the filesystem, sizes unknown, default settings) and, where
+installed, tensorstore's ``http``/``s3`` kvstore (its default concurrency, and 256 in flight under
+latency). ``--only`` keeps the contenders whose name holds one of its words.
 
     .venv/bin/python benchmarks/core_wave_bench.py --rounds 5 --out benchmarks/results/2026-12-01-cpu-core/wave.json
+    # fsspec cat against its anchors, HTTP and S3, no latency rows:
+    .venv/bin/python benchmarks/core_wave_bench.py --only cat,tensorstore,obstore --protocols http,s3 --latency 0
 """
 
 from __future__ import annotations
@@ -57,6 +61,15 @@ def _check(buf: np.ndarray, data: list[bytes], size: int) -> int:
     return len(data) * size
 
 
+# nginx as a path-style S3 endpoint: any keys; the bucket is the directory ``BUCKET`` under its root.
+BUCKET = "bench"
+S3_KEYS = {"key": "bench-key", "secret": "bench-secret", "region_name": "us-east-1"}
+
+
+def _s3_options(endpoint: str) -> dict[str, str]:
+    return {**S3_KEYS, "endpoint_url": endpoint.rstrip("/")}
+
+
 def core_reader(base: str, name: str, data: list[bytes], size: int, conc: int) -> Reader:
     store = core.http_store(base, connect_timeout=10.0, pool_idle=conc)
     step = (size + 63) // 64 * 64
@@ -72,14 +85,20 @@ def core_reader(base: str, name: str, data: list[bytes], size: int, conc: int) -
     return run
 
 
-def obstore_reader(base: str, name: str, data: list[bytes], size: int, conc: int) -> Reader:
+def obstore_reader(base: str, name: str, data: list[bytes], size: int, conc: int, s3: str | None = None) -> Reader:
+    """obstore's sync ``get()`` from 16 threads (its fastest form measured); ``s3``: the endpoint, for
+    ``S3Store`` (path-style, signed)."""
     import obstore
-    from obstore.store import HTTPStore
+    from obstore.store import HTTPStore, S3Store
 
-    store = HTTPStore.from_url(base, client_options={"allow_http": True, "pool_max_idle_per_host": str(conc)})
+    opts = {"allow_http": True, "pool_max_idle_per_host": str(conc)}
+    store: Any = (S3Store(BUCKET, endpoint=s3.rstrip("/"), access_key_id=S3_KEYS["key"],
+                          secret_access_key=S3_KEYS["secret"], region="us-east-1",
+                          virtual_hosted_style_request=False, client_options=opts)
+                  if s3 else HTTPStore.from_url(base, client_options=opts))
     step = (size + 63) // 64 * 64
     buf = np.zeros(step * len(data), np.uint8)
-    pool = ThreadPoolExecutor(16)  # obstore's sync get() from 16 threads (its fastest form measured)
+    pool = ThreadPoolExecutor(16)
 
     def one(i: int) -> None:
         body = obstore.get(store, f"{name}/{i}").bytes()
@@ -92,13 +111,18 @@ def obstore_reader(base: str, name: str, data: list[bytes], size: int, conc: int
     return run
 
 
-def tensorstore_reader(base: str, name: str, data: list[bytes], size: int, conc: int | None) -> Reader:
-    """tensorstore's ``http`` kvstore: every read issued at once, ``http_request_concurrency`` in flight
-    (its default where ``conc`` is None)."""
+def tensorstore_reader(base: str, name: str, data: list[bytes], size: int, conc: int | None,
+                       s3: str | None = None) -> Reader:
+    """tensorstore's ``http`` (or ``s3``: the endpoint) kvstore: every read issued at once,
+    ``http_request_concurrency`` in flight (its default where ``conc`` is None)."""
     import tensorstore as ts
 
     ctx = ts.Context({"http_request_concurrency": {"limit": conc}}) if conc else ts.Context()
-    kv = ts.KvStore.open({"driver": "http", "base_url": base.rstrip("/")}, context=ctx).result()
+    origin = base[: base.index("/", len("http://"))]  # the keys go under the base's path
+    spec: dict[str, Any] = ({"driver": "s3", "bucket": BUCKET, "endpoint": s3.rstrip("/"), "aws_region": "us-east-1",
+                             "aws_credentials": {"type": "anonymous"}}
+                            if s3 else {"driver": "http", "base_url": origin, "path": base.removeprefix(origin)})
+    kv = ts.KvStore.open(spec, context=ctx).result()
     step = (size + 63) // 64 * 64
     buf = np.zeros(step * len(data), np.uint8)
 
@@ -111,18 +135,24 @@ def tensorstore_reader(base: str, name: str, data: list[bytes], size: int, conc:
     return run
 
 
-def fsspec_cat_reader(base: str, name: str, data: list[bytes], size: int, conc: int) -> Reader:
-    """gdsstore's fsspec filesystem: one ``cat`` of every object's URL (one wave)."""
+def fsspec_cat_reader(base: str, name: str, data: list[bytes], size: int, conc: int | None,
+                      s3: str | None = None) -> Reader:
+    """gdsstore's fsspec filesystem: one ``cat`` of every object's URL (one wave, sizes unknown), with
+    ``remote.wave_concurrency`` ``conc`` (None: its default)."""
     import fsspec
 
-    fs, _ = fsspec.core.url_to_fs(f"gds::{base}")
-    urls = [f"{base}{name}/{i}" for i in range(len(data))]
+    if s3:
+        fs = fsspec.filesystem("gds", target_protocol="s3", target_options=_s3_options(s3))
+        urls = [f"s3://{BUCKET}/{name}/{i}" for i in range(len(data))]
+    else:
+        fs, _ = fsspec.core.url_to_fs(f"gds::{base}")
+        urls = [f"{base}{name}/{i}" for i in range(len(data))]
 
     def run() -> int:
-        with gdsstore.config.set({"remote.wave_concurrency": conc}):
+        with gdsstore.config.set({"remote.wave_concurrency": conc} if conc else {}):
             got = fs.cat(urls)
-        for i in (0, len(urls) // 2, len(urls) - 1):
-            assert got[urls[i]] == data[i], f"wrong bytes for {urls[i]}"
+        for i in (0, len(urls) // 2, len(urls) - 1):  # keys: the paths as the filesystem strips them
+            assert got[fs._strip_protocol(urls[i])] == data[i], f"wrong bytes for {urls[i]}"
         return len(urls) * size
 
     return run
@@ -220,45 +250,67 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+def _contenders(base: str, label: str, data: list[bytes], size: int, s3: str | None) -> dict[str, Reader]:
+    """Every contender of one workload; ``s3``: nginx's endpoint, the S3 rows (the same objects)."""
+    if s3:
+        readers = {
+            "gdsstore fsspec cat": fsspec_cat_reader(base, label, data, size, None, s3),
+            "obstore sync 16 threads": obstore_reader(base, label, data, size, 64, s3),
+        }
+        if _has("tensorstore"):
+            readers["tensorstore kvstore (default)"] = tensorstore_reader(base, label, data, size, None, s3)
+        return readers
+    readers = {
+        "core c=64": core_reader(base, label, data, size, 64),
+        "core c=256": core_reader(base, label, data, size, 256),
+        "obstore sync 16 threads": obstore_reader(base, label, data, size, 64),
+        "python wave c=64": python_reader(base, label, data, size, 64),
+        "gdsstore fsspec cat": fsspec_cat_reader(base, label, data, size, None),
+    }
+    if _has("tensorstore"):
+        readers["tensorstore kvstore (default)"] = tensorstore_reader(base, label, data, size, None)
+    return readers
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--latency", type=float, default=0.020)
+    ap.add_argument("--latency", type=float, default=0.020, help="seconds; 0: no latency rows")
+    ap.add_argument("--loads", default="4096x16KiB,4096x256KiB,256x4MiB", help="comma-separated workloads")
+    ap.add_argument("--protocols", default="http", help="comma-separated: http, s3 (nginx as path-style S3)")
+    ap.add_argument("--only", default="", help="comma-separated words: keep the contenders whose name holds one")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     if not core.available():
         sys.exit(f"core_wave_bench: {core.unavailable_reason()}")
     from servers.nginx import NginxServer
 
+    words = [w for w in args.only.split(",") if w]
     results: dict[str, Any] = {
         "machine": f"{platform.node()} {os.cpu_count()} cores", "python": sys.version.split()[0],
         "note": "other work may share the machine's cores: compare ratios of one run",
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]), "rounds": args.rounds,
     }
+    shapes = {"4096x16KiB": (4096, 16 << 10), "4096x256KiB": (4096, 256 << 10), "256x4MiB": (256, 4 << 20)}
     with tempfile.TemporaryDirectory() as root:
         os.chmod(root, 0o755)
-        loads = {"4096x16KiB": (4096, 16 << 10), "4096x256KiB": (4096, 256 << 10), "256x4MiB": (256, 4 << 20)}
         srv = NginxServer(root, workers=2)
         try:
-            for label, (n, size) in loads.items():
-                data = _write(root, label, n, size)
-                base = srv.url("")
-                readers = {
-                    "core c=64": core_reader(base, label, data, size, 64),
-                    "core c=256": core_reader(base, label, data, size, 256),
-                    "obstore sync 16 threads": obstore_reader(base, label, data, size, 64),
-                    "python wave c=64": python_reader(base, label, data, size, 64),
-                    "gdsstore fsspec cat": fsspec_cat_reader(base, label, data, size, 256),
-                }
-                if _has("tensorstore"):
-                    readers["tensorstore kvstore (default)"] = tensorstore_reader(base, label, data, size, None)
-                results[label] = _measure(readers, args.rounds)
-                print(label, json.dumps({k: round(v["GB/s"], 2) for k, v in results[label].items()}), flush=True)
+            for label in args.loads.split(","):
+                n, size = shapes[label]
+                data = _write(os.path.join(root, BUCKET), label, n, size)
+                for proto in args.protocols.split(","):
+                    readers = _contenders(srv.url(f"{BUCKET}/"), label, data, size, srv.url("") if proto == "s3" else None)
+                    readers = {k: r for k, r in readers.items() if not words or any(w in k for w in words)}
+                    row = f"{label} {proto}"
+                    results[row] = _measure(readers, args.rounds)
+                    print(row, json.dumps({k: round(v["GB/s"], 2) for k, v in results[row].items()}), flush=True)
         finally:
             srv.close()
-    lat = latency_rows(args.latency, 2048, 64 << 10, args.rounds, [64, 256, 1024])
-    results[f"2048x64KiB latency {args.latency * 1e3:.0f} ms"] = lat
-    print("latency", json.dumps({k: round(v["requests/s"]) for k, v in lat.items()}), flush=True)
+    if args.latency > 0:
+        lat = latency_rows(args.latency, 2048, 64 << 10, args.rounds, [64, 256, 1024])
+        results[f"2048x64KiB latency {args.latency * 1e3:.0f} ms"] = lat
+        print("latency", json.dumps({k: round(v["requests/s"]) for k, v in lat.items()}), flush=True)
     if args.out:
         os.makedirs(os.path.dirname(args.out), exist_ok=True)
         with open(args.out, "w") as f:

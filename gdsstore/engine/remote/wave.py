@@ -411,8 +411,9 @@ def read_wave(
         expect: whole objects' sizes when known (chunks without compression): no room to guess, and
             an object of another size is an error.
         exact: the ranges lie inside their objects (shard index entries): a shorter answer is an error.
-        room: bytes to set aside for whole objects of unknown size (default: 1 MiB per such object,
-            1 GiB at most); more, if needed, costs one copy.
+        room: bytes to set aside for whole objects of unknown size (default: per such object, the
+            largest of the backend's last wave, else 1 MiB; 1 GiB in all at most); an object larger than
+            its share is asked again (through the core) or costs one copy (the pure-Python way).
         max_gap: ranges of one object at most this far apart share a request (0: touching ones).
         max_bytes: a shared request stays within this (default ``remote.max_range_size``).
         errors: ``"raise"`` the first failure, or ``"return"`` each in :attr:`Wave.errors`.
@@ -429,8 +430,13 @@ def read_wave(
     reqs, fixed = _plan(keys, items, expect, exact, max_gap, max_bytes or s.remote_max_range_size)
     open_sized = sum(1 for r in reqs if r.slot < 0)
     t0 = time.perf_counter()
-    spare = room if room is not None else min(open_sized * _ROOM, _ROOM_MAX)
-    buf = _Room(fixed, spare, alloc, sparse=room is None)  # a caller's own room (the GPU pipeline's pinned) as it is
+    # Room for objects of unknown size: the caller's (the GPU pipeline's learned average, pinned: left as it
+    # is), else the largest such object of this backend's last wave (objects of one dataset tend to be of
+    # one size: slots packed, huge pages welcome), else a generous guess in mostly untouched, small pages.
+    hint = getattr(backend, "room_hint", 0) if room is None else 0
+    share = min(_pad(hint) if hint else _ROOM, _ROOM_MAX // max(1, open_sized))
+    spare = room if room is not None else open_sized * share
+    buf = _Room(fixed, spare, alloc, sparse=room is None and not hint)
     failed = threading.Event()
     errs: dict[int, BaseException] = {}
     sources: dict[str, RangeSource] = {}
@@ -475,6 +481,8 @@ def read_wave(
         reason = _reason(transport, bool(todo), s)
         _trace.record("read", src.route, reason, int(sizes.clip(0).sum()), time.perf_counter() - t0,
                       getattr(backend, "url", ""), None, requests=len(reqs))
+    if room is None and open_sized and hasattr(backend, "room_hint"):
+        backend.room_hint = max([0, *(r.got for r in reqs if r.slot < 0)])
     return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs))
 
 
@@ -493,6 +501,8 @@ class WaveReads:
     """The remote backends' :meth:`~gdsstore.engine.backend.Backend.get_many`: one :func:`read_wave`."""
 
     waves = True
+    #: The largest object of unknown size of the last wave (0: none yet): the next wave's room per object.
+    room_hint = 0
 
     def source(self, key: str, where: str) -> RangeSource:
         raise NotImplementedError
