@@ -39,7 +39,7 @@ def _view(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], dt: Any) -
 def emulated(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     calls = {"blocks": 0}
 
-    def decode(chain: Any, specs: Any, staged: Any) -> Any:
+    def decode(chain: Any, specs: Any, staged: Any, names: Any = None) -> Any:
         present = staged.present.tolist()
         raws = gdecode.RawChunks(len(specs))
         for i, raw in gdecode.decode_bb_on_host(chain, specs, staged, present):
