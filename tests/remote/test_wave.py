@@ -267,6 +267,18 @@ def test_one_trace_row_per_wave(faults: FaultServer, objs: dict[str, bytes], cli
     assert reason == want, reason
 
 
+def test_a_backend_the_core_cannot_take_says_so(faults: FaultServer, objs: dict[str, bytes], client: str) -> None:
+    # Custom headers (credentials the core is not handed): the pure-Python way, with the reason.
+    b = backend_for(f"http://127.0.0.1:{faults.port}/ok/0", {"headers": {"X-Token": "t"}})
+    with gdsstore.trace() as t:
+        w = b.get_many(list(objs), None, host)
+    assert [w.view(i).tobytes() for i in range(len(objs))] == list(objs.values())
+    (reason,) = {e.reason for e in t.events}
+    want = "wave: python: no core route for this backend" if client == "core" else "wave: python: remote.core=off"
+    assert reason.startswith(want), reason
+    assert all({k.lower(): v for k, v in h.items()}.get("x-token") == "t" for m, _, _, h in faults.log if m == "GET")
+
+
 CORELESS = """
 import hashlib, json, sys
 sys.modules["gdsstore_core"] = None  # `import gdsstore_core` fails, as where the core is not built

@@ -316,13 +316,22 @@ def _regrow(reqs: list[_Request], big: list[tuple[int, core.CorePiece, int]], ro
     return [(k, dataclasses.replace(p, slot=room.reserve(reqs[k], _pad(n)), cap=n)) for (k, p, _), n in zip(big, sizes)]
 
 
-def _core(backend: Any, reqs: list[_Request], room: _Room, open_sized: int, where: str, s: policy.Settings,
-          errs: dict[int, BaseException], alloc: Alloc, free: Callable[[Any], None]) -> list[int]:
+def _transport(backend: Any, reqs: list[_Request], where: str,
+               s: policy.Settings) -> tuple[policy.Decision, tuple[Any, str, list[str | None]] | None]:
+    """Who sends the wave (the policy's decision) and, for the core, the backend's ``(store, base, paths)``."""
+    missing = None if s.remote_core == "off" or core.available() else core.unavailable_reason()
+    target = None
+    if s.remote_core != "off" and missing is None and reqs and hasattr(backend, "core_paths"):
+        target = backend.core_paths([r.key for r in reqs], where)  # None: this backend's settings keep it off
+    transport = policy.decide_wave_transport(takes_core=target is not None, requests=len(reqs),
+                                             core_missing=missing, s=s)
+    return transport, target if transport.route == "core" else None
+
+
+def _core(target: tuple[Any, str, list[str | None]], reqs: list[_Request], room: _Room, open_sized: int, where: str,
+          s: policy.Settings, errs: dict[int, BaseException], alloc: Alloc, free: Callable[[Any], None]) -> list[int]:
     """The wave through the native core (:mod:`.core`): one call, and one more for objects larger than
     their room; returns the requests still to ask the pure-Python way. Failures for good go into ``errs``."""
-    target = backend.core_paths([r.key for r in reqs], where)
-    if target is None:
-        return list(range(len(reqs)))
     store, base, paths = target
     each = (room.cap - room.used) // max(1, open_sized) // _ALIGN * _ALIGN
     asks: list[tuple[int, core.CorePiece]] = []
@@ -456,10 +465,8 @@ def read_wave(
         return 0
 
     try:
-        transport = policy.decide_wave_transport(
-            takes_core=hasattr(backend, "core_paths"), requests=len(reqs),
-            core_missing=None if s.remote_core == "off" or core.available() else core.unavailable_reason(), s=s)
-        todo = _core(backend, reqs, buf, open_sized, where, s, errs, alloc, free) if transport.route == "core" else list(range(len(reqs)))
+        transport, target = _transport(backend, reqs, where, s)
+        todo = list(range(len(reqs))) if target is None else _core(target, reqs, buf, open_sized, where, s, errs, alloc, free)
         if errs and errors == "raise":
             raise errs[min(errs)]
         run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), s.remote_wave_concurrency).result()
