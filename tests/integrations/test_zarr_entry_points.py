@@ -30,6 +30,7 @@ def test_declared_codec_entry_points_name_classes_that_exist() -> None:
     assert set(eps) == {
         "zstd", "gzip", "crc32c", "numcodecs.zstd", "numcodecs.lz4",
         "numcodecs.zlib", "numcodecs.shuffle", "numcodecs.fletcher32",  # the archives' HDF5 filters (issue 25)
+        "blosc",  # zarr v3's blosc codec, decoded on the GPU (issue 25)
     }
     for name, value in eps.items():
         module, attr = value.split(":")
