@@ -471,11 +471,11 @@ def decide_write_transport(
     s = s or settings()
     if s.remote_core == "off":
         return Decision("botocore", "botocore: remote.core=off")
+    if core_missing is not None:
+        return Decision("botocore", f"botocore: native core unavailable ({core_missing})")
     if not takes_core:
         return Decision("botocore", "botocore: no core route for this client (custom TLS or botocore settings, "
                                     "version_aware, s3_additional_kwargs, or no credentials)")
-    if core_missing is not None:
-        return Decision("botocore", f"botocore: native core unavailable ({core_missing})")
     if create_multipart:
         return Decision("botocore", "botocore: a create-only multipart upload (the core completes multipart "
                                     "uploads unconditionally)")

@@ -37,6 +37,26 @@ def read_wave(
     changed, status, range, range_ignored, length, short, encoding, too_large, timeout, connect, io,
     unsupported (object_store cannot take the item; read it another way), invalid, panic."""
 
+def write_objects(
+    store: Store,
+    paths: list[str],
+    buffer: Any,
+    starts: list[int],
+    lengths: list[int],
+    *,
+    mode: str,
+    threshold: int,
+    part_size: int,
+    concurrency: int = 256,
+    timeout: float = 30.0,
+) -> list[tuple[str | None, str | None, tuple[str, int, str] | None]]:
+    """PUT ``buffer[starts[i]:starts[i] + lengths[i]]`` (any contiguous buffer) as each path, at most
+    ``concurrency`` requests in flight, the GIL released. An object above ``threshold`` bytes is a multipart
+    upload in parts of ``part_size`` (aborted where it fails: nothing becomes visible). ``mode``
+    ``"overwrite"``, or ``"create"`` (``If-None-Match: *``: an existing object fails its item, kind exists).
+    A request has ``timeout`` seconds plus one per MiB of its body. Returns ``(ETag, version id, error)`` per
+    item, error ``(kind, HTTP status or 0, message)`` or None; kinds as :func:`read_wave`'s plus exists."""
+
 def versions() -> tuple[tuple[str, str], ...]: ...
 
 def read_files(

@@ -2,6 +2,7 @@
 //! into its slot of one caller buffer, over the `object_store` crate on one tokio runtime per process.
 
 mod local;
+mod put;
 mod runtime;
 mod store;
 mod wave;
@@ -286,6 +287,109 @@ fn stat_files(
     report(py, done, &out)
 }
 
+type PutRow = (
+    Option<String>,
+    Option<String>,
+    Option<(&'static str, u16, String)>,
+);
+
+/// Upload `buffer[starts[i]:starts[i] + lengths[i]]` as each path; see `gdsstore_core.pyi`.
+#[pyfunction]
+#[pyo3(signature = (store, paths, buffer, starts, lengths, *, mode, threshold, part_size, concurrency = 256, timeout = 30.0))]
+#[allow(clippy::too_many_arguments)]
+fn write_objects<'py>(
+    py: Python<'py>,
+    store: &Store,
+    paths: Vec<String>,
+    buffer: &Bound<'py, PyAny>,
+    starts: Vec<usize>,
+    lengths: Vec<usize>,
+    mode: &str,
+    threshold: usize,
+    part_size: usize,
+    concurrency: usize,
+    timeout: f64,
+) -> PyResult<Vec<PutRow>> {
+    const WHO: &str = "write_objects()";
+    let n = paths.len();
+    if starts.len() != n || lengths.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "{WHO}: {n} paths but {} starts and {} lengths",
+            starts.len(),
+            lengths.len()
+        )));
+    }
+    let create = match mode {
+        "overwrite" => false,
+        "create" => true,
+        m => {
+            return Err(PyValueError::new_err(format!(
+                "{WHO}: `mode` must be 'overwrite' or 'create', got {m:?}"
+            )))
+        }
+    };
+    if part_size == 0 || !(timeout > 0.0 && timeout.is_finite()) {
+        return Err(PyValueError::new_err(format!(
+            "{WHO}: `part_size` must be > 0 and `timeout` > 0, got {part_size} and {timeout}"
+        )));
+    }
+    let buf = PyBuffer::<u8>::get(buffer)?;
+    if !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!(
+            "{WHO}: `buffer` must be a contiguous uint8 buffer"
+        )));
+    }
+    let len = buf.len_bytes();
+    if let Some(i) = (0..n).find(|&i| starts[i].checked_add(lengths[i]).is_none_or(|e| e > len)) {
+        return Err(PyValueError::new_err(format!(
+            "{WHO}: item {i}: bytes {}+{} outside the buffer of {len} bytes",
+            starts[i], lengths[i]
+        )));
+    }
+    let mut outs: Vec<PutRow> = vec![(None, None, None); n];
+    let mut items = Vec::with_capacity(n);
+    let mut index = Vec::with_capacity(n);
+    for (i, p) in paths.into_iter().enumerate() {
+        match Path::parse(&p) {
+            Ok(path) => {
+                items.push(put::Put {
+                    path,
+                    start: starts[i],
+                    len: lengths[i],
+                });
+                index.push(i);
+            }
+            Err(e) => outs[i].2 = Some(("unsupported", 0, e.to_string())),
+        }
+    }
+    let plan = put::Plan {
+        create,
+        threshold,
+        part: part_size,
+        concurrency,
+        timeout: Duration::from_secs_f64(timeout),
+    };
+    let from = Target(buf.buf_ptr() as usize);
+    let os = store.get().map_err(PyRuntimeError::new_err)?;
+    let rt = runtime::get()
+        .map_err(|e| PyRuntimeError::new_err(format!("gdsstore_core: no runtime: {e}")))?;
+    // `buf` stays alive (and the memory exported) until every upload is over.
+    let done = py
+        .allow_threads(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                rt.block_on(put::run(os, items, from, plan))
+            }))
+        })
+        .map_err(|_| {
+            PyRuntimeError::new_err("gdsstore_core: the uploads failed inside the core")
+        })?;
+    for (i, d) in index.into_iter().zip(done) {
+        outs[i] = (d.etag, d.version, d.error);
+    }
+    drop(buf);
+    Ok(outs)
+}
+
 /// The crate versions this core was built with.
 #[pyfunction]
 fn versions(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
@@ -302,6 +406,7 @@ fn versions(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
 fn gdsstore_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Store>()?;
     m.add_function(wrap_pyfunction!(read_wave, m)?)?;
+    m.add_function(wrap_pyfunction!(write_objects, m)?)?;
     m.add_function(wrap_pyfunction!(read_files, m)?)?;
     m.add_function(wrap_pyfunction!(stat_files, m)?)?;
     m.add_function(wrap_pyfunction!(versions, m)?)?;

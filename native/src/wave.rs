@@ -33,7 +33,7 @@ pub struct Outcome {
     pub error: Option<(&'static str, u16, String)>,
 }
 
-type Failure = (&'static str, u16, String);
+pub type Failure = (&'static str, u16, String);
 
 /// The base address of the caller's buffer, shared by the tasks; each writes only inside its own slot
 /// (slots are checked in bounds and disjoint before the wave starts).
@@ -77,7 +77,7 @@ fn http_kind(e: &(dyn std::error::Error + 'static)) -> Option<HttpErrorKind> {
 }
 
 /// The kind of a failure, for Python's exception tree and retry policy.
-fn classify(e: &object_store::Error) -> Failure {
+pub fn classify(e: &object_store::Error) -> Failure {
     use object_store::Error as E;
     let msg = scrub(&e.to_string());
     let (kind, status) = match e {
@@ -85,6 +85,7 @@ fn classify(e: &object_store::Error) -> Failure {
         E::PermissionDenied { .. } => ("permission", 403),
         E::Unauthenticated { .. } => ("permission", 401),
         E::Precondition { .. } => ("changed", 412),
+        E::AlreadyExists { .. } => ("exists", 412),
         E::NotSupported { .. } => ("range_ignored", 200),
         _ => match status_in(&msg) {
             Some(404) => ("not_found", 404),

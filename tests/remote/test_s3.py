@@ -63,7 +63,7 @@ def test_write_single_put_and_multipart(s3: dict[str, Any]) -> None:
     assert head["ContentLength"] == len(big)
     assert head["ETag"].strip('"').endswith("-3")  # a 3-part multipart upload
     (w,) = [e for e in t.events if e.op == "write"]
-    assert w.route == "s3" and w.reason == "multipart upload (> remote.multipart_threshold 5 MiB, parts of 5 MiB)"
+    assert w.route == "s3" and w.reason.startswith("multipart upload (> remote.multipart_threshold 5 MiB, parts of 5 MiB); ")
     assert w.nbytes == len(big)  # the size is a column, never part of the reason (one row per route+reason)
     with gdsstore.open("s3://test-bucket/big.bin", **opts(s3)) as f:
         buf = bytearray(f.size)
@@ -226,7 +226,8 @@ def test_virtual_host_addressing_end_to_end(s3: dict[str, Any], loopback_subdoma
     with gdsstore.open("s3://test-bucket/v/obj.bin", **o) as f:
         buf = np.empty(f.size, "u1")
         assert f.read(buf) == len(DATA) and buf.tobytes() == DATA
-    with gdsstore.open("s3://test-bucket/v/new.bin", "wb", **o) as f:
+    # The native core resolves names in Rust, past the patched resolver: botocore writes here.
+    with gdsstore.config.set({"remote.core": "off"}), gdsstore.open("s3://test-bucket/v/new.bin", "wb", **o) as f:
         f.write(DATA[:1000])
     assert s3["client"].get_object(Bucket="test-bucket", Key="v/new.bin")["Body"].read() == DATA[:1000]
     b = backend_for("s3://test-bucket/v", o)

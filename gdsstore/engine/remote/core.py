@@ -1,5 +1,8 @@
 """The native I/O core (``gdsstore_core``, Rust over ``object_store``): a whole wave of GETs in one call.
 
+Writes go the same way (:func:`write_objects`): many objects, each a slice of one host buffer, in one call,
+PUTs (multipart uploads above ``remote.multipart_threshold``) in flight at once with the GIL released.
+
 Python plans the wave — paths, byte ranges, expected sizes, slots in one buffer — and :func:`read_wave`
 hands it to the core, which runs up to ``concurrency`` requests at once with the GIL released, writes each
 body straight into its slot and checks every answer (status, ``Content-Range``, length, ``Content-Encoding``).
@@ -32,7 +35,10 @@ from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIO
 if TYPE_CHECKING:
     import gdsstore_core
 
-__all__ = ["CorePiece", "CoreResult", "available", "http_store", "read_wave", "s3_store", "unavailable_reason"]
+__all__ = [
+    "CorePiece", "CoreResult", "CoreWrite", "available", "http_store", "read_wave", "s3_store", "unavailable_reason",
+    "write_objects",
+]
 
 _lock = threading.Lock()
 _module: Any = None
@@ -246,6 +252,92 @@ def read_wave(
             res.error = exc
         for i in again:
             results[i].kind = None
+        todo = again
+        if todo:
+            time.sleep(retry.delay(attempt))
+            attempt += 1
+    return results
+
+
+@dataclass
+class CoreWrite:
+    """What one upload did: the object's ``etag`` (and ``version``), or ``error`` with its ``kind``."""
+
+    etag: str | None = None
+    version: str | None = None
+    kind: str | None = None
+    error: BaseException | None = None
+    attempts: int = 0
+
+
+def _write_error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> BaseException:
+    """An upload's failure as the exceptions of the botocore route (same types, same wording)."""
+    if kind == "exists":
+        return FileExistsError(f"{what}: {status or 412}: the key exists")
+    if kind == "permission":
+        return PermissionError(f"{what}: {status}: access denied")
+    if kind == "not_found":
+        return FileNotFoundError(f"{what}: 404: no such bucket or key")
+    return _error(kind, status, msg, what, retry)
+
+
+def write_objects(
+    store: Any,
+    whats: Sequence[str],
+    paths: Sequence[str],
+    buffer: Any,
+    spans: Sequence[tuple[int, int]],
+    *,
+    create: bool,
+    threshold: int,
+    part_size: int,
+    retry: RetryPolicy,
+    concurrency: int,
+    timeout: float,
+) -> list[CoreWrite]:
+    """Upload ``buffer[start:start + length]`` of each ``spans[i]`` as ``paths[i]``, retrying transient failures.
+
+    Args:
+        store: from :func:`s3_store` (or :func:`http_store`).
+        whats: each item's description for messages (``"PUT s3://bucket/key"``; no secrets).
+        paths: object paths in the store.
+        buffer: one contiguous host buffer (bytes, a uint8 array, pinned memory).
+        spans: ``(start, length)`` of each object in ``buffer``.
+        create: fail an item whose object exists (``FileExistsError``) instead of replacing it.
+        threshold, part_size: above ``threshold`` bytes an object is a multipart upload in parts of ``part_size``.
+        retry: attempts and backoff; concurrency: requests in flight; timeout: seconds to answer a request.
+
+    Returns:
+        One result per item; a failed one has ``error`` (``FileExistsError``, ``PermissionError``,
+        ``FileNotFoundError``, ``RemoteIOError`` once ``remote.max_attempts`` are spent, ...).
+    """
+    mod = _load()
+    if mod is None:
+        raise RemoteIOError(f"write_objects(): {_reason}")
+    results = [CoreWrite() for _ in paths]
+    todo = list(range(len(paths)))
+    attempt = 1
+    while todo:
+        rows = mod.write_objects(
+            store, [paths[i] for i in todo], buffer, [spans[i][0] for i in todo], [spans[i][1] for i in todo],
+            mode="create" if create else "overwrite", threshold=threshold, part_size=part_size,
+            concurrency=concurrency, timeout=timeout,
+        )
+        again: list[int] = []
+        for i, (etag, version, err) in zip(todo, rows, strict=True):
+            res = results[i]
+            res.attempts, res.etag, res.version, res.kind = attempt, etag, version, None
+            if err is None:
+                continue
+            kind, status, msg = err
+            exc = _write_error(kind, status, msg, whats[i], retry)
+            if isinstance(exc, TransientError) and attempt < retry.max_attempts:
+                again.append(i)
+                continue
+            if isinstance(exc, TransientError):
+                exc = RemoteIOError(f"{whats[i]}: failed after {attempt} attempt(s) "
+                                    f"(remote.max_attempts={retry.max_attempts}): {exc}")
+            res.kind, res.error = kind, exc
         todo = again
         if todo:
             time.sleep(retry.delay(attempt))

@@ -35,6 +35,7 @@ Storage options (s3fs-compatible names where they exist):
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -47,7 +48,7 @@ from urllib.parse import urlsplit
 import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore._optional import require
-from gdsstore.engine.backend import Backend, ObjectInfo, check_key
+from gdsstore.engine.backend import Backend, BatchResult, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
 from gdsstore.engine.remote.http_transport import (
     HTTPClient,
@@ -61,7 +62,9 @@ from gdsstore.engine.remote.redact import Scrubber
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError
 from gdsstore.engine.remote.wave import WaveReads
 
-__all__ = ["S3Backend", "S3Client", "S3Source", "get_s3_client", "parse_s3_url", "s3_upload"]
+__all__ = [
+    "S3Backend", "S3Client", "S3Source", "core_store", "get_s3_client", "parse_s3_url", "s3_upload", "s3_upload_many",
+]
 
 # A presigned GET stays valid this long; re-presigned well before it expires.
 _PRESIGN_SECONDS = 3600
@@ -354,9 +357,11 @@ class S3Client:
             return None
         endpoint = self._create.get("endpoint_url")
         o = {"aws_region": self.region_of(bucket), "aws_bucket": bucket}
-        if endpoint:
-            o["aws_endpoint"] = str(endpoint)
         virtual = self._addressing == "virtual" or (self._addressing == "auto" and not endpoint and "." not in bucket)
+        if endpoint:
+            # object_store takes a virtual-hosted endpoint as the bucket's own (botocore adds the bucket to the host).
+            parts = urlsplit(str(endpoint))
+            o["aws_endpoint"] = f"{parts.scheme}://{bucket}.{parts.netloc}{parts.path}" if virtual else str(endpoint)
         o["aws_virtual_hosted_style_request"] = "true" if virtual else "false"
         if self.requester_pays:
             o["aws_request_payer"] = "true"
@@ -371,6 +376,12 @@ class S3Client:
         if frozen.token:
             o["aws_session_token"] = frozen.token
         return o
+
+    @property
+    def core_writes(self) -> bool:
+        """Whether uploads can go through the native core: what :meth:`core_options` takes, and no
+        ``s3_additional_kwargs`` (encryption, ACL: botocore's upload arguments)."""
+        return self._core_ok and not self.upload_kwargs
 
     @property
     def _credentials(self) -> Any:
@@ -564,8 +575,26 @@ class S3Source:
         return first
 
 
-# Per backend: (valid until, pid, the core's store or None); outside the instance so it never pickles.
-_core_cache: weakref.WeakKeyDictionary[Any, tuple[float, int, Any]] = weakref.WeakKeyDictionary()
+# Per client and bucket: (valid until, pid, the core's store or None); outside the client so it never pickles.
+_core_cache: weakref.WeakKeyDictionary[S3Client, dict[str, tuple[float, int, Any]]] = weakref.WeakKeyDictionary()
+
+
+def core_store(client: S3Client, bucket: str) -> Any:
+    """The native core's store of ``bucket`` with ``client``'s identity; None where the client's settings
+    keep the core off. Options (credentials included) are looked up once a minute, not per call: botocore
+    refreshes expiring credentials well ahead of their end, and new ones make a new store."""
+    now, pid = time.monotonic(), os.getpid()
+    per = _core_cache.setdefault(client, {})
+    cached = per.get(bucket)
+    if cached is None or cached[0] < now or cached[1] != pid:
+        opts = client.core_options(bucket)
+        from gdsstore.engine.remote import core
+
+        s = policy.settings()
+        store = None if opts is None else core.s3_store(
+            opts, connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
+        cached = per[bucket] = (now + 60.0, pid, store)
+    return cached[2]
 
 
 class S3Backend(WaveReads, Backend):
@@ -599,20 +628,8 @@ class S3Backend(WaveReads, Backend):
         """``(store, base URL, object keys)`` of ``keys`` for the native core (:mod:`.core`); a key is None
         where it is refused or names no object (the Python way raises it in its place); None: the Python
         way reads them all."""
-        now, pid = time.monotonic(), os.getpid()
-        cached = _core_cache.get(self)
-        # Options (credentials included) are looked up once a minute, not per wave: botocore refreshes
-        # expiring credentials well ahead of their end.
-        if cached is None or cached[0] < now or cached[1] != pid:
-            opts = self._client.core_options(self.bucket)
-            from gdsstore.engine.remote import core
-
-            s = policy.settings()
-            store = None if opts is None else core.s3_store(
-                opts, connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
-            cached = (now + 60.0, pid, store)
-            _core_cache[self] = cached
-        if cached[2] is None:
+        store = core_store(self._client, self.bucket)
+        if store is None:
             return None
         paths: list[str | None] = []
         for key in keys:
@@ -621,7 +638,7 @@ class S3Backend(WaveReads, Backend):
             except (TypeError, ValueError):
                 full = ""
             paths.append(full if full and not full.endswith("/") else None)
-        return cached[2], f"s3://{self.bucket}/", paths
+        return store, f"s3://{self.bucket}/", paths
 
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile
@@ -644,6 +661,24 @@ class S3Backend(WaveReads, Backend):
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
         full = self._full(key, "S3Backend.put()")
         s3_upload(self._client, self.bucket, full, buf, exclusive=exclusive)
+
+    def put_batch(self, keys: Sequence[str], bufs: Sequence[Any], exclusive: Sequence[bool]) -> BatchResult:
+        """:meth:`put` of many keys at once (each atomic on its own): one call of the native core, or
+        botocore uploads on the engine pool (:func:`s3_upload_many`)."""
+        out = BatchResult(len(keys))
+        fulls: list[str] = []
+        ok: list[int] = []
+        for i, key in enumerate(keys):
+            try:
+                fulls.append(self._full(key, "S3Backend.put_batch()"))
+                ok.append(i)
+            except (TypeError, ValueError) as exc:
+                out.errors[i] = exc
+        errs = s3_upload_many(self._client, self.bucket, fulls, [bufs[i] for i in ok], [exclusive[i] for i in ok])
+        for i, err in zip(ok, errs, strict=True):
+            if err is not None:
+                out.errors[i] = err
+        return out
 
     def delete(self, key: str) -> None:
         full = self._full(key, "S3Backend.delete()")
@@ -734,31 +769,134 @@ def s3_upload(
     client: S3Client, bucket: str, key: str, buf: Any, *, exclusive: bool = False, device: int | None = None
 ) -> None:
     """Upload ``buf`` (host or device) as ``s3://bucket/key``: one PUT, or a multipart upload above
-    ``remote.multipart_threshold`` (parts of ``remote.multipart_chunksize`` on the engine pool).
+    ``remote.multipart_threshold`` (parts of ``remote.multipart_chunksize``), through the native core or
+    botocore (:func:`gdsstore.policy.decide_write_transport`; the trace row says which and why).
 
     ``device``: the CUDA device the bytes came from when ``buf`` is already a host copy (for the trace).
     """
     from gdsstore.engine.remote.writer import host_bytes
 
-    s = policy.settings()
     b = as_io_buffer(buf, writable=False, where="S3.put()")
-    data = host_bytes(b)
-    device = b.device if device is None else device
-    multipart = len(data) > s.remote_multipart_threshold
+    err = s3_upload_many(client, bucket, [key], [host_bytes(b)], [exclusive],
+                         device=b.device if device is None else device)[0]
+    if err is not None:
+        raise err
+
+
+def s3_upload_many(
+    client: S3Client,
+    bucket: str,
+    keys: Sequence[str],
+    bufs: Sequence[Any],
+    exclusive: Sequence[bool],
+    *,
+    device: int | None = None,
+) -> list[BaseException | None]:
+    """Upload ``bufs[i]`` (host or device) as ``s3://bucket/keys[i]``, each atomic on its own; each item's
+    error or None. Through the native core: one call per mode (``exclusive`` or not), every PUT in flight
+    at once with the GIL released; through botocore: one upload per object on the engine pool."""
+    from gdsstore.engine.remote.writer import host_bytes
+
+    s = policy.settings()
+    datas = [host_bytes(as_io_buffer(x, writable=False, where="S3.put()")) for x in bufs]
+    errors: list[BaseException | None] = [None] * len(keys)
+    groups: dict[tuple[str, bool], list[int]] = {}
+    decisions: dict[tuple[str, bool], policy.Decision] = {}
+    for i, data in enumerate(datas):
+        multipart = len(data) > s.remote_multipart_threshold
+        d = _write_decision(client, bucket, multipart=multipart, exclusive=bool(exclusive[i]), s=s)
+        key = (d.route, bool(exclusive[i]))
+        groups.setdefault(key, []).append(i)
+        decisions[key] = d
+    for (route, create), idx in groups.items():
+        t0 = time.perf_counter()
+        if route == "core":
+            _core_uploads(client, bucket, keys, datas, idx, create, errors, s)
+        else:
+            _botocore_uploads(client, bucket, keys, datas, idx, exclusive, errors, s)
+        _trace_writes(decisions[(route, create)], [len(datas[i]) for i in idx], time.perf_counter() - t0,
+                      f"s3://{bucket}/{keys[idx[0]]}", device, s)
+    return errors
+
+
+def _write_decision(client: S3Client, bucket: str, *, multipart: bool, exclusive: bool,
+                    s: policy.Settings) -> policy.Decision:
+    from gdsstore.engine.remote import core
+
+    missing = core.unavailable_reason()
+    takes = client.core_writes
+    if takes and s.remote_core != "off" and missing is None and not (exclusive and multipart):
+        takes = core_store(client, bucket) is not None  # None: no credentials at hand (botocore says so)
+    return policy.decide_write_transport(takes_core=takes, core_missing=missing,
+                                         create_multipart=exclusive and multipart, s=s)
+
+
+def _core_uploads(client: S3Client, bucket: str, keys: Sequence[str], datas: Sequence[Any], idx: list[int],
+                  create: bool, errors: list[BaseException | None], s: policy.Settings) -> None:
+    """One call of the native core for the items ``idx`` (one buffer: the only one, or all joined)."""
+    from gdsstore.engine.remote import core
+
+    if len(idx) == 1:
+        buffer: Any = datas[idx[0]]
+        spans = [(0, len(buffer))]
+    else:
+        buffer = b"".join(datas[i] for i in idx)
+        ends = list(itertools.accumulate(len(datas[i]) for i in idx))
+        spans = [(e - len(datas[i]), len(datas[i])) for i, e in zip(idx, ends, strict=True)]
+    results = core.write_objects(
+        core_store(client, bucket), [f"PUT s3://{bucket}/{keys[i]}" for i in idx], [keys[i] for i in idx],
+        buffer, spans, create=create, threshold=s.remote_multipart_threshold,
+        part_size=s.remote_multipart_chunksize, retry=RetryPolicy.from_settings(s),
+        concurrency=s.remote_wave_concurrency, timeout=s.remote_timeout or 1e9,
+    )
+    for i, res in zip(idx, results, strict=True):
+        errors[i] = res.error
+
+
+def _botocore_uploads(client: S3Client, bucket: str, keys: Sequence[str], datas: Sequence[Any], idx: list[int],
+                      exclusive: Sequence[bool], errors: list[BaseException | None], s: policy.Settings) -> None:
+    """The items ``idx`` through botocore, one upload each, ``remote.concurrency`` at once."""
+    from gdsstore.engine.pool import map_all
+
+    def one(i: int) -> None:
+        try:
+            _botocore_upload(client, bucket, keys[i], datas[i], bool(exclusive[i]), s)
+        except Exception as exc:
+            errors[i] = exc
+
+    if len(idx) == 1:
+        one(idx[0])
+    else:
+        map_all(one, idx, s.remote_concurrency)
+
+
+def _botocore_upload(client: S3Client, bucket: str, key: str, data: Any, exclusive: bool,
+                     s: policy.Settings) -> None:
     what = f"PUT s3://{bucket}/{key}"
     cond: dict[str, Any] = {"IfNoneMatch": "*"} if exclusive else {}
-    t0 = time.perf_counter()
-    if not multipart:
+    if len(data) <= s.remote_multipart_threshold:
         client.call("put_object", what, Bucket=bucket, Key=key, Body=bytes(data), **client.upload_kwargs, **cond)
     else:
-        _multipart(client, bucket, key, data, s, what, cond)
-    _trace.record("write", "s3", _write_reason(multipart, device is not None, s), len(data),
-                  time.perf_counter() - t0, f"s3://{bucket}/{key}", device)
+        _multipart(client, bucket, key, memoryview(data), s, what, cond)
+
+
+def _trace_writes(d: policy.Decision, sizes: list[int], seconds: float, url: str, device: int | None,
+                  s: policy.Settings) -> None:
+    """One row per route of a batch of uploads (one per object when they differ in shape)."""
+    if not _trace.active():
+        return
+    limit = s.remote_multipart_threshold
+    for multipart in (False, True):
+        mine = [n for n in sizes if (n > limit) == multipart]
+        if mine:
+            reason = f"{_write_reason(multipart, device is not None, s)}; {d.reason}"
+            _trace.record("write", "s3", reason, sum(mine), seconds * len(mine) / len(sizes),
+                          url if len(sizes) == 1 else url.rsplit("/", 1)[0] + "/", device, requests=len(mine))
 
 
 def _write_reason(multipart: bool, device: bool, s: policy.Settings) -> str:
-    """The trace reason of an upload: the route and why, never the object's size (that is the
-    trace's byte column; a size here would make one trace row per distinct size)."""
+    """The shape of an upload and why, never the object's size (that is the trace's byte column; a size
+    here would make one trace row per distinct size)."""
     src = "device buffer copied to host, " if device else ""
     limit = policy.fmt_bytes(s.remote_multipart_threshold)
     if multipart:
