@@ -340,8 +340,8 @@ def _zarr_anchor(path: str, storage_options: dict[str, Any]) -> tuple[str, Calla
     if "://" not in path or path.startswith("file://"):
         local = path.removeprefix("file://")
         return "zarr LocalStore", lambda: zarr.storage.LocalStore(local, read_only=True)
-    if path.startswith(("http://", "https://")) and not storage_options:
-        from obstore.store import HTTPStore
+    if path.startswith(("http://", "https://")) and not storage_options and importlib.util.find_spec("obstore"):
+        from obstore.store import HTTPStore  # zarr's ObjectStore needs obstore (not a dependency of gdsstore)
 
         client: ClientConfig = {"allow_http": path.startswith("http://")}
         return "zarr ObjectStore(obstore HTTPStore)", lambda: zarr.storage.ObjectStore(

@@ -602,10 +602,10 @@ def open_icechunk(
     Raises:
         ArchiveChangedError: a file changed since its references were written (``check_stamps``).
     """
-    from gdsstore.archives.icechunk import from_icechunk, icechunk_store, verify_stamps
+    from gdsstore.archives.icechunk import BATCH_SIZE, from_icechunk, icechunk_store, verify_stamps
 
     store = icechunk_store(source, branch=branch, tag=tag, snapshot_id=snapshot_id)
-    arrays = from_icechunk(store, **({} if batch_size is None else {"batch_size": batch_size}))
+    arrays = from_icechunk(store, batch_size=BATCH_SIZE if batch_size is None else batch_size)
     group = VirtualGroup(arrays, storage_options)  # local files stamped here: later changes fail the reads
     if check_stamps:
         verify_stamps(store, arrays)

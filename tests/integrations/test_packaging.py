@@ -61,7 +61,7 @@ def test_wheel_installs_into_a_fresh_venv_without_extras(wheel: Path, tmp_path: 
 def test_required_dependencies_are_imported_and_bounded() -> None:
     deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {d.split(">")[0].split("<")[0].split("=")[0].strip() for d in deps}
-    assert names == {"zarr", "fsspec", "numpy", "donfig", "urllib3", "tqdm", "obstore"}
+    assert names == {"zarr", "fsspec", "numpy", "donfig", "urllib3", "tqdm"}
     assert "urllib3>=2,<3" in deps  # its http.client response is read: a major release may change it
     source = "\n".join(p.read_text() for p in (REPO / "gdsstore").rglob("*.py"))
     for name in names:
