@@ -53,7 +53,9 @@ def write_objects(
     """PUT ``buffer[starts[i]:starts[i] + lengths[i]]`` (any contiguous buffer) as each path, at most
     ``concurrency`` requests in flight, the GIL released. An object above ``threshold`` bytes is a multipart
     upload in parts of ``part_size`` (aborted where it fails: nothing becomes visible). ``mode``
-    ``"overwrite"``, or ``"create"`` (``If-None-Match: *``: an existing object fails its item, kind exists).
+    ``"overwrite"``, or ``"create"`` (``If-None-Match: *``: an existing object fails its item, kind exists;
+    an object above ``threshold`` is refused, kind unsupported: object_store completes multipart uploads
+    unconditionally).
     A request has ``timeout`` seconds plus one per MiB of its body. Returns ``(ETag, version id, error)`` per
     item, error ``(kind, HTTP status or 0, message)`` or None; kinds as :func:`read_wave`'s plus exists."""
 

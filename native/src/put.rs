@@ -212,7 +212,14 @@ pub async fn run(
         let store = built.store.clone();
         let gates = gates.clone();
         tasks.spawn(async move {
-            let r = if it.len > plan.threshold {
+            let r = if it.len > plan.threshold && plan.create {
+                // object_store completes multipart uploads unconditionally: never a silent overwrite.
+                Err((
+                    "unsupported",
+                    0,
+                    "a create-only multipart upload (object_store completes it without If-None-Match)".into(),
+                ))
+            } else if it.len > plan.threshold {
                 multipart(store.as_ref(), &gates, &it, from, plan).await
             } else {
                 single(store.as_ref(), &gates, &it, from, plan).await
@@ -333,7 +340,15 @@ mod tests {
         let to = Target(data.as_ptr() as usize);
         let first = rt.block_on(run(b.clone(), one(), to, plan(true)));
         assert!(first[0].error.is_none() && first[0].etag.is_some());
-        let second = rt.block_on(run(b, one(), to, plan(true)));
+        let second = rt.block_on(run(b.clone(), one(), to, plan(true)));
         assert_eq!(second[0].error.as_ref().map(|e| e.0), Some("exists"));
+        let big = vec![Put {
+            path: Path::from("big"),
+            start: 0,
+            len: 20,
+        }];
+        let data = vec![1u8; 20];
+        let refused = rt.block_on(run(b, big, Target(data.as_ptr() as usize), plan(true)));
+        assert_eq!(refused[0].error.as_ref().map(|e| e.0), Some("unsupported"));
     }
 }
