@@ -227,6 +227,10 @@ def read_chunks(
     if chain.bb_codecs:
         fetch.chunk_bound = raw_nbytes(spec0)
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
+    # Host outputs: chunks placed with numpy slicing instead of zarr's per-chunk buffer objects, and
+    # uncompressed chunks as views of the staging buffer (no per-chunk codec call).
+    host_out = None if device or not kernel_scatter_ok(batch, drop_axes) else _numpy_output(out)
+    host_view = chain.view_layout(spec0) if host_out is not None and not chain.bb_codecs else None
 
     def read(w: range) -> staging.Staged:
         if raw_sizes is not None or on_gpu is not None:
@@ -246,7 +250,13 @@ def read_chunks(
                 for k in np.flatnonzero(ptrs).tolist():
                     results[w[k]] = GetResult(status="present")
                 return
+            if host_view is not None and host_out is not None:
+                _place_views(batch, w, staged, host_view, host_out, results)
+                return
             decoded = decode_window(chain, specs, staged, device, names)
+            if host_out is not None:
+                _place_decoded(batch, w, decoded, host_out, results)
+                return
             for k, i in enumerate(w):
                 _, spec, chunk_sel, out_sel, _ = batch[i]
                 arr = decoded[k]
@@ -262,6 +272,55 @@ def read_chunks(
 
     run_windows(windows, read, process)
     return tuple(results)
+
+
+def _numpy_output(out: NDBuffer) -> np.ndarray | None:
+    """The output as a numpy array, or ``None`` where it is another kind of array."""
+    a = out.as_ndarray_like()
+    return a if isinstance(a, np.ndarray) else None
+
+
+def _place_views(
+    batch: list[BatchItem], w: range, staged: staging.Staged, layout: Layout, out: np.ndarray,
+    results: list[GetResult],
+) -> None:
+    """Uncompressed chunks of a host window into ``out``: each a strided view of its staged bytes
+    (``layout``: the bytes codec in native order, then transposes), missing ones the fill value.
+
+    Raises:
+        ValueError: a stored chunk of another size than its codecs produce, naming its key.
+    """
+    shape, strides = layout
+    dt = batch[w.start][1].dtype.to_native_dtype()
+    want = int(np.prod(shape)) * dt.itemsize
+    for k, i in enumerate(w):
+        getter, spec, chunk_sel, out_sel, _ = batch[i]
+        raw = staged.view(k)
+        if raw is None:
+            out[out_sel] = fill_value_or_default(spec)
+            continue
+        if raw.nbytes != want:
+            raise ValueError(
+                f"GDSCodecPipeline.read(): chunk {getattr(getter, 'path', i)!r} is {raw.nbytes} bytes, not the "
+                f"{want} bytes its codecs produce"
+            )
+        chunk = np.lib.stride_tricks.as_strided(raw.view(dt), shape=shape, strides=strides, writeable=False)
+        out[out_sel] = chunk[chunk_sel]
+        results[i] = GetResult(status="present")
+
+
+def _place_decoded(
+    batch: list[BatchItem], w: range, decoded: list[NDBuffer | None], out: np.ndarray, results: list[GetResult]
+) -> None:
+    """Decoded chunks of a host window into ``out`` with numpy slicing, missing ones the fill value."""
+    for k, i in enumerate(w):
+        _, spec, chunk_sel, out_sel, _ = batch[i]
+        arr = decoded[k]
+        if arr is None:
+            out[out_sel] = fill_value_or_default(spec)
+            continue
+        out[out_sel] = np.asarray(arr.as_ndarray_like())[chunk_sel]
+        results[i] = GetResult(status="present")
 
 
 # -- shards -------------------------------------------------------------------------------------------------
