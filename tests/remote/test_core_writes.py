@@ -323,3 +323,28 @@ def test_s3_additional_kwargs_keep_botocore(s3: dict[str, Any]) -> None:
         b.put("acl.bin", b"x")
     assert _get(s3, "acl.bin") == b"x"
     assert all("botocore: no core route for this client" in r for r in _write_reasons(t))
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_silent_server_times_out_with_the_gil_released(blackhole: Any, route: str) -> None:
+    opts = {"endpoint_url": f"http://127.0.0.1:{blackhole.port}", "key": "AKIAX", "secret": "s", "region_name": "us-east-1"}
+    ticks = [0]
+    stop = threading.Event()
+
+    def count() -> None:  # runs only while the write waits without the GIL
+        while not stop.is_set():
+            ticks[0] += 1
+
+    with gdsstore.config.set({**_mode(route), "remote.timeout": 1.0, "remote.max_attempts": 1}):
+        b = backend_for("s3://test-bucket", opts)
+        counter = threading.Thread(target=count, daemon=True)
+        counter.start()
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(RemoteIOError, match=r"PUT s3://test-bucket/x\.bin"):
+                b.put("x.bin", b"1234")
+        finally:
+            stop.set()
+            counter.join(5)
+    assert 0.9 < time.monotonic() - t0 < 10.0
+    assert ticks[0] > 100_000, ticks[0]
