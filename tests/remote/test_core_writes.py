@@ -348,3 +348,11 @@ def test_silent_server_times_out_with_the_gil_released(blackhole: Any, route: st
             counter.join(5)
     assert 0.9 < time.monotonic() - t0 < 10.0
     assert ticks[0] > 100_000, ticks[0]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_missing_bucket_is_file_not_found(s3: dict[str, Any], route: str) -> None:
+    with gdsstore.config.set(_mode(route)):
+        b = backend_for("s3://no-such-bucket", {**_opts(s3), "region_name": "us-east-1"})
+        with pytest.raises(FileNotFoundError, match=r"PUT s3://no-such-bucket/a\.bin"):
+            b.put("a.bin", b"x")
