@@ -396,7 +396,11 @@ class GDSStore(Store):
         self._gets = (
             TickGatherer(backend, _get_batch, _LOCAL_GETS) if local else TickGatherer(backend, _get_batch) if backend.waves else None
         )
-        self._sets = TickGatherer(backend, _put_batch, _LOCAL_SETS) if local else None
+        # Remote sets of a tick go as one batch where the backend has one (S3: one native-core call).
+        batched = type(backend).put_batch is not Backend.put_batch
+        self._sets = (
+            TickGatherer(backend, _put_batch, _LOCAL_SETS) if local else TickGatherer(backend, _put_batch) if batched else None
+        )
 
     # -- identity ------------------------------------------------------------------------------------
 
