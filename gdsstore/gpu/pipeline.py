@@ -159,6 +159,13 @@ class GDSCodecPipeline(CodecPipeline):
             if any(isinstance(c, ShardingCodec) for c in ab.codecs):
                 return "delegate", "nested sharding"
             return "shards", "sharded: batched index reads + coalesced inner-chunk ranges"
+        from zarr.codecs._v2 import V2Codec  # private: zarr's v2 codec has no public name
+
+        from gdsstore.gpu import zarr_v2
+
+        if isinstance(ab, V2Codec) and ab.filters and zarr_v2.split(self.delegate.codecs) is None:
+            # numcodecs filters (Delta, ...) may change a chunk's size or make objects of its bytes
+            return "delegate", "zarr v2 filters"
         return "chunks", "whole chunk objects, batched"
 
     async def read(
