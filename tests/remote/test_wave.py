@@ -426,11 +426,12 @@ def read_time(store: Any, ref: np.ndarray) -> float:
     return took
 
 
-def assert_scales(open_at: Callable[[str], Any], refs: dict[int, np.ndarray], rounds: int = 4) -> None:
+def assert_scales(open_at: Callable[[str], Any], refs: dict[int, np.ndarray], rounds: int = 6) -> None:
     """The best per-chunk time of 10,000 chunks is at most 1.5x that of 1,000: each array read once to warm
-    (server caches, connections), then ``rounds`` interleaved reads of both. Four rounds, not two: right
-    after the suite's parallel run (its servers still winding down) one of the six variants measured 1.8x
-    with two rounds, on an otherwise quiet machine; run alone, all six passed three times in a row."""
+    (server caches, connections), then ``rounds`` interleaved reads of both. Six rounds, not two: right
+    after the suite's parallel run (its servers still winding down) one of the variants measured 1.8x with
+    two rounds, and with four once 1.57x (S3 through the core, CI on a fresh clone); run alone, all passed
+    every time."""
     best = {n: float("inf") for n in refs}
     for k in range(rounds + 1):
         for n, ref in refs.items():
