@@ -44,7 +44,8 @@ __all__ = ["REMOTE_SCHEMES", "Targets", "chunk_ends", "chunk_positions", "is_rem
 #: URL schemes read through the engine's remote backends (as waves).
 REMOTE_SCHEMES = ("http", "https", "s3")
 
-#: What a file was when first seen: its size and modification time (``None`` where unknown).
+#: What a file was when first seen: its size and version (local: modification time in ns; remote: the
+#: ETag, else Last-Modified or S3's modification time; ``None`` where the server tells none).
 Stamp = tuple[int, Any]
 
 
@@ -132,7 +133,7 @@ class Targets:
             info = self.backend(root).info(key)
         except FileNotFoundError as exc:
             raise ArchiveChangedError(f"{target}: referenced file is gone") from exc
-        return info.size, info.mtime
+        return info.size, info.etag or info.mtime  # the ETag sees a same-size rewrite in the same second
 
     def check(self, ends: Mapping[str, int], *, after: bool) -> None:
         """Each file as when first seen, and long enough for its chunks (``ends``).

@@ -36,6 +36,9 @@ class ObjectInfo:
     size: int
     type: Literal["file", "directory"] = "file"
     mtime: float | None = None
+    #: The object's version token where the server gives one (its ETag, else its Last-Modified header):
+    #: a same-size rewrite changes it.
+    etag: str | None = None
 
 
 def check_key(key: str, where: str) -> str:

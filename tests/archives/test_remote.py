@@ -145,6 +145,26 @@ def test_http_changed_file_fails_never_mixes(served: tuple[Path, str]) -> None:
         g["t"][0]
 
 
+def test_http_same_size_rewrite_fails(served: tuple[Path, str]) -> None:
+    """A file rewritten with other bytes of the same size: nginx's ETag (modification time and size)
+    changes, and the next read fails instead of mixing versions."""
+    d, url = served
+    p = d / "s.h5"
+    write_h5(p, partial=False)
+    g = ga.open_virtual(rewrite(kerchunk_refs(p), str(p), f"{url}/s.h5"))
+    first = g["t"][0]
+    raw = bytearray(p.read_bytes())
+    off, n = kerchunk_refs(p)["refs"]["t/1.0.0"][1:]
+    raw[off + 2 : off + n - 4] = bytes(n - 6)  # another chunk's bytes, the file's size unchanged
+    st = p.stat()
+    p.write_bytes(bytes(raw))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))  # a later second, as a real rewrite
+    assert p.stat().st_size == st.st_size
+    with pytest.raises(ArchiveChangedError, match=f"{url}/s.h5: changed since its references were opened"):
+        g["t"][1]
+    np.testing.assert_array_equal(ga.open_virtual(rewrite(kerchunk_refs(p), str(p), f"{url}/s.h5"))["t"][0], first)
+
+
 def test_http_file_shorter_than_its_references(served: tuple[Path, str]) -> None:
     d, url = served
     p = d / "s.h5"

@@ -496,6 +496,12 @@ class HTTPSource:
             self._modified = headers.get("Last-Modified")
 
     @property
+    def version_token(self) -> str | None:
+        """What identifies this version of the object: its ETag, else its Last-Modified (None until a
+        response carried one). (``version()``, where a source has it, is the reader's own check.)"""
+        return self._etag or self._modified
+
+    @property
     def etag(self) -> str | None:
         """The strong ETag every response of this object must carry (None until one was seen)."""
         return self._etag
@@ -663,7 +669,7 @@ class HTTPBackend(WaveReads, Backend):
     def info(self, key: str) -> ObjectInfo:
         src = self.source(key, "HTTPBackend.info()")
         size = RetryPolicy.from_settings().call(src.stat, f"HEAD {src.url}")
-        return ObjectInfo(key, size)
+        return ObjectInfo(key, size, etag=src.version_token)
 
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
         raise PermissionError(f"HTTPBackend.put(): {self.url} is read-only (key {key!r})")

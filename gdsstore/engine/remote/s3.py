@@ -656,7 +656,7 @@ class S3Backend(WaveReads, Backend):
             raise FileNotFoundError(f"S3Backend.info(): {key!r} is not an object key")
         head = self._client.call("head_object", f"HEAD s3://{self.bucket}/{full}", Bucket=self.bucket, Key=full)
         mtime = head.get("LastModified")
-        return ObjectInfo(key, int(head["ContentLength"]), "file", mtime.timestamp() if mtime else None)
+        return ObjectInfo(key, int(head["ContentLength"]), "file", mtime.timestamp() if mtime else None, head.get("ETag"))
 
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
         full = self._full(key, "S3Backend.put()")
