@@ -296,18 +296,36 @@ class _Landed:
 
 #: Reads the next window of an archive read while the current one decodes (a few: reads of several
 #: threads overlap too). Landing a window waits on the engine's own pool, never on this one.
-_AHEAD = ThreadPoolExecutor(4, thread_name_prefix="gdsstore-archive-ahead")
+_ahead: ThreadPoolExecutor | None = None
+
+
+def _ahead_pool() -> ThreadPoolExecutor:
+    """The read-ahead threads, made on first use (a forked child makes its own: see below)."""
+    global _ahead
+    if _ahead is None:
+        _ahead = ThreadPoolExecutor(4, thread_name_prefix="gdsstore-archive-ahead")
+    return _ahead
+
+
+def _forget_ahead_in_child() -> None:
+    # A forked child has none of the parent's threads: work submitted to its executor would wait forever.
+    global _ahead
+    _ahead = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_ahead_in_child)
 
 
 def _read_ahead(windows: list[np.ndarray], land: Callable[[np.ndarray], _Landed],
                 decode: Callable[[_Landed], None]) -> None:
     """``decode(land(w))`` for each window in order, the next window landing on another thread while
     one decodes (on the GPU, nvCOMP runs without the GIL). A failure gives back what already landed."""
-    nxt: Future[_Landed] | None = _AHEAD.submit(land, windows[0]) if len(windows) > 1 else None
+    nxt: Future[_Landed] | None = _ahead_pool().submit(land, windows[0]) if len(windows) > 1 else None
     try:
         for k, w in enumerate(windows):
             cur = land(w) if nxt is None else nxt.result()
-            nxt = _AHEAD.submit(land, windows[k + 1]) if k + 1 < len(windows) else None
+            nxt = _ahead_pool().submit(land, windows[k + 1]) if k + 1 < len(windows) else None
             decode(cur)
     finally:
         if nxt is not None:

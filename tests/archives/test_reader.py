@@ -417,3 +417,27 @@ def test_a_failing_window_stops_the_read_ahead(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(ChunkDecodeError, match=rf"{p}: chunk at offset {off} "):
         ga.open_virtual(refs)["t"][:]
     np.testing.assert_array_equal(ga.open_virtual(refs)["t"][1:], data["t"][1:])
+
+
+def test_read_ahead_in_a_forked_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child forked after the parent's read-ahead threads started reads in windows too (its own
+    threads: the parent's do not exist there), and gets the same array."""
+    import multiprocessing
+
+    from gdsstore.archives import reader
+
+    p = tmp_path / "f.h5"
+    data = write_h5(p, partial=False)
+    monkeypatch.setattr(reader, "WINDOW_BYTES", 40_000)
+    g = ga.open_virtual(kerchunk_refs(p))
+    np.testing.assert_array_equal(g["t"][:], data["t"])  # the parent's read-ahead threads exist now
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    child = ctx.Process(target=lambda: q.put(bool((g["t"][:] == data["t"]).all())))
+    child.start()
+    child.join(60)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive, "the forked child hung reading with read-ahead"
+    assert q.get(timeout=5) is True
