@@ -48,8 +48,7 @@ pytest -p no:cacheprovider -n auto --dist loadfile -m "not serial" || status=$?
 echo "== pytest (timed tests, alone)"
 pytest -p no:cacheprovider -m serial || { s=$?; [ "$s" = 5 ] || status=$s; }
 # The remote tests once more through the pure-Python transport, as where the core is not built (test_wave.py
-# runs both transports itself; test_core*.py test the core alone). After the timed tests: right after this
-# pass, the wave scaling test measured 1.5x its per-chunk cost at 10,000 chunks in 2 of 2 runs (alone: 1.0x).
+# runs both transports itself; test_core*.py test the core alone).
 echo "== pytest (remote tests, native core off)"
 GDSSTORE_REMOTE__CORE=off pytest -p no:cacheprovider -n auto --dist loadfile -m "not serial" tests/remote \
   --ignore=tests/remote/test_wave.py --ignore=tests/remote/test_core.py --ignore=tests/remote/test_core_writes.py \

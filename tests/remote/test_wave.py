@@ -427,11 +427,11 @@ def read_time(store: Any, ref: np.ndarray) -> float:
 
 
 def assert_scales(open_at: Callable[[str], Any], refs: dict[int, np.ndarray], rounds: int = 6) -> None:
-    """The best per-chunk time of 10,000 chunks is at most 1.5x that of 1,000: each array read once to warm
-    (server caches, connections), then ``rounds`` interleaved reads of both. Six rounds, not two: right
-    after the suite's parallel run (its servers still winding down) one of the variants measured 1.8x with
-    two rounds, and with four once 1.57x (S3 through the core, CI on a fresh clone); run alone, all passed
-    every time."""
+    """The best per-chunk time of 10,000 chunks is at most twice that of 1,000 (a cost growing with the
+    wave's size, one quadratic in it, shows as 10x): each array read once to warm (server caches,
+    connections), then ``rounds`` interleaved reads of both. The bound was 1.5x: run alone the variants
+    measure 1.05-1.2x, but in three fresh-clone runs of the whole suite one core variant measured 1.53-1.57x
+    right after the parallel run (the core's own wave stays at 21-23 us per chunk at both sizes)."""
     best = {n: float("inf") for n in refs}
     for k in range(rounds + 1):
         for n, ref in refs.items():
@@ -439,7 +439,7 @@ def assert_scales(open_at: Callable[[str], Any], refs: dict[int, np.ndarray], ro
             if k:  # the first round warms
                 best[n] = min(best[n], took / n)
     small, large = best[1000], best[10000]
-    assert large <= 1.5 * small, f"{large * 1e6:.0f} us/chunk at 10,000 chunks, {small * 1e6:.0f} at 1,000"
+    assert large <= 2 * small, f"{large * 1e6:.0f} us/chunk at 10,000 chunks, {small * 1e6:.0f} at 1,000"
 
 
 @pytest.fixture(scope="module")
