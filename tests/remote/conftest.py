@@ -4,6 +4,8 @@ injection), started once per session, torn down after; fast retry settings for e
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +13,7 @@ import numpy as np
 import pytest
 from servers.faults import FaultServer
 from servers.moto_s3 import MotoServer
-from servers.net import Blackhole
+from servers.net import Blackhole, free_port, stop_process, wait_port
 from servers.nginx import NginxServer, nginx_binary
 from servers.webhdfs import WebHDFSServer
 
@@ -114,6 +116,20 @@ def s3(moto: MotoServer, moto_client: Any) -> dict[str, Any]:
     moto.reset()
     moto_client.create_bucket(Bucket="test-bucket")
     return {**moto.storage_options, "client": moto_client}
+
+
+@pytest.fixture(scope="module")
+def moto_auth() -> Iterator[str]:
+    """A moto server that checks signatures (``INITIAL_NO_AUTH_ACTION_COUNT=0``): unknown keys get 403."""
+    port = free_port()
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        wait_port(port, timeout=30, proc=proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(proc)
 
 
 @pytest.fixture(scope="session")

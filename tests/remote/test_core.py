@@ -4,7 +4,6 @@ a gzip server, a slow server and moto, plus fork and the GIL. Skipped where the 
 from __future__ import annotations
 
 import gzip
-import os
 import socket
 import threading
 import time
@@ -310,25 +309,6 @@ def test_s3_wave_signed_in_headers(s3: dict[str, Any]) -> None:
     for i, v in enumerate(objs.values()):
         assert buf[4096 * i : 4096 * i + res[i].size].tobytes() == v
     assert buf[4096 * 20 : 4096 * 20 + 10].tobytes() == objs["k/3.bin"][10:20]
-
-
-@pytest.fixture(scope="module")
-def moto_auth() -> Iterator[str]:
-    """A moto server that checks signatures (``INITIAL_NO_AUTH_ACTION_COUNT=0``): unknown keys get 403."""
-    import subprocess
-    import sys
-
-    from servers.net import free_port, stop_process, wait_port
-
-    port = free_port()
-    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    try:
-        wait_port(port, timeout=30, proc=proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop_process(proc)
 
 
 def test_s3_wrong_credentials_are_permission_error_at_once(moto_auth: str) -> None:

@@ -6,12 +6,8 @@ and a forked child writing through the core its parent started."""
 from __future__ import annotations
 
 import http.client
-import os
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,7 +15,6 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 from forked import run_forked
-from servers.net import free_port, stop_process, wait_port
 
 import gdsstore
 from gdsstore.engine.backend import backend_for
@@ -114,20 +109,6 @@ def test_create_only_multipart_goes_through_botocore(s3: dict[str, Any]) -> None
             b.put("cm/big.bin", big, exclusive=True)
     assert _get(s3, "cm/big.bin") == big
     assert all("botocore: a create-only multipart upload" in r for r in _write_reasons(t))
-
-
-@pytest.fixture(scope="module")
-def moto_auth() -> Iterator[str]:
-    """A moto server that checks signatures (``INITIAL_NO_AUTH_ACTION_COUNT=0``): unknown keys get 403."""
-    port = free_port()
-    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    try:
-        wait_port(port, timeout=30, proc=proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop_process(proc)
 
 
 @pytest.mark.parametrize("route", ROUTES)
