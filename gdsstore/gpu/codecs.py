@@ -54,8 +54,29 @@ __all__ = [
     "codec_format",
     "is_device_buffer",
     "quiet_records",
+    "raw_nbytes",
     "upgrade",
 ]
+
+
+_NBYTES: dict[int, tuple[Any, int]] = {}
+
+
+def raw_nbytes(spec: ArraySpec) -> int:
+    """Bytes of a decoded chunk of ``spec`` (here, below :mod:`gdsstore.gpu.decode`, which imports this
+    module: the blosc codec needs it too)."""
+    # Specs are shared by the chunks of a regular grid: remember the last few by identity.
+    hit = _NBYTES.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    n = 1
+    for d in spec.shape:
+        n *= int(d)
+    n *= int(spec.dtype.to_native_dtype().itemsize)
+    if len(_NBYTES) > 64:
+        _NBYTES.clear()
+    _NBYTES[id(spec)] = (spec, n)
+    return n
 
 
 def is_device_buffer(buf: Any) -> bool:
@@ -375,8 +396,7 @@ class BloscCodec(_ZarrBlosc):
         arrays = [_as_device_bytes(b) for b in bufs]
         lengths = np.array([int(a.size) for a in arrays], dtype=np.int64)
         src = _cupy().concatenate(arrays)
-        # Each chunk's raw bytes (gpu.decode.raw_nbytes, which imports this module: no cycle)
-        want = np.array([int(np.prod(s.shape)) * s.dtype.to_native_dtype().itemsize for s in specs], dtype=np.int64)
+        want = np.array([raw_nbytes(s) for s in specs], dtype=np.int64)
         dec = blosc.decode_frames(src, np.cumsum(lengths) - lengths, lengths, want, host=src.get())
         done = dec.where >= 0
         _record("decode", "gpu-decode", d.reason, int(dec.lens[done].sum()), t0)

@@ -20,6 +20,7 @@ from zarr.core.chunk_utils import ChunkTransform
 import gdsstore.trace as _trace
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import nvcomp, staging
+from gdsstore.gpu.codecs import raw_nbytes
 from gdsstore.gpu.plan import Layout, c_order_layout
 
 if TYPE_CHECKING:
@@ -40,25 +41,6 @@ def is_device_spec(spec: ArraySpec) -> bool:
     except Exception:
         return False
     return issubclass(spec.prototype.buffer, gpu.Buffer)
-
-
-_NBYTES: dict[int, tuple[Any, int]] = {}
-
-
-def raw_nbytes(spec: ArraySpec) -> int:
-    """Bytes of a decoded chunk of ``spec``."""
-    # Specs are shared by the chunks of a regular grid: remember the last few by identity.
-    hit = _NBYTES.get(id(spec))
-    if hit is not None and hit[0] is spec:
-        return hit[1]
-    n = 1
-    for d in spec.shape:
-        n *= int(d)
-    n *= int(spec.dtype.to_native_dtype().itemsize)
-    if len(_NBYTES) > 64:
-        _NBYTES.clear()
-    _NBYTES[id(spec)] = (spec, n)
-    return n
 
 
 @dataclass(frozen=True)
