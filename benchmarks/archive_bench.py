@@ -214,7 +214,8 @@ def readers(paths: list[str], device: bool) -> dict[str, Reader]:
 
     combined = combined_store(paths)
     cgroup = ga.open_virtual(combined)
-    steps = len(h5py.File(paths[0], "r")["t"])
+    with h5py.File(paths[0], "r") as f:
+        steps = len(f["t"])
 
     def per_file(a: Any) -> list[Any]:
         return [a[i * steps : (i + 1) * steps] for i in range(len(paths))]
