@@ -30,10 +30,12 @@ def read_wave(
     *,
     concurrency: int = 256,
     timeout: float = 30.0,
+    if_match: list[str | None] | None = None,
 ) -> list[Row]:
     """GET every path (``starts[i]``/``ends[i]``: ``0, -1`` whole object, ``s, -1`` from ``s`` on,
     ``-n, -1`` the last ``n`` bytes, ``s, e`` bytes ``[s, e)``) into ``buffer[slots[i]:slots[i] + caps[i]]``.
-    ``expect[i]`` (-1: unknown) is the size the answer must have. Error kinds: not_found, permission,
+    ``expect[i]`` (-1: unknown) is the size the answer must have. ``if_match[i]`` (None: any): the ETag the
+    object must have, sent as ``If-Match`` and checked before the body lands (kind changed). Error kinds: not_found, permission,
     changed, status, range, range_ignored, length, short, encoding, too_large, timeout, connect, io,
     unsupported (object_store cannot take the item; read it another way), invalid, panic."""
 

@@ -72,11 +72,14 @@ fn plan(
     expect: &[i64],
     slots: &[usize],
     caps: &[usize],
+    if_match: Option<Vec<Option<String>>>,
 ) -> (Vec<Item>, Vec<usize>, Vec<Outcome>) {
+    let mut if_match = if_match.unwrap_or_default().into_iter();
     let mut items = Vec::with_capacity(paths.len());
     let mut index = Vec::with_capacity(paths.len());
     let mut outs: Vec<Outcome> = (0..paths.len()).map(|_| Outcome::default()).collect();
     for (i, p) in paths.into_iter().enumerate() {
+        let tag = if_match.next().flatten();
         let parsed = Path::parse(&p).map_err(|e| e.to_string());
         match (parsed, range_of(starts[i], ends[i])) {
             (Ok(path), Ok(range)) => {
@@ -86,6 +89,7 @@ fn plan(
                     expect: u64::try_from(expect[i]).ok(),
                     slot: slots[i],
                     cap: caps[i],
+                    if_match: tag,
                 });
                 index.push(i);
             }
@@ -97,7 +101,7 @@ fn plan(
 
 /// Run one wave of GETs on `store`; see `gdsstore_core.pyi`.
 #[pyfunction]
-#[pyo3(signature = (store, paths, starts, ends, expect, slots, caps, buffer, *, concurrency = 256, timeout = 30.0))]
+#[pyo3(signature = (store, paths, starts, ends, expect, slots, caps, buffer, *, concurrency = 256, timeout = 30.0, if_match = None))]
 #[allow(clippy::too_many_arguments)]
 fn read_wave<'py>(
     py: Python<'py>,
@@ -111,8 +115,14 @@ fn read_wave<'py>(
     buffer: &Bound<'py, PyAny>,
     concurrency: usize,
     timeout: f64,
+    if_match: Option<Vec<Option<String>>>,
 ) -> PyResult<Vec<Row>> {
     let n = paths.len();
+    if if_match.as_ref().is_some_and(|m| m.len() != n) {
+        return Err(PyValueError::new_err(
+            "read_wave(): `if_match` must have one entry per path",
+        ));
+    }
     if [
         starts.len(),
         ends.len(),
@@ -135,7 +145,7 @@ fn read_wave<'py>(
         )));
     }
     let to = Target(buf.buf_ptr() as usize);
-    let (items, index, mut outs) = plan(paths, &starts, &ends, &expect, &slots, &caps);
+    let (items, index, mut outs) = plan(paths, &starts, &ends, &expect, &slots, &caps, if_match);
     let os = store.get().map_err(PyRuntimeError::new_err)?;
     let rt = runtime::get()
         .map_err(|e| PyRuntimeError::new_err(format!("gdsstore_core: no runtime: {e}")))?;

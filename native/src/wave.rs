@@ -20,6 +20,9 @@ pub struct Item {
     pub expect: Option<u64>,
     pub slot: usize,
     pub cap: usize,
+    /// The ETag the object must have: sent as `If-Match`, and checked on the answer before its body
+    /// lands (a server that ignores `If-Match` still fails the item, kind changed).
+    pub if_match: Option<String>,
 }
 
 /// What one request did: bytes landed, or an error `(kind, status, message)`.
@@ -166,7 +169,22 @@ async fn land(
     Ok(off)
 }
 
+/// An ETag as compared: without `W/` and quotes (servers and clients differ there).
+fn bare_etag(tag: &str) -> &str {
+    tag.trim_start_matches("W/").trim_matches('"')
+}
+
 fn check_answer(res: &GetResult, it: &Item) -> Result<(), Failure> {
+    if let Some(want) = &it.if_match {
+        let got = res.meta.e_tag.as_deref().unwrap_or("");
+        if bare_etag(got) != bare_etag(want) {
+            return Err((
+                "changed",
+                0,
+                format!("ETag {got:?} answered, {want:?} asked (If-Match)"),
+            ));
+        }
+    }
     if let Some(enc) = res.attributes.get(&Attribute::ContentEncoding) {
         let enc: &str = enc.as_ref();
         if !enc.is_empty() && !enc.eq_ignore_ascii_case("identity") {
@@ -196,6 +214,7 @@ async fn fetch(
 ) -> Outcome {
     let opts = GetOptions {
         range: it.range.clone(),
+        if_match: it.if_match.clone(),
         ..Default::default()
     };
     let mut out = Outcome::default();

@@ -146,6 +146,41 @@ def test_resumed_piece_of_a_replaced_object_fails(srv: FaultServer) -> None:
     assert err is not None and err[0] == "changed"
 
 
+@pytest.mark.parametrize("mode", ["replaced", "replaced-412"])
+def test_if_match_keeps_another_version_out_of_the_slot(srv: FaultServer, mode: str) -> None:
+    # The object is replaced after the first GET; the second asks If-Match with the first's ETag. "replaced"
+    # ignores If-Match (the core compares the answer's ETag before its body lands), "replaced-412" answers 412.
+    n = 1000
+    buf, res = wave(srv, [CorePiece(f"{mode}/1/obj.bin", 0, n, n, 0, n)], n)
+    assert res[0].error is None and res[0].etag
+    assert buf.tobytes() == DATA[:n]
+    buf, res = wave(srv, [CorePiece(f"{mode}/1/obj.bin", n, 2 * n, n, 0, n, if_match=res[0].etag)], n)
+    assert res[0].kind == "changed" and isinstance(res[0].error, RangeMismatchError)
+    assert "changed while it was being read" in str(res[0].error)
+    assert buf.tolist() == [FILL] * n
+
+
+def test_if_match_of_the_same_version_lands(srv: FaultServer) -> None:
+    first = wave(srv, [CorePiece("ok/0/obj.bin", 0, 10, 10, 0, 10)], 10)[1][0]
+    buf, res = wave(srv, [CorePiece("ok/0/obj.bin", 10, 20, 10, 0, 10, if_match=first.etag)], 10)
+    assert res[0].error is None and buf.tobytes() == DATA[10:20]
+
+
+def test_opened_file_reads_through_the_core(srv: FaultServer) -> None:
+    import gdsstore
+
+    url = f"http://127.0.0.1:{srv.port}/ok/0/obj.bin"
+    with gdsstore.config.set({"task_size": 64 << 10}), gdsstore.trace() as t, gdsstore.open(url) as f:
+        buf = np.full(f.size, FILL, "u1")
+        assert f.read(buf) == len(DATA)
+    assert buf.tobytes() == DATA
+    (reason,) = [r for op, _, r in t.by_reason() if op == "read"]
+    assert reason.startswith("native core") and "host buffer" in reason
+    with gdsstore.config.set({"remote.core": "off"}), gdsstore.trace() as t, gdsstore.open(url) as f:
+        f.read(buf)
+    assert next(r for op, _, r in t.by_reason() if op == "read").startswith("host buffer")
+
+
 def test_chunked_answer_is_handed_back(srv: FaultServer) -> None:
     # object_store needs a Content-Length; the wave reads such answers the Python way.
     _, res = wave(srv, [CorePiece("chunked/always/obj.bin", 0, 1000, 1000, 0, 1000)], 1000)

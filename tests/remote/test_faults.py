@@ -71,8 +71,9 @@ def test_retry_resumes_where_the_body_broke(srv: FaultServer) -> None:
         assert f.read(buf) == len(DATA)
     assert buf.tobytes() == DATA
     ranges = [e[2] for e in srv.log if e[0] == "GET"]
-    # The first body broke after half the bytes; the retry asked only for bytes not yet landed.
-    assert ranges[0] == f"bytes=0-{len(DATA) - 1}"
+    # The first body broke after half the bytes; the retry asked only for bytes not yet landed. (The native
+    # core asks for a whole object without a Range header: a server may answer that only with a 200.)
+    assert ranges[0] in (f"bytes=0-{len(DATA) - 1}", None)
     assert ranges[1] == f"bytes={len(DATA) // 2}-{len(DATA) - 1}"
 
 

@@ -29,6 +29,13 @@ def varied_ranges() -> Iterator[None]:
         yield
 
 
+def assert_one_read_row_per_transport(t: Any) -> None:
+    """Opened files read through the native core where it is built, a backend's single get the Python way:
+    one row for each, whatever the sizes."""
+    reads = [reason for op, _, reason in t.by_reason() if op == "read"]
+    assert len(reads) == len({r.startswith("native core") for r in reads}), str(t)
+
+
 def _read_all(urls: list[str], sizes: list[int], data: bytes, **opts: Any) -> None:
     for url, n in zip(urls, sizes):
         out = np.empty(n, dtype=np.uint8)
@@ -49,7 +56,7 @@ def test_nginx_reads_keep_one_row(nginx: NginxServer) -> None:
             assert bytes(b.get(f"rows-{n}.bin", bytearray)) == data[:n]
     assert_one_row_per_reason(t, SIZES)
     assert {(op, route) for op, route, _ in t.by_reason()} == {("read", "http")}
-    assert len(t.by_reason()) == 1, str(t)
+    assert_one_read_row_per_transport(t)
 
 
 def test_s3_writes_and_reads_keep_one_row_per_decision(moto: MotoServer, s3: dict[str, Any]) -> None:
@@ -72,7 +79,7 @@ def test_s3_writes_and_reads_keep_one_row_per_decision(moto: MotoServer, s3: dic
         "multipart upload (> remote.multipart_threshold 5 MiB, parts of 5 MiB)",
         "single PUT (<= remote.multipart_threshold 5 MiB)",
     ]
-    assert len([k for k in t.by_reason() if k[0] == "read"]) == 1, str(t)
+    assert_one_read_row_per_transport(t)
 
 
 def test_webhdfs_writes_and_reads_keep_one_row_each(webhdfs: WebHDFSServer) -> None:

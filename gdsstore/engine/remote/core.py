@@ -116,7 +116,8 @@ def s3_store(options: dict[str, str], *, connect_timeout: float, pool_idle: int 
 @dataclass(frozen=True)
 class CorePiece:
     """One request of a wave: ``path`` bytes ``[start, end)`` (``end`` None: to the object's end) into
-    ``buffer[slot:slot + cap]``; ``expect``: the size the answer must have (None: unknown)."""
+    ``buffer[slot:slot + cap]``; ``expect``: the size the answer must have (None: unknown); ``if_match``: the
+    ETag the object must have (sent as ``If-Match`` and checked before the body lands)."""
 
     path: str
     start: int = 0
@@ -124,6 +125,7 @@ class CorePiece:
     expect: int | None = None
     slot: int = 0
     cap: int = 0
+    if_match: str | None = None
 
 
 @dataclass
@@ -157,7 +159,9 @@ def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> B
     if kind in _TRANSIENT_KINDS:
         return TransientError(text)
     if kind == "changed":
-        return RemoteIOError(f"{what}: the object changed while it was read (412 Precondition Failed)")
+        why = "412 Precondition Failed" if status == 412 else scrub_text(msg)
+        return RangeMismatchError(f"{what}: the object changed while it was being read ({why}); "
+                                  "its bytes would mix two versions: read it again")
     return RemoteIOError(text)
 
 
@@ -171,9 +175,10 @@ def _call(store: Any, pieces: Sequence[CorePiece], buffer: Any, concurrency: int
     starts = [p.start for p in pieces]
     ends = [-1 if p.end is None else p.end for p in pieces]
     expect = [-1 if p.expect is None else p.expect for p in pieces]
+    tags = [p.if_match for p in pieces] if any(p.if_match for p in pieces) else None
     rows: list[Any] = mod.read_wave(
         store, [p.path for p in pieces], starts, ends, expect, [p.slot for p in pieces], [p.cap for p in pieces],
-        buffer, concurrency=concurrency, timeout=timeout,
+        buffer, concurrency=concurrency, timeout=timeout, if_match=tags,
     )
     return rows
 

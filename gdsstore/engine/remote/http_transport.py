@@ -399,6 +399,8 @@ class HTTPSource:
                  scrub: Scrubber | None = None, *, scheme: str | None = None, route: str | None = None,
                  register_url: bool = True) -> None:
         self._url = url
+        self._opened_url = url  # a redirect changes _url: the native core then stays off for this object
+        self._custom_headers = bool(headers)
         self._client = client
         check_header_values(headers or {}, f"HTTPSource({redact_url(url)!r})")
         self._headers = {**(headers or {}), "Accept-Encoding": "identity"}
@@ -494,6 +496,21 @@ class HTTPSource:
         self.pin_etag(headers.get("ETag"))
         if self._etag is None and self._modified is None:
             self._modified = headers.get("Last-Modified")
+
+    def core_target(self) -> tuple[Any, str, str] | None:
+        """``(store, base URL, path)`` of this object for the native core, where it may fetch the URL as it
+        is: no custom headers, the default TLS settings, no redirect seen, no credentials, query or fragment
+        in the URL (:func:`_core_root`); None otherwise."""
+        if self._custom_headers or not self._client.default_tls or self._url != self._opened_url:
+            return None
+        root = _core_root(self._url)
+        if root is None or not root[1]:
+            return None
+        from gdsstore.engine.remote import core
+
+        s = policy.settings()
+        store = core.http_store(root[0], connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
+        return store, root[0], root[1].rstrip("/")
 
     @property
     def version_token(self) -> str | None:

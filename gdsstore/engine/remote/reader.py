@@ -277,6 +277,10 @@ def _copy_h2d_async(device: int, dst_ptr: int, src_ptr: int, nbytes: int) -> Any
         return cuda.record_event(stream, blocking=True)
 
 
+class _NotTaken(Exception):
+    """The native core could not take a piece (:meth:`_Landing.land_with`)."""
+
+
 class _Cancelled(RemoteIOError):
     """A range not fetched because another range of the same read already failed for good."""
 
@@ -331,8 +335,22 @@ class RemoteFile(BaseFile):
             return completed(0)
         s = policy.settings()
         d = policy.decide_remote(scheme=self._source.scheme, device=b.is_device, nbytes=avail, s=s)
+        transport, target = self._transport(s)
+        if target is not None:
+            d = policy.Decision(d.route, f"{transport.reason}; {d.reason}")
         ranges = split_ranges(offset, avail, policy.remote_range_size(avail, s))
-        return self._run(b, ranges, offset, s, self._traced(d, b))
+        return self._run(b, ranges, offset, s, self._traced(d, b), core_target=target)
+
+    def _transport(self, s: policy.Settings) -> tuple[policy.Decision, CoreTarget | None]:
+        """Who fetches this read's ranges (the policy's decision, as for a wave) and, for the native core,
+        the object's ``(store, base URL, path)``, asked anew each read (a forked child gets its own store)."""
+        from gdsstore.engine.remote import core
+
+        missing = None if s.remote_core == "off" or core.available() else core.unavailable_reason()
+        ask = getattr(self._source, "core_target", None)
+        target = ask() if s.remote_core != "off" and missing is None and ask is not None else None
+        transport = policy.decide_wave_transport(takes_core=target is not None, core_missing=missing, s=s)
+        return transport, target if transport.route == "core" else None
 
     def _run(
         self,
@@ -343,10 +361,13 @@ class RemoteFile(BaseFile):
         on_done: Callable[[int, BaseException | None], None] | None,
         landing: _Landing | None = None,
         first_attempts_used: int = 0,
+        core_target: CoreTarget | None = None,
     ) -> Future[int]:
         """Fetch ``ranges`` concurrently into ``b`` (byte ``base`` of the object at ``b[0]``).
 
         ``first_attempts_used``: attempts the first range already spent (it continues a broken body).
+        ``core_target``: the native core fetches each range (one call per range or pinned slot, the GIL
+        released) instead of the source's Python transport.
         """
         retry = RetryPolicy.from_settings(s)
         landing = landing or _Landing(b, base, s)
@@ -367,10 +388,14 @@ class RemoteFile(BaseFile):
             if on_done:
                 on_done(n, exc)
 
-        pieces = [
-            partial(self._fetch, r, retry, landing, failed, first_attempts_used if i == 0 else 0)
-            for i, r in enumerate(ranges)
-        ]
+        if core_target is not None:
+            fetch = _CoreFetch(core_target, self, retry, s)
+            pieces = [partial(self._fetch_core, r, fetch, landing, failed, retry) for r in ranges]
+        else:
+            pieces = [
+                partial(self._fetch, r, retry, landing, failed, first_attempts_used if i == 0 else 0)
+                for i, r in enumerate(ranges)
+            ]
         return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed)
 
     def _traced(self, d: policy.Decision, b: IOBuffer) -> Callable[[int, BaseException | None], None] | None:
@@ -419,6 +444,73 @@ class RemoteFile(BaseFile):
         except BaseException:
             failed.set()
             raise
+
+
+    def _fetch_core(self, req: RangeRequest, fetch: _CoreFetch, landing: _Landing, failed: threading.Event,
+                    retry: RetryPolicy) -> int:
+        """Fetch ``req`` through the native core (its own retries: :func:`.core.read_wave`); an answer the
+        core cannot take (a chunked body) sends the range the Python way."""
+        if failed.is_set():
+            raise _Cancelled(f"{self._what(req)}: cancelled, another range of this read failed")
+        try:
+            taken = landing.land_with(fetch, req)
+        except BaseException:
+            failed.set()
+            raise
+        return req.nbytes if taken else self._fetch(req, retry, landing, failed)
+
+
+#: The native core's ``(store, base URL for messages, object path)`` of one object.
+CoreTarget = tuple[Any, str, str]
+
+
+def _identity(etag: str | None) -> str | None:
+    """An ETag as compared across answers: without ``W/`` and quotes (servers and clients differ there)."""
+    return None if not etag else etag.removeprefix("W/").strip('"')
+
+
+class _CoreFetch:
+    """Fills a view with bytes ``[offset, offset + len(view))`` of one object through the native core, and
+    checks that every answer of the read is of the object that was opened: its size, and one ETag (the one
+    the source saw at open, else the first answer's) — a replaced object fails, never mixes."""
+
+    def __init__(self, target: CoreTarget, f: RemoteFile, retry: RetryPolicy, s: policy.Settings) -> None:
+        self._store, self._base, self._path = target
+        self._f, self._retry = f, retry
+        self._timeout = s.remote_timeout or 1e9
+        self._lock = threading.Lock()
+        self._tag: str | None = getattr(f._source, "etag", None)  # as the server wrote it: sent as If-Match
+        self._etag = _identity(self._tag)
+
+    def __call__(self, offset: int, view: Any) -> bool:
+        """Fill ``view``; False where the core cannot take this answer (no ``Content-Length``: a chunked
+        body), which the caller then fetches the Python way."""
+        from gdsstore.engine.remote import core
+
+        n = memoryview(view).nbytes
+        whole = offset == 0 and n == self._f.size  # no Range header: a server may answer it only with a 200
+        strong = self._tag if self._tag and not self._tag.startswith("W/") else None  # weak tags never match
+        piece = core.CorePiece(self._path, offset, None if whole else offset + n, n, 0, n, if_match=strong)
+        (res,) = core.read_wave(self._store, self._base, [piece], view, retry=self._retry, concurrency=1,
+                                timeout=self._timeout)
+        if res.kind in core.PASS_KINDS:
+            return False
+        if res.error is not None:
+            raise res.error
+        url = self._f.url
+        if res.total >= 0 and res.total != self._f.size:
+            raise RangeMismatchError(f"{url}: the object is now {res.total} bytes, it was {self._f.size} when opened "
+                                     "(it changed while it was read): read it again")
+        got = _identity(res.etag)
+        with self._lock:
+            if self._etag is None:
+                self._tag, self._etag = res.etag, got
+            elif got is not None and got != self._etag:
+                raise RangeMismatchError(
+                    f"{url}: the object changed while it was being read (ETag {self._etag!r}, now {got!r}); "
+                    "its bytes would mix two versions: read it again"
+                )
+        return True
 
 
 def get_object(
@@ -519,23 +611,51 @@ class _Landing:
             # are right where they land, so a retry resumes after them.
             read_exact(body, self._b.host_slice(lo, lo + rest.nbytes), what, progress)
             return
+        self._through_ring(rest, lambda view, _: read_exact(body, view, what), progress)
+
+    def land_with(self, fetch: Callable[[int, Any], bool], rest: RangeRequest) -> bool:
+        """Land ``rest`` with ``fetch(offset, view)``, which fills ``view`` with the object's bytes from
+        ``offset`` (the native core): in the caller's host buffer, or slot by slot through the pinned ring.
+        False as soon as ``fetch`` cannot take a piece (nothing of it landed)."""
+        lo = rest.offset - self._base
+        if self._b.host is not None:
+            return fetch(rest.offset, self._b.host_slice(lo, lo + rest.nbytes))
+        taken = [True]
+
+        def fill(view: Any, done: int) -> None:
+            if taken[0] and not fetch(rest.offset + done, view):
+                taken[0] = False
+                raise _NotTaken
+
+        try:
+            self._through_ring(rest, fill, None)
+        except _NotTaken:
+            return False
+        return True
+
+    def _through_ring(self, rest: RangeRequest, fill: Callable[[Any, int], None],
+                      progress: Callable[[int], None] | None) -> None:
+        """Device buffer: ``fill(view, done)`` each pinned slot with ``rest``'s bytes from ``done`` on, and
+        queue its copy to the device."""
         from gdsstore.engine.bounce import ring  # the engine's one pinned ring (needs CuPy)
 
         assert self._b.device is not None
+        lo = rest.offset - self._base
         done = 0
         while done < rest.nbytes:
             want = min(self._slot_size, rest.nbytes - done)
             slot = ring.acquire(self._slot_size, self._limit)
             event = None
             try:
-                read_exact(body, slot.buf.view[:want], what)
+                fill(slot.buf.view[:want], done)
                 event = _copy_h2d_async(self._b.device, self._b.ptr + lo + done, slot.buf.ptr, want)
                 with self._lock:
                     self._events.append(event)
             finally:
                 ring.release(slot, event)
             done += want
-            progress(want)  # this slot's bytes are on their way to the device for good
+            if progress is not None:
+                progress(want)  # this slot's bytes are on their way to the device for good
 
     def wait(self) -> None:
         """Wait for every queued H2D copy."""

@@ -537,6 +537,17 @@ class S3Source:
             self._version_id = head.get("VersionId")
         return int(head["ContentLength"])
 
+    @property
+    def etag(self) -> str | None:
+        """The ETag of the version being read (None until HEAD or a first answer told it)."""
+        return self._etag or (self._http.etag if self._http is not None else None)
+
+    def core_target(self) -> tuple[Any, str, str] | None:
+        """``(store, base URL, key)`` of this object for the native core; None where the client's settings
+        keep the core off (:func:`core_store`)."""
+        store = core_store(self._c, self.bucket)
+        return None if store is None else (store, f"s3://{self.bucket}/", self.key)
+
     def _source(self) -> HTTPSource:
         with self._lock:
             now = time.monotonic()
