@@ -63,6 +63,10 @@ def write_objects(
 
 def versions() -> tuple[tuple[str, str], ...]: ...
 
+def split_bytes(buffer: Any, offsets: list[int], sizes: list[int], *, threads: int = 8) -> list[bytes | None]:
+    """``bytes(buffer[offsets[i]:offsets[i] + sizes[i]])`` for each item (None where ``sizes[i] < 0``), the
+    objects made under the GIL and filled on ``threads`` threads with it released."""
+
 def read_files(
     paths: list[str],
     offsets: Any,

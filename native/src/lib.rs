@@ -4,6 +4,7 @@
 mod local;
 mod put;
 mod runtime;
+mod split;
 mod store;
 mod wave;
 
@@ -412,6 +413,19 @@ fn versions(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
     )
 }
 
+/// Items of one buffer as `bytes` objects, copied on `threads` threads; see `gdsstore_core.pyi`.
+#[pyfunction]
+#[pyo3(signature = (buffer, offsets, sizes, *, threads = 8))]
+fn split_bytes(
+    py: Python<'_>,
+    buffer: &Bound<'_, PyAny>,
+    offsets: Vec<i64>,
+    sizes: Vec<i64>,
+    threads: usize,
+) -> PyResult<Vec<PyObject>> {
+    split::split(py, buffer, &offsets, &sizes, threads)
+}
+
 #[pymodule]
 fn gdsstore_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Store>()?;
@@ -420,5 +434,6 @@ fn gdsstore_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_files, m)?)?;
     m.add_function(wrap_pyfunction!(stat_files, m)?)?;
     m.add_function(wrap_pyfunction!(versions, m)?)?;
+    m.add_function(wrap_pyfunction!(split_bytes, m)?)?;
     Ok(())
 }

@@ -378,3 +378,18 @@ def test_closed_port_fails_after_attempts() -> None:
                          timeout=2.0)
     assert isinstance(res[0].error, RemoteIOError) and "failed after 4 attempt(s)" in str(res[0].error)
     assert res[0].kind in ("connect", "io")
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_split_bytes_copies_every_item(threads: int) -> None:
+    import gdsstore_core
+
+    buf = np.frombuffer(payload(1 << 20, seed=3), "u1")
+    offs, sizes = [0, 10, 5000, 1 << 19, 0], [10, 4990, 0, 1 << 19, -1]
+    got = gdsstore_core.split_bytes(buf, offs, sizes, threads=threads)
+    assert got[:4] == [buf[o : o + n].tobytes() for o, n in zip(offs[:4], sizes[:4])]
+    assert got[4] is None and all(type(g) is bytes for g in got[:4])
+    with pytest.raises(ValueError, match="outside the buffer"):
+        gdsstore_core.split_bytes(buf, [len(buf) - 1], [2])
+    # The pure-Python way gives the same.
+    assert core.split_bytes(buf, offs, sizes) == got

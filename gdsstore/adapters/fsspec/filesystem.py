@@ -51,6 +51,7 @@ from gdsstore.adapters.fsspec.paths import (
 from gdsstore.engine.backend import Backend, ObjectInfo, backend_for, host_alloc
 from gdsstore.engine.pool import map_all
 from gdsstore.engine.ranges import ByteRange, RangeRead, start_range_reads
+from gdsstore.engine.remote import core
 
 __all__ = ["GDSFileSystem", "GDSLocalFileSystem"]
 
@@ -509,11 +510,12 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         for backend, members, keys, brs in groups.values():
             w = backend.get_many(keys, brs, host_alloc, errors="return", max_gap=gap, max_bytes=_MAX_BLOCK,
                                  where=where)
+            values = core.split_bytes(w.host, w.offsets, w.sizes)  # one bytes each, copied in parallel
             for k, i in enumerate(members):
-                v = w.view(k)
                 err = w.errors[k] if w.errors else None
-                missing = FileNotFoundError(f"{where}: no such file: {paths[i]!r}")
-                out[i] = err if err is not None else (missing if v is None else v.tobytes())
+                v = values[k]
+                out[i] = err if err is not None else (FileNotFoundError(f"{where}: no such file: {paths[i]!r}")
+                                                      if v is None else v)
 
     async def _cat(
         self, path: Any, recursive: bool = False, on_error: str = "raise", batch_size: int | None = None,

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     import gdsstore_core
 
 __all__ = [
-    "CorePiece", "CoreResult", "CoreWrite", "available", "http_store", "read_wave", "s3_store", "unavailable_reason",
-    "write_objects",
+    "CorePiece", "CoreResult", "CoreWrite", "available", "http_store", "read_wave", "s3_store", "split_bytes",
+    "unavailable_reason", "write_objects",
 ]
 
 _lock = threading.Lock()
@@ -262,6 +262,23 @@ def read_wave(
             time.sleep(retry.delay(attempt))
             attempt += 1
     return results
+
+
+def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> list[bytes | None]:
+    """``bytes`` of each item ``buffer[offsets[i]:offsets[i] + sizes[i]]`` (None where ``sizes[i] < 0``).
+
+    Through the core where it is built: the objects made at once and filled on several threads with the GIL
+    released (fresh memory is paid for in page faults as it is first written: one thread copying 4,096 objects
+    of 16 KiB took 2.5x the wave that fetched them), else one copy after the other.
+    """
+    mod = _load()
+    offs, lens = [int(o) for o in offsets], [int(n) for n in sizes]
+    if mod is None:
+        view = memoryview(buffer).cast("B")
+        return [None if n < 0 else bytes(view[o : o + n]) for o, n in zip(offs, lens, strict=True)]
+    threads = min(8, os.cpu_count() or 1) if sum(lens) >= (4 << 20) else 1
+    out: list[bytes | None] = mod.split_bytes(buffer, offs, lens, threads=threads)
+    return out
 
 
 @dataclass
