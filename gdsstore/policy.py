@@ -39,6 +39,7 @@ __all__ = [
     "decide_wave_transport",
     "fmt_bytes",
     "needs_residency_probe",
+    "python_wave_concurrency",
     "remote_range_size",
     "settings",
 ]
@@ -341,6 +342,17 @@ def decide_remote(
         # Sockets cannot write into device memory: bodies land in the pinned ring, then async H2D.
         return Decision(route, f"device buffer: {plan}, pinned bounce ring + async H2D")
     return Decision(route, f"host buffer: {plan}, read in place")
+
+
+#: Requests the pure-Python wave sends at once, at most (its threads): on the H200 behind a server answering
+#: after 20 ms, 256 threads sent fewer requests per second than 64 (1,508 against 1,723).
+PYTHON_WAVE_MAX = 64
+
+
+def python_wave_concurrency(s: Settings | None = None) -> int:
+    """Requests in flight in a wave sent the pure-Python way: ``remote.wave_concurrency``, at most
+    :data:`PYTHON_WAVE_MAX`."""
+    return min((s or settings()).remote_wave_concurrency, PYTHON_WAVE_MAX)
 
 
 def decide_wave_transport(

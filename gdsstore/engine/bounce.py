@@ -216,6 +216,7 @@ class DeviceSink:
         self._limit = limit
         self._events: list[Any] = []
         self._lock = threading.Lock()
+        self._after = cuda.current_event(device)  # the copies wait for the caller's queued kernels
 
     def acquire(self) -> tuple[memoryview, _Slot]:
         slot = ring.acquire(self._slot_size, self._limit)
@@ -228,7 +229,7 @@ class DeviceSink:
         stream: Any = None
         try:
             with cp.cuda.Device(self.device):
-                stream = cuda.thread_stream(self.device)
+                stream = cuda.thread_stream(self.device, after=self._after)
                 cp.cuda.runtime.memcpyAsync(
                     self.dst_ptr + base + lo,
                     handle.buf.ptr + lo,
@@ -265,6 +266,7 @@ def read_to_device(
     slot_size: int,
     ring_limit: int,
     direct_fd: int = -1,
+    after: Any = None,
 ) -> tuple[int, list[Any]]:
     """Read ``nbytes`` at ``offset`` into device memory through the ring; returns (bytes, copy events).
 
@@ -275,7 +277,8 @@ def read_to_device(
     H200, 1 GiB warm, interleaved with the previous route (8 MiB pieces, one slot each), ABBA:
     43.3 and 39.3 GB/s against 39.0 and 39.5; the same loop stripped to its calls reads 42-47 where
     kvikio compat reads 43-44 (``benchmarks/results/probe_raw.txt``). The caller
-    synchronizes the events before reporting the data as landed.
+    synchronizes the events before reporting the data as landed. ``after``: an event the copies wait for
+    (:func:`gdsstore.engine.cuda.current_event`, taken by the caller).
     """
     cp = cuda.cupy_or_none()
     assert cp is not None
@@ -290,7 +293,7 @@ def read_to_device(
     stream: Any = None
     try:
         with cp.cuda.Device(device):
-            stream = cuda.thread_stream(device)
+            stream = cuda.thread_stream(device, after=after)
             while done < nbytes:
                 h = k & 1
                 k += 1

@@ -100,9 +100,10 @@ def on_device(device: int | None) -> AbstractContextManager[Any]:
 _tls = threading.local()
 
 
-def thread_stream(device: int) -> Any:
+def thread_stream(device: int, after: Any = None) -> Any:
     """A non-blocking stream owned by the calling thread on ``device`` (copies of different
-    threads overlap each other and the reads)."""
+    threads overlap each other and the reads); with ``after`` (an event, :func:`current_event`), the
+    stream's next work waits for it."""
     streams: dict[int, Any] | None = getattr(_tls, "streams", None)
     if streams is None:
         streams = _tls.streams = {}
@@ -112,7 +113,24 @@ def thread_stream(device: int) -> Any:
         assert cp is not None
         with cp.cuda.Device(device):
             s = streams[device] = cp.cuda.Stream(non_blocking=True)
+    if after is not None:
+        s.wait_event(after)
     return s
+
+
+def current_event(device: int) -> Any:
+    """An event after the work queued so far on the calling thread's current CuPy stream on ``device``.
+
+    Why: a copy into device memory runs on a thread's non-blocking stream (:func:`thread_stream`), which has
+    no order with the caller's. CuPy's pool hands out memory freed on the caller's stream at once, while a
+    kernel queued there may still read it; a copy into it must wait for that kernel, or it changes the
+    bytes the kernel reads (seen once on the H200 as wrong bytes of a multi-window archive read). Taken
+    in the caller's thread when an operation starts, waited for by every stream that copies into its memory.
+    """
+    cp = cupy_or_none()
+    assert cp is not None
+    with cp.cuda.Device(device):
+        return record_event(cp.cuda.get_current_stream())
 
 
 def record_event(stream: Any, *, blocking: bool = False) -> Any:
@@ -134,7 +152,7 @@ def _memcpy(device: int, dst: int, src: int, nbytes: int, to_device: bool) -> No
     assert cp is not None
     rt = cp.cuda.runtime
     with cp.cuda.Device(device):
-        s = thread_stream(device)
+        s = thread_stream(device, after=current_event(device))  # after the caller's kernels (current_event)
         rt.memcpyAsync(dst, src, nbytes, rt.memcpyHostToDevice if to_device else rt.memcpyDeviceToHost, s.ptr)
         s.synchronize()
 

@@ -318,12 +318,14 @@ class LocalFile(BaseFile):
         pieces = _split(total, max(s.task_size, -(-per_thread // slot) * slot))
         events: list[Any] = []
         ev_lock = threading.Lock()
+        after = cuda.current_event(device)  # the copies wait for kernels the caller queued on this memory
 
         def make(off: int, n: int) -> Any:
             def piece() -> int:
                 fd, own = self._open_stream(offset + off, n) if plan.stretches else (self._fd, False)
                 try:
-                    got, evs = bounce.read_to_device(fd, device, b.ptr + off, n, offset + off, slot, limit, direct)
+                    got, evs = bounce.read_to_device(fd, device, b.ptr + off, n, offset + off, slot, limit, direct,
+                                                     after)
                 finally:
                     if own:
                         os.close(fd)

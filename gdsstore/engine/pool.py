@@ -48,7 +48,7 @@ def engine_pool(min_workers: int = 1) -> ThreadPoolExecutor:
     global _pool, _pool_size, _settings_size
     s = policy.settings()
     # The wave's bound too: a pool grown mid-read would shut down the pool a window prefetch holds.
-    want = max(s.num_threads, s.remote_concurrency, s.remote_wave_concurrency)
+    want = max(s.num_threads, s.remote_concurrency, policy.python_wave_concurrency(s))
     with _pool_lock:
         same_settings = _pool is not None and _settings_size == want
         if not same_settings or _pool_size < min_workers:

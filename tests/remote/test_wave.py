@@ -262,8 +262,8 @@ def test_one_trace_row_per_wave(faults: FaultServer, objs: dict[str, bytes], cli
     assert (op, route, row["requests"], row["bytes"]) == ("read", "http", 3 * len(objs), 3 * sum(map(len, objs.values())))
     assert "requests" in str(t).splitlines()[0]
     # The route and why: the policy's decision, once per wave.
-    want = "wave: native core, one call (remote.wave_concurrency 64)" if client == "core" else (
-        "wave: python: remote.core=off, concurrent requests (remote.wave_concurrency 64)")
+    want = "wave: native core, one call (remote.wave_concurrency 256)" if client == "core" else (
+        "wave: python: remote.core=off, 64 concurrent requests (remote.wave_concurrency)")
     assert reason == want, reason
 
 

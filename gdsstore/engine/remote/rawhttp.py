@@ -115,11 +115,11 @@ class IdleConnections:
 
 def idle_bound() -> int:
     """Idle kept-alive connections kept per host: the engine pool's size, ``max(num_threads,
-    remote.concurrency, remote.wave_concurrency)``."""
+    remote.concurrency, the pure-Python wave's concurrency)``."""
     from gdsstore import policy
 
     s = policy.settings()
-    return max(s.num_threads, s.remote_concurrency, s.remote_wave_concurrency)
+    return max(s.num_threads, s.remote_concurrency, policy.python_wave_concurrency(s))
 
 
 idle = IdleConnections()

@@ -265,14 +265,14 @@ def read_exact(body: Body, dst: memoryview, what: str, progress: Callable[[int],
             progress(k)
 
 
-def _copy_h2d_async(device: int, dst_ptr: int, src_ptr: int, nbytes: int) -> Any:
-    """Queue a pinned → device copy on the calling thread's stream; returns its event."""
+def _copy_h2d_async(device: int, dst_ptr: int, src_ptr: int, nbytes: int, after: Any = None) -> Any:
+    """Queue a pinned → device copy on the calling thread's stream (after the event ``after``); returns its event."""
     from gdsstore.engine import cuda
 
     cp = cuda.cupy_or_none()
     assert cp is not None
     with cp.cuda.Device(device):
-        stream = cuda.thread_stream(device)
+        stream = cuda.thread_stream(device, after=after)
         cp.cuda.runtime.memcpyAsync(dst_ptr, src_ptr, nbytes, cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
         return cuda.record_event(stream, blocking=True)
 
@@ -603,6 +603,11 @@ class _Landing:
         self._limit = 2 * s.remote_concurrency
         self._events: list[Any] = []
         self._lock = threading.Lock()
+        self._after: Any = None
+        if b.device is not None:  # the copies wait for kernels the caller queued on this memory
+            from gdsstore.engine import cuda
+
+            self._after = cuda.current_event(b.device)
 
     def land(self, body: Body, rest: RangeRequest, progress: Callable[[int], None], what: str) -> None:
         lo = rest.offset - self._base
@@ -648,7 +653,7 @@ class _Landing:
             event = None
             try:
                 fill(slot.buf.view[:want], done)
-                event = _copy_h2d_async(self._b.device, self._b.ptr + lo + done, slot.buf.ptr, want)
+                event = _copy_h2d_async(self._b.device, self._b.ptr + lo + done, slot.buf.ptr, want, self._after)
                 with self._lock:
                     self._events.append(event)
             finally:

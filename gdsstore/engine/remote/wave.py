@@ -469,7 +469,7 @@ def read_wave(
         todo = list(range(len(reqs))) if target is None else _core(target, reqs, buf, open_sized, where, s, errs, alloc, free)
         if errs and errors == "raise":
             raise errs[min(errs)]
-        run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), s.remote_wave_concurrency).result()
+        run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), policy.python_wave_concurrency(s)).result()
         if errs and errors == "raise":
             raise errs[min(errs)]
         buf.settle(reqs, alloc, free)
@@ -497,7 +497,7 @@ def _reason(transport: policy.Decision, rest: bool, s: policy.Settings) -> str:
     """The wave's trace reason: who sent it (the policy's decision) and whether the pure-Python way helped."""
     if transport.route == "core":
         return f"wave: {transport.reason}" + (", what it handed back: pure-Python" if rest else "")
-    return f"wave: {transport.reason}, concurrent requests (remote.wave_concurrency {s.remote_wave_concurrency})"
+    return f"wave: {transport.reason}, {policy.python_wave_concurrency(s)} concurrent requests (remote.wave_concurrency)"
 
 
 def _bind(fn: Callable[[int], int], k: int) -> Callable[[], int]:
