@@ -43,7 +43,9 @@ __all__ = [
 _lock = threading.Lock()
 _module: Any = None
 _reason: str | None = None
-_stores: dict[tuple[Any, ...], tuple[int, Any]] = {}
+_stores: dict[tuple[Any, ...], tuple[int, Any, Any]] = {}
+#: object_store's S3 options that are credentials: a store is rebuilt when they change, never kept beside.
+_CREDENTIALS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 
 # Kinds the caller handles itself (the core cannot take the item, or its slot was too small).
 PASS_KINDS = frozenset({"unsupported", "too_large"})
@@ -74,16 +76,17 @@ def unavailable_reason() -> str | None:
     return _reason
 
 
-def _cached(key: tuple[Any, ...], build: Any) -> Any:
-    # One store per configuration and process: its connection pool is reused across waves.
+def _cached(key: tuple[Any, ...], build: Any, version: Any = None) -> Any:
+    # One store per configuration and process: its connection pool is reused across waves. Another
+    # ``version`` (new credentials) replaces it: stores of expired credentials are not kept.
     pid = os.getpid()
     with _lock:
         hit = _stores.get(key)
-        if hit is not None and hit[0] == pid:
-            return hit[1]
+        if hit is not None and hit[0] == pid and hit[1] == version:
+            return hit[2]
     store = build()
     with _lock:
-        _stores[key] = (pid, store)
+        _stores[key] = (pid, version, store)
     return store
 
 
@@ -107,9 +110,11 @@ def s3_store(options: dict[str, str], *, connect_timeout: float, pool_idle: int 
     mod = _load()
     if mod is None:
         raise RemoteIOError(f"s3_store(): {_reason}")
-    key = ("s3", tuple(sorted(options.items())), connect_timeout, pool_idle)
+    config = tuple(sorted((k, v) for k, v in options.items() if k not in _CREDENTIALS))
+    creds = tuple(options.get(k) for k in _CREDENTIALS)
     store: gdsstore_core.Store = _cached(
-        key, lambda: mod.Store.s3(sorted(options.items()), connect_timeout=connect_timeout, pool_idle=pool_idle))
+        ("s3", config, connect_timeout, pool_idle),
+        lambda: mod.Store.s3(sorted(options.items()), connect_timeout=connect_timeout, pool_idle=pool_idle), creds)
     return store
 
 

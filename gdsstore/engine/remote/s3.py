@@ -40,7 +40,6 @@ import json
 import os
 import threading
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -586,26 +585,17 @@ class S3Source:
         return first
 
 
-# Per client and bucket: (valid until, pid, the core's store or None); outside the client so it never pickles.
-_core_cache: weakref.WeakKeyDictionary[S3Client, dict[str, tuple[float, int, Any]]] = weakref.WeakKeyDictionary()
-
-
 def core_store(client: S3Client, bucket: str) -> Any:
     """The native core's store of ``bucket`` with ``client``'s identity; None where the client's settings
-    keep the core off. Options (credentials included) are looked up once a minute, not per call: botocore
-    refreshes expiring credentials well ahead of their end, and new ones make a new store."""
-    now, pid = time.monotonic(), os.getpid()
-    per = _core_cache.setdefault(client, {})
-    cached = per.get(bucket)
-    if cached is None or cached[0] < now or cached[1] != pid:
-        opts = client.core_options(bucket)
-        from gdsstore.engine.remote import core
+    keep the core off. The options are looked up on every call (a few µs): botocore refreshes temporary
+    credentials as they near their end, and the next request is signed with the new ones (a new store)."""
+    opts = client.core_options(bucket)
+    if opts is None:
+        return None
+    from gdsstore.engine.remote import core
 
-        s = policy.settings()
-        store = None if opts is None else core.s3_store(
-            opts, connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
-        cached = per[bucket] = (now + 60.0, pid, store)
-    return cached[2]
+    s = policy.settings()
+    return core.s3_store(opts, connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
 
 
 class S3Backend(WaveReads, Backend):
