@@ -103,6 +103,13 @@ class Wave:
         a = int(self.offsets[i])
         return self.host[a : a + n]
 
+    def all_bytes(self) -> list[bytes | None]:
+        """Every item as ``bytes`` (None: missing or failed), copied on several threads where the native
+        core is built (:func:`gdsstore.engine.remote.core.split_bytes`)."""
+        from gdsstore.engine.remote import core
+
+        return core.split_bytes(self.host, self.offsets, self.sizes)
+
 
 class BatchResult:
     """Per item of a batch (:meth:`Backend.get_batch`, :meth:`Backend.put_batch`): its buffer (None:

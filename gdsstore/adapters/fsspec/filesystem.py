@@ -51,7 +51,6 @@ from gdsstore.adapters.fsspec.paths import (
 from gdsstore.engine.backend import Backend, ObjectInfo, backend_for, host_alloc
 from gdsstore.engine.pool import map_all
 from gdsstore.engine.ranges import ByteRange, RangeRead, start_range_reads
-from gdsstore.engine.remote import core
 
 __all__ = ["GDSFileSystem", "GDSLocalFileSystem"]
 
@@ -510,7 +509,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         for backend, members, keys, brs in groups.values():
             w = backend.get_many(keys, brs, host_alloc, errors="return", max_gap=gap, max_bytes=_MAX_BLOCK,
                                  where=where)
-            values = core.split_bytes(w.host, w.offsets, w.sizes)  # one bytes each, copied in parallel
+            values = w.all_bytes()  # one bytes each, copied in parallel
             for k, i in enumerate(members):
                 err = w.errors[k] if w.errors else None
                 v = values[k]
