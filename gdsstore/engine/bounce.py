@@ -344,17 +344,19 @@ def write_from_device(
     slot_size: int,
     ring_limit: int,
     direct_fd: int = -1,
+    after: Any = None,
 ) -> int:
     """Write ``nbytes`` of device memory at ``offset`` through the ring (D2H, then pwrite).
 
-    With ``direct_fd`` (O_DIRECT), page-aligned whole pages go through it; the rest is buffered.
+    With ``direct_fd`` (O_DIRECT), page-aligned whole pages go through it; the rest is buffered. ``after``:
+    an event the copies wait for (the caller's :func:`gdsstore.engine.cuda.current_event`).
     """
     done = 0
     while done < nbytes:
         want = min(slot_size, nbytes - done)
         slot = ring.acquire(slot_size, ring_limit)
         try:
-            cuda.memcpy_dtoh(device, slot.buf.ptr, src_ptr + done, want)
+            cuda.memcpy_dtoh(device, slot.buf.ptr, src_ptr + done, want, after)
             aligned = direct_fd >= 0 and (offset + done) % _PAGE == 0 and want % _PAGE == 0
             pwrite_full(direct_fd if aligned else fd, slot.buf.view[:want], offset + done)
         finally:

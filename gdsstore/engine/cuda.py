@@ -147,24 +147,27 @@ def record_event(stream: Any, *, blocking: bool = False) -> Any:
     return ev
 
 
-def _memcpy(device: int, dst: int, src: int, nbytes: int, to_device: bool) -> None:
+def _memcpy(device: int, dst: int, src: int, nbytes: int, to_device: bool, after: Any = None) -> None:
     cp = cupy_or_none()
     assert cp is not None
     rt = cp.cuda.runtime
     with cp.cuda.Device(device):
-        s = thread_stream(device, after=current_event(device))  # after the caller's kernels (current_event)
+        # After the caller's kernels (current_event): taken here, on the calling thread, unless given.
+        s = thread_stream(device, after=after if after is not None else current_event(device))
         rt.memcpyAsync(dst, src, nbytes, rt.memcpyHostToDevice if to_device else rt.memcpyDeviceToHost, s.ptr)
         s.synchronize()
 
 
-def memcpy_htod(device: int, dst: int, src: int, nbytes: int) -> None:
-    """Copy pinned host → device on the thread's stream and wait for it."""
-    _memcpy(device, dst, src, nbytes, to_device=True)
+def memcpy_htod(device: int, dst: int, src: int, nbytes: int, after: Any = None) -> None:
+    """Copy pinned host → device on the thread's stream, after ``after`` (default: the work queued on this
+    thread's current stream), and wait for it."""
+    _memcpy(device, dst, src, nbytes, True, after)
 
 
-def memcpy_dtoh(device: int, dst: int, src: int, nbytes: int) -> None:
-    """Copy device → pinned host on the thread's stream and wait for it."""
-    _memcpy(device, dst, src, nbytes, to_device=False)
+def memcpy_dtoh(device: int, dst: int, src: int, nbytes: int, after: Any = None) -> None:
+    """Copy device → pinned host on the thread's stream, after ``after`` (default: the work queued on this
+    thread's current stream), and wait for it."""
+    _memcpy(device, dst, src, nbytes, False, after)
 
 
 class DriverCalls(NamedTuple):

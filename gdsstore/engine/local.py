@@ -272,6 +272,8 @@ class LocalFile(BaseFile):
         if d.route == "posix" and b.is_device:
             return self._posix_device_read(b, avail, offset, s, plan, on_done)  # cuts its own stretches
         if d.route == "cufile":
+            assert b.device is not None
+            cuda.current_event(b.device).synchronize()  # cuFile has no stream: the caller's kernels first
             pieces = _split(avail, s.task_size)
             return run_pieces(
                 [partial(_cufile_read, handle, b, off, n, offset) for off, n in pieces],
@@ -362,6 +364,10 @@ class LocalFile(BaseFile):
         on_done = self._traced("write", d, b)
         expected = [n for _, n in pieces]
         fd = self._fd
+        # The data the caller's queued kernels are still writing is copied after them, never before.
+        after = cuda.current_event(b.device) if b.device is not None else None
+        if after is not None and d.route == "cufile":
+            after.synchronize()  # cuFile has no stream to order
         if d.route == "cufile":
             return run_pieces(
                 [partial(_cufile_write, handle, b, off, n, offset) for off, n in pieces],
@@ -377,7 +383,7 @@ class LocalFile(BaseFile):
             return run_pieces(
                 [
                     partial(
-                        bounce.write_from_device, fd, dev, b.ptr + off, n, offset + off, slot, limit, direct
+                        bounce.write_from_device, fd, dev, b.ptr + off, n, offset + off, slot, limit, direct, after
                     )
                     for off, n in pieces
                 ],

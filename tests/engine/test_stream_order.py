@@ -71,3 +71,23 @@ def test_a_copy_to_the_host_waits_for_the_kernel_that_writes_its_source() -> Non
         assert bool((np.asarray(buf) == 9).all())
     finally:
         staging.release_staging(owner)
+
+
+@pytest.mark.parametrize("compat", ["on", "auto"])
+def test_a_file_written_from_the_device_holds_what_the_queued_kernel_wrote(tmp_path: object, compat: str) -> None:
+    import os
+
+    import cupy as cp
+
+    import gdsstore
+
+    n = 16 << 20
+    src = cp.full(n, 9, dtype=cp.uint8)
+    dst = cp.zeros(n, dtype=cp.uint8)
+    cp.cuda.Device().synchronize()
+    _slow_copy(src, dst, n)  # still writing ``dst`` when the write starts
+    path = os.path.join(str(tmp_path), "out.bin")
+    # compat_mode "on": the POSIX route's device-to-host copies; "auto": cuFile where the file's handle registers
+    with gdsstore.config.set({"compat_mode": compat}), gdsstore.open(path, "wb") as f:
+        assert f.write(dst) == n
+    assert np.fromfile(path, dtype=np.uint8).min() == 9
