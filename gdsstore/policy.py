@@ -351,7 +351,7 @@ PYTHON_WAVE_MAX = 64
 
 def python_wave_concurrency(s: Settings | None = None) -> int:
     """Requests in flight in a wave sent the pure-Python way: ``remote.wave_concurrency``, at most
-    :data:`PYTHON_WAVE_MAX`."""
+    ``PYTHON_WAVE_MAX`` (64)."""
     return min((s or settings()).remote_wave_concurrency, PYTHON_WAVE_MAX)
 
 

@@ -86,6 +86,7 @@ class Wave:
         owner: what the caller's ``alloc`` returned beside the array (a pinned buffer to give back).
         errors: per item, the exception that failed it (``errors="return"`` only), else None.
         requests: how many requests the wave sent (retries not counted).
+        split: makes :meth:`all_bytes` (``(host, offsets, sizes)`` → list); None: one copy after the other.
     """
 
     host: Any
@@ -94,6 +95,7 @@ class Wave:
     owner: Any = None
     errors: list[BaseException | None] | None = None
     requests: int = 0
+    split: Callable[[Any, Any, Any], list[bytes | None]] | None = None
 
     def view(self, i: int) -> Any:
         """Item ``i`` as a view of :attr:`host`, or None when missing or failed."""
@@ -104,11 +106,11 @@ class Wave:
         return self.host[a : a + n]
 
     def all_bytes(self) -> list[bytes | None]:
-        """Every item as ``bytes`` (None: missing or failed), copied on several threads where the native
-        core is built (:func:`gdsstore.engine.remote.core.split_bytes`)."""
-        from gdsstore.engine.remote import core
-
-        return core.split_bytes(self.host, self.offsets, self.sizes)
+        """Every item as ``bytes`` (None: missing or failed): through :attr:`split` where the wave's
+        transport gave one (the native core's copies on several threads), else one copy after the other."""
+        if self.split is not None:
+            return self.split(self.host, self.offsets, self.sizes)
+        return [None if v is None else v.tobytes() for v in map(self.view, range(len(self.sizes)))]
 
 
 class BatchResult:

@@ -490,7 +490,7 @@ def read_wave(
                       getattr(backend, "url", ""), None, requests=len(reqs))
     if room is None and open_sized and hasattr(backend, "room_hint"):
         backend.room_hint = max([0, *(r.got for r in reqs if r.slot < 0)])
-    return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs))
+    return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs), core.split_bytes)
 
 
 def _reason(transport: policy.Decision, rest: bool, s: policy.Settings) -> str:
