@@ -329,8 +329,9 @@ class Settings:
         object one request. Higher than `remote.concurrency` (ranges of one large object), because the wave's
         requests are small and each mostly waits on the server. Measured on the H200 (the native core): 256 in
         flight sent 3.4x the requests per second of 64 behind a server answering after 20 ms, and read as
-        fast or faster on loopback; 1,024 was slower. The pure-Python transport sends at most 64 at once
-        (its threads: more were slower).""",
+        fast or faster on loopback; 1,024 was slower. On two cores shared with a server on the same machine,
+        256 connections cost 25-45 % more CPU per request than 64: lower it there. The pure-Python transport
+        sends at most 64 at once (its threads: more were slower).""",
     )  # fmt: skip
     remote_max_range_size: int = _setting(
         "remote.max_range_size", 32 << 20, _int(1, 1 << 40),
