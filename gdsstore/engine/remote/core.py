@@ -24,10 +24,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from gdsstore import policy
 from gdsstore.engine.remote.redact import scrub_text
 from gdsstore.engine.remote.retry import RetryPolicy
 from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
     import gdsstore_core
 
 __all__ = [
-    "CorePiece", "CoreResult", "CoreWrite", "available", "http_store", "read_wave", "s3_store", "split_bytes",
-    "unavailable_reason", "write_objects",
+    "CorePiece", "CoreResult", "CoreWrite", "available", "decide", "http_store", "read_wave", "s3_store",
+    "split_bytes", "unavailable_reason", "write_objects",
 ]
 
 _lock = threading.Lock()
@@ -74,6 +75,17 @@ def unavailable_reason() -> str | None:
     """Why :func:`available` is False (None when it is True)."""
     _load()
     return _reason
+
+
+def decide[T](s: policy.Settings, ask: Callable[[], T | None] | None, requests: int = 1) -> tuple[policy.Decision, T | None]:
+    """Who sends a wave, or an opened object's ranges (``policy.decide_wave_transport``), and for the core
+    what ``ask()`` gives (the store and paths; None: the caller's settings keep the core off). ``ask`` runs
+    only where the core may take the work; ``ask`` None: this caller has no core route."""
+    missing = None if s.remote_core == "off" or available() else unavailable_reason()
+    target = ask() if s.remote_core != "off" and missing is None and ask is not None else None
+    transport = policy.decide_wave_transport(takes_core=target is not None, requests=requests, core_missing=missing,
+                                             s=s)
+    return transport, target if transport.route == "core" else None
 
 
 def _cached(key: tuple[Any, ...], build: Any, version: Any = None) -> Any:
@@ -272,15 +284,15 @@ def read_wave(
 def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> list[bytes | None]:
     """``bytes`` of each item ``buffer[offsets[i]:offsets[i] + sizes[i]]`` (None where ``sizes[i] < 0``).
 
-    Through the core where it is built: the objects made at once and filled on several threads with the GIL
-    released (fresh memory is paid for in page faults as it is first written: one thread copying 4,096 objects
-    of 16 KiB took 2.5x the wave that fetched them), else one copy after the other.
+    The objects are made at once and filled on several threads with the GIL released: fresh memory is paid
+    for in page faults as it is first written, and one thread copying 4,096 objects of 16 KiB took 2.5x the
+    wave that fetched them. Without the core, :meth:`gdsstore.engine.backend.Wave.all_bytes` copies them one
+    after the other.
     """
     mod = _load()
-    offs, lens = [int(o) for o in offsets], [int(n) for n in sizes]
     if mod is None:
-        view = memoryview(buffer).cast("B")
-        return [None if n < 0 else bytes(view[o : o + n]) for o, n in zip(offs, lens, strict=True)]
+        raise RemoteIOError(f"split_bytes(): {_reason}")
+    offs, lens = [int(o) for o in offsets], [int(n) for n in sizes]
     threads = min(8, os.cpu_count() or 1) if sum(lens) >= (4 << 20) else 1
     out: list[bytes | None] = mod.split_bytes(buffer, offs, lens, threads=threads)
     return out

@@ -390,6 +390,16 @@ def _core_root(root: str) -> tuple[str, str] | None:
     return f"{parts.scheme}://{parts.netloc}/", f"{prefix}/" if prefix else ""
 
 
+def _core_store(base: str) -> Any:
+    """The native core's store of the objects under ``base`` (``scheme://host[:port]/``). Idle connections
+    kept: as many as a wave has in flight, so descriptors stay bounded; the store comes from the core's own
+    cache, which a forked child rebuilds."""
+    from gdsstore.engine.remote import core
+
+    s = policy.settings()
+    return core.http_store(base, connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
+
+
 class HTTPSource:
     """One object behind an HTTP(S) URL (a :class:`~gdsstore.engine.remote.reader.RangeSource`)."""
 
@@ -506,11 +516,7 @@ class HTTPSource:
         root = _core_root(self._url)
         if root is None or not root[1]:
             return None
-        from gdsstore.engine.remote import core
-
-        s = policy.settings()
-        store = core.http_store(root[0], connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
-        return store, root[0], root[1].rstrip("/")
+        return _core_store(root[0]), root[0], root[1].rstrip("/")
 
     @property
     def version_token(self) -> str | None:
@@ -662,12 +668,7 @@ class HTTPBackend(WaveReads, Backend):
         if root is None:
             return None
         base, prefix = root
-        from gdsstore.engine.remote import core
-
-        s = policy.settings()
-        # Idle connections kept: as many as a wave has in flight, so descriptors stay bounded. The store
-        # comes from the core's own cache, which a forked child rebuilds.
-        store = core.http_store(base, connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency)
+        store = _core_store(base)
         paths: list[str | None] = []
         for key in keys:
             try:

@@ -346,11 +346,7 @@ class RemoteFile(BaseFile):
         the object's ``(store, base URL, path)``, asked anew each read (a forked child gets its own store)."""
         from gdsstore.engine.remote import core
 
-        missing = None if s.remote_core == "off" or core.available() else core.unavailable_reason()
-        ask = getattr(self._source, "core_target", None)
-        target = ask() if s.remote_core != "off" and missing is None and ask is not None else None
-        transport = policy.decide_wave_transport(takes_core=target is not None, core_missing=missing, s=s)
-        return transport, target if transport.route == "core" else None
+        return core.decide(s, getattr(self._source, "core_target", None))
 
     def _run(
         self,
@@ -444,7 +440,6 @@ class RemoteFile(BaseFile):
         except BaseException:
             failed.set()
             raise
-
 
     def _fetch_core(self, req: RangeRequest, fetch: _CoreFetch, landing: _Landing, failed: threading.Event,
                     retry: RetryPolicy) -> int:

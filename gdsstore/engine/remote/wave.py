@@ -319,13 +319,11 @@ def _regrow(reqs: list[_Request], big: list[tuple[int, core.CorePiece, int]], ro
 def _transport(backend: Any, reqs: list[_Request], where: str,
                s: policy.Settings) -> tuple[policy.Decision, tuple[Any, str, list[str | None]] | None]:
     """Who sends the wave (the policy's decision) and, for the core, the backend's ``(store, base, paths)``."""
-    missing = None if s.remote_core == "off" or core.available() else core.unavailable_reason()
-    target = None
-    if s.remote_core != "off" and missing is None and reqs and hasattr(backend, "core_paths"):
-        target = backend.core_paths([r.key for r in reqs], where)  # None: this backend's settings keep it off
-    transport = policy.decide_wave_transport(takes_core=target is not None, requests=len(reqs),
-                                             core_missing=missing, s=s)
-    return transport, target if transport.route == "core" else None
+    def ask() -> tuple[Any, str, list[str | None]] | None:
+        target: tuple[Any, str, list[str | None]] | None = backend.core_paths([r.key for r in reqs], where)
+        return target  # None: this backend's settings keep the core off
+
+    return core.decide(s, ask if reqs and hasattr(backend, "core_paths") else None, len(reqs))
 
 
 def _core(target: tuple[Any, str, list[str | None]], reqs: list[_Request], room: _Room, open_sized: int, where: str,
@@ -490,7 +488,8 @@ def read_wave(
                       getattr(backend, "url", ""), None, requests=len(reqs))
     if room is None and open_sized and hasattr(backend, "room_hint"):
         backend.room_hint = max([0, *(r.got for r in reqs if r.slot < 0)])
-    return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs), core.split_bytes)
+    split = core.split_bytes if core.available() else None  # else Wave.all_bytes copies one by one
+    return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs), split)
 
 
 def _reason(transport: policy.Decision, rest: bool, s: policy.Settings) -> str:
