@@ -166,6 +166,17 @@ fn read_wave<'py>(
     Ok(outs.into_iter().map(row).collect())
 }
 
+/// A C-contiguous byte buffer (the source of writes and copies).
+pub(crate) fn readable(who: &str, what: &str, obj: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
+    let buf = PyBuffer::<u8>::get(obj)?;
+    if !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!(
+            "{who}: `{what}` must be a contiguous uint8 buffer"
+        )));
+    }
+    Ok(buf)
+}
+
 /// A writable, C-contiguous byte buffer (the destination of reads).
 fn writable(who: &str, what: &str, obj: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
     let buf = PyBuffer::<u8>::get(obj)?;
@@ -344,12 +355,7 @@ fn write_objects<'py>(
             "{WHO}: `part_size` must be > 0 and `timeout` > 0, got {part_size} and {timeout}"
         )));
     }
-    let buf = PyBuffer::<u8>::get(buffer)?;
-    if !buf.is_c_contiguous() {
-        return Err(PyValueError::new_err(format!(
-            "{WHO}: `buffer` must be a contiguous uint8 buffer"
-        )));
-    }
+    let buf = readable(WHO, "buffer", buffer)?;
     let len = buf.len_bytes();
     if let Some(i) = (0..n).find(|&i| starts[i].checked_add(lengths[i]).is_none_or(|e| e > len)) {
         return Err(PyValueError::new_err(format!(

@@ -62,12 +62,7 @@ pub fn split(
             "split_bytes(): `offsets` and `sizes` must have one entry per item",
         ));
     }
-    let buf = pyo3::buffer::PyBuffer::<u8>::get(buffer)?;
-    if !buf.is_c_contiguous() {
-        return Err(PyValueError::new_err(
-            "split_bytes(): `buffer` must be a contiguous uint8 buffer",
-        ));
-    }
+    let buf = crate::readable("split_bytes()", "buffer", buffer)?;
     let (base, len) = (buf.buf_ptr() as usize, buf.len_bytes());
     let mut out: Vec<PyObject> = Vec::with_capacity(sizes.len());
     let mut jobs: Vec<Job> = Vec::with_capacity(sizes.len());
