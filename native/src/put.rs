@@ -188,10 +188,26 @@ async fn multipart(
     res
 }
 
-/// Best effort: the parts sent are dropped by the server (a lifecycle rule cleans what a lost abort leaves).
+/// Aborts tried per failed multipart upload: the server keeps (and bills) its parts until one succeeds.
+const ABORT_ATTEMPTS: u32 = 4;
+
+/// Drop the parts sent. Tried again on a transient failure (the abort often races the cancelled parts'
+/// requests, and a busy server may miss the deadline); an upload the server no longer knows is gone already.
+/// Best effort after that: a lifecycle rule cleans what a lost abort leaves.
 async fn abort(upload: &mut dyn MultipartUpload, gates: &Gates, plan: Plan) {
-    if let Ok(_permits) = gates.enter().await {
-        let _ = timed(plan.timeout, upload.abort()).await;
+    for attempt in 0..ABORT_ATTEMPTS {
+        let over = match gates.enter().await {
+            Err(_) => true,
+            // The permits go before the pause below.
+            Ok(_permits) => matches!(
+                timed(plan.timeout, upload.abort()).await,
+                Ok(()) | Err(("not_found" | "permission", ..))
+            ),
+        };
+        if over {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
     }
 }
 
