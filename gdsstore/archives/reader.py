@@ -18,11 +18,10 @@ are read, so a read never mixes two versions of a file.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +36,7 @@ from gdsstore.archives.refs import INLINED, MISSING, ArrayRefs, from_kerchunk, f
 from gdsstore.engine.batch import groups
 from gdsstore.engine.pool import map_all
 from gdsstore.errors import ChunkDecodeError
+from gdsstore.gpu.execute import run_windows
 
 __all__ = ["VirtualArray", "VirtualGroup", "decode_rows", "gpu_unsupported", "open_icechunk", "open_virtual"]
 
@@ -104,10 +104,12 @@ class VirtualArray:
         on_gpu = device and why_not is None
         out = _output(r, sel.out_shape, bool((fids == MISSING).any()), _cupy() if on_gpu else np)
         windows = _windows(fids, r.lengths.reshape(-1)[flat], WINDOW_BYTES, _most_chunks(r, on_gpu))
-        _read_ahead(
+        run_windows(
             windows,
             lambda w: self._land_window(_plan.subset(sel, w), flat[w], on_gpu),
-            lambda landed: self._decode_window(landed, out, on_gpu, batch and not device),
+            lambda _, landed: self._decode_window(landed, out, on_gpu, batch and not device),
+            lambda landed: _give_back(landed.owner),  # pinned staging back to the pool once decoded
+            _ahead_pool(),
         )
         if device and not on_gpu:
             # What cannot decode on the GPU decoded on the host; the result goes up in one copy (in
@@ -131,16 +133,13 @@ class VirtualArray:
         return _Landed(sel, fids, offs, buf, owner, pos, lens)
 
     def _decode_window(self, landed: _Landed, out: Any, on_gpu: bool, batch: bool) -> None:
-        """Decode and scatter one landed window into ``out``; its staging goes back either way."""
+        """Decode and scatter one landed window into ``out`` (its caller gives its staging back)."""
         r, w = self.refs, landed
         where = _Where(r, w.fids, w.offs)
-        try:
-            if on_gpu or batch:
-                _decode_batched(r, w.sel, out, w.buf, w.owner, w.pos, w.lens, where, on_gpu)
-            else:
-                _decode_host(r, w.sel, out, w.buf, w.pos, w.lens, where)
-        finally:
-            _give_back(w.owner)  # pinned staging goes back to the pool once the chunks are decoded
+        if on_gpu or batch:
+            _decode_batched(r, w.sel, out, w.buf, w.owner, w.pos, w.lens, where, on_gpu)
+        else:
+            _decode_host(r, w.sel, out, w.buf, w.pos, w.lens, where)
 
     def _land(
         self,
@@ -315,22 +314,6 @@ def _forget_ahead_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_ahead_in_child)
-
-
-def _read_ahead(windows: list[np.ndarray], land: Callable[[np.ndarray], _Landed],
-                decode: Callable[[_Landed], None]) -> None:
-    """``decode(land(w))`` for each window in order, the next window landing on another thread while
-    one decodes (on the GPU, nvCOMP runs without the GIL). A failure gives back what already landed."""
-    nxt: Future[_Landed] | None = _ahead_pool().submit(land, windows[0]) if len(windows) > 1 else None
-    try:
-        for k, w in enumerate(windows):
-            cur = land(w) if nxt is None else nxt.result()
-            nxt = _ahead_pool().submit(land, windows[k + 1]) if k + 1 < len(windows) else None
-            decode(cur)
-    finally:
-        if nxt is not None:
-            with contextlib.suppress(BaseException):  # the first failure is the one raised
-                _give_back(nxt.result().owner)
 
 
 def _output(r: ArrayRefs, shape: tuple[int, ...], missing: bool, xp: Any) -> Any:

@@ -14,9 +14,10 @@ are assembled by one scatter kernel launch per window; every other output by zar
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -98,21 +99,34 @@ def _on_gpu(arg: Any) -> bool:
     return hasattr(arg, "as_ndarray_like") and _codecs.is_device_buffer(arg)
 
 
-def run_windows(
-    windows: list[range], read: Callable[[range], Any], process: Callable[[range, Any], None]
+def run_windows[W, T](
+    windows: Sequence[W],
+    read: Callable[[W], T],
+    process: Callable[[W, T], None],
+    release: Callable[[T], None],
+    pool: Executor | None = None,
 ) -> None:
-    """Run ``process`` on each window while the next window's ``read`` runs in the background (the
-    engine pool: one read ahead)."""
+    """Run ``process`` on each window while the next window's ``read`` runs in the background (``pool``, the
+    engine's by default: one read ahead; a single window is read on the calling thread). Each window read is
+    given back with ``release`` once processed, or when a failure stops the loop before it is (the one
+    read ahead included): a failed read never keeps pinned staging."""
     if not windows:
         return
-    pool = engine_pool()
-    read = in_callers_allocator(read)  # the window's device staging comes from the call's memory
-    nxt: Future[Any] = pool.submit(read, windows[0])
-    for k, w in enumerate(windows):
-        cur = nxt.result()
-        if k + 1 < len(windows):
-            nxt = pool.submit(read, windows[k + 1])
-        process(w, cur)
+    ahead = engine_pool() if pool is None else pool
+    read_there = in_callers_allocator(read)  # the window's device staging comes from the call's memory
+    nxt: Future[T] | None = ahead.submit(read_there, windows[0]) if len(windows) > 1 else None
+    try:
+        for k, w in enumerate(windows):
+            cur = read(w) if nxt is None else nxt.result()
+            nxt = ahead.submit(read_there, windows[k + 1]) if k + 1 < len(windows) else None
+            try:
+                process(w, cur)
+            finally:
+                release(cur)
+    finally:
+        if nxt is not None:
+            with contextlib.suppress(BaseException):  # the first failure is the one raised
+                release(nxt.result())
 
 
 # -- output and scatter -----------------------------------------------------------------------------------
@@ -241,36 +255,33 @@ def read_chunks(
         return fetch([(batch[i][0], None) for i in w], device)
 
     def process(w: range, staged: staging.Staged) -> None:
-        try:
-            specs = [batch[i][1] for i in w]
-            names = [batch[i][0].path for i in w]  # errors name the chunk
-            if geometry is not None and layout is not None:
-                rows = geometry.rows(slice(w.start, w.stop))
-                ptrs = decode_scatter(chain, specs, staged, layout, rows, out_ptr, time.perf_counter(), names)
-                for k in np.flatnonzero(ptrs).tolist():
-                    results[w[k]] = GetResult(status="present")
-                return
-            if host_view is not None and host_out is not None:
-                _place_views(batch, w, staged, host_view, host_out, results)
-                return
-            decoded = decode_window(chain, specs, staged, device, names)
-            if host_out is not None:
-                _place_decoded(batch, w, decoded, host_out, results)
-                return
-            for k, i in enumerate(w):
-                _, spec, chunk_sel, out_sel, _ = batch[i]
-                arr = decoded[k]
-                results[i] = scatter_chunk(
-                    None if arr is None else arr[chunk_sel],
-                    out,
-                    chunk_spec=spec,
-                    out_selection=out_sel,
-                    drop_axes=drop_axes,
-                )
-        finally:
-            staged.release()
+        specs = [batch[i][1] for i in w]
+        names = [batch[i][0].path for i in w]  # errors name the chunk
+        if geometry is not None and layout is not None:
+            rows = geometry.rows(slice(w.start, w.stop))
+            ptrs = decode_scatter(chain, specs, staged, layout, rows, out_ptr, time.perf_counter(), names)
+            for k in np.flatnonzero(ptrs).tolist():
+                results[w[k]] = GetResult(status="present")
+            return
+        if host_view is not None and host_out is not None:
+            _place_views(batch, w, staged, host_view, host_out, results)
+            return
+        decoded = decode_window(chain, specs, staged, device, names)
+        if host_out is not None:
+            _place_decoded(batch, w, decoded, host_out, results)
+            return
+        for k, i in enumerate(w):
+            _, spec, chunk_sel, out_sel, _ = batch[i]
+            arr = decoded[k]
+            results[i] = scatter_chunk(
+                None if arr is None else arr[chunk_sel],
+                out,
+                chunk_spec=spec,
+                out_selection=out_sel,
+                drop_axes=drop_axes,
+            )
 
-    run_windows(windows, read, process)
+    run_windows(windows, read, process, staging.Staged.release)
     return tuple(results)
 
 
@@ -447,14 +458,11 @@ def _scatter_shards(
         scatter((fills[0], fills[1] + out_ptr, *fills[2:]), itemsize, fill_bytes(inner_spec))
 
     def process(w: range, staged: staging.Staged) -> None:
-        try:
-            t0 = time.perf_counter()
-            sub, ids = _members(plan, w, staged)
-            decode_scatter(chain, [inner_spec] * len(ids), sub, layout, geometry.rows(ids), out_ptr, t0)
-        finally:
-            staged.release()
+        t0 = time.perf_counter()
+        sub, ids = _members(plan, w, staged)
+        decode_scatter(chain, [inner_spec] * len(ids), sub, layout, geometry.rows(ids), out_ptr, t0)
 
-    run_windows(windows, read, process)
+    run_windows(windows, read, process, staging.Staged.release)
     sync()
 
 
@@ -483,15 +491,12 @@ def _assemble_shards(
     decoded: list[NDBuffer | None] = [None] * len(plan.item)
 
     def process(w: range, staged: staging.Staged) -> None:
-        try:
-            sub, ids = _members(plan, w, staged)
-            res = decode_window(chain, [member_specs[k] for k in ids.tolist()], sub, device)
-            for k, arr in zip(ids.tolist(), res):
-                decoded[k] = arr
-        finally:
-            staged.release()
+        sub, ids = _members(plan, w, staged)
+        res = decode_window(chain, [member_specs[k] for k in ids.tolist()], sub, device)
+        for k, arr in zip(ids.tolist(), res):
+            decoded[k] = arr
 
-    run_windows(windows, read, process)
+    run_windows(windows, read, process, staging.Staged.release)
     for i, (_, spec, _, out_sel, _) in enumerate(batch):
         inner, mine = shards[i], plan.member_of[i]
         if inner is None or mine is None or inner.selectors is None:

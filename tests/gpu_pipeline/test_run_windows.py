@@ -1,0 +1,74 @@
+"""``gpu.execute.run_windows``, the one read-ahead loop of the zarr pipeline and the archive reader: every
+window read is given back exactly once, whether its processing succeeded or failed, the one read ahead of
+a failure included; one window is read on the calling thread."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gdsstore.gpu.execute import run_windows
+
+
+class Ledger:
+    """Reads, processing and releases of windows, by window."""
+
+    def __init__(self, fail_read: int = -1, fail_process: int = -1) -> None:
+        self.fail_read, self.fail_process = fail_read, fail_process
+        self.read: list[int] = []
+        self.processed: list[int] = []
+        self.released: list[int] = []
+        self.threads: list[int] = []
+        self.lock = threading.Lock()
+
+    def on_read(self, w: int) -> int:
+        with self.lock:
+            self.threads.append(threading.get_ident())
+            self.read.append(w)
+        if w == self.fail_read:
+            raise OSError(f"window {w} could not be read")
+        return w * 10  # what a window's read hands on (its staging)
+
+    def on_process(self, w: int, got: int) -> None:
+        assert got == w * 10
+        if w == self.fail_process:
+            raise ValueError(f"window {w} is corrupt")
+        self.processed.append(w)
+
+    def on_release(self, got: int) -> None:
+        with self.lock:
+            self.released.append(got // 10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 6), fail_read=st.integers(-1, 6), fail_process=st.integers(-1, 6))
+def test_every_window_read_is_given_back_once(n: int, fail_read: int, fail_process: int) -> None:
+    led = Ledger(fail_read, fail_process)
+    windows = list(range(n))
+    first_failure = min((k for k in (fail_read, fail_process) if 0 <= k < n), default=None)
+    with ThreadPoolExecutor(2) as pool:
+        if first_failure is None:
+            run_windows(windows, led.on_read, led.on_process, led.on_release, pool)
+        else:
+            with pytest.raises((OSError, ValueError), match=f"window {first_failure} "):
+                run_windows(windows, led.on_read, led.on_process, led.on_release, pool)
+    landed = [w for w in led.read if w != fail_read]
+    assert sorted(led.released) == sorted(landed)  # every read that landed given back, once
+    stop = n if first_failure is None else first_failure
+    assert led.processed == windows[:stop]  # in order, none after the first failure
+    assert all(w <= stop + 1 for w in led.read)  # at most one window read ahead of where it stopped
+
+
+def test_one_window_is_read_on_the_calling_thread() -> None:
+    me = threading.get_ident()
+    led = Ledger()
+    with ThreadPoolExecutor(2) as pool:
+        run_windows([0], led.on_read, led.on_process, led.on_release, pool)
+        assert led.threads == [me]  # no hop to the pool for a single window
+        run_windows([0, 1, 2], led.on_read, led.on_process, led.on_release, pool)
+    assert me not in led.threads[1:]  # several: each read on the pool, while the one before is processed
+    assert led.released == [0, 0, 1, 2]
