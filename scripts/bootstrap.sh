@@ -57,6 +57,9 @@ to_major() {  # $1: extras, $2: 12, 13 or nothing -> $1 with the short names as 
     | sed '/^$/d' | sort -u | paste -sd, -
 }
 
+# --python: the interpreter a new .venv would be made with (scripts/build_core.sh --compile-only builds with it).
+if [ "${1:-}" = --python ]; then find_python; exit 0; fi
+
 want=$(extras_list "${GDSSTORE_EXTRAS:-}")
 hash=$(sha1sum pyproject.toml | cut -c1-12)
 stamp=.venv/.gdsstore-stamp

@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
 # Build the native core (native/, the gdsstore-core wheel) and install it into .venv; skipped when the
 # sources did not change since the last install (a stamp holds a hash of them). Runs clippy and fmt --check.
-# Usage: bash scripts/build_core.sh [--force]
+# Usage: bash scripts/build_core.sh [--force | --compile-only]
+#   --compile-only: check and build the wheel, install nothing; needs no .venv (the Python bootstrap.sh would
+#   make it with), so scripts/test.sh runs it while bootstrap.sh installs. The next plain run installs that
+#   wheel without building again when the sources are the same.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY="$ROOT/.venv/bin/python"
 CRATE="$ROOT/native"
 STAMP="$CRATE/target/.installed-stamp"
+BUILT="$CRATE/target/.built-stamp"  # the hash of the sources of the wheel in target/wheels
+mode=${1:-}
 
 command -v cargo >/dev/null || { echo "build_core.sh: cargo not found (install the Rust toolchain)" >&2; exit 1; }
+if [ "$mode" = --compile-only ] && [ ! -x "$PY" ]; then
+  PY=$(bash scripts/bootstrap.sh --python)  # abi3: the wheel is the same for every Python >= 3.12
+fi
 [ -x "$PY" ] || { echo "build_core.sh: $PY missing (run scripts/bootstrap.sh first)" >&2; exit 1; }
+# PyO3's build configuration: this Python for clippy and the tests as for maturin (one configuration, not
+# PATH's python3, which may be older than the abi3 floor).
+export PYO3_PYTHON="$PY"
 
 hash_sources() {
     (cd "$CRATE" && find Cargo.toml Cargo.lock pyproject.toml gdsstore_core.pyi src -type f -print0 | sort -z \
@@ -18,9 +29,20 @@ hash_sources() {
 }
 
 want=$(hash_sources)
-if [ "${1:-}" != "--force" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] \
+install() {
+    "$PY" -m pip install -q --force-reinstall --no-deps "$CRATE"/target/wheels/gdsstore_core-*.whl
+    "$PY" -c 'import gdsstore_core'
+    echo "$want" > "$STAMP"
+}
+if [ "$mode" != --force ] && [ "$mode" != --compile-only ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] \
     && "$PY" -c 'import gdsstore_core' 2>/dev/null; then
     echo "build_core.sh: gdsstore_core is up to date"
+    exit 0
+fi
+if [ -z "$mode" ] && [ -f "$BUILT" ] && [ "$(cat "$BUILT")" = "$want" ] \
+    && compgen -G "$CRATE/target/wheels/gdsstore_core-*.whl" >/dev/null; then
+    install
+    echo "build_core.sh: gdsstore_core installed (the wheel built before, from these sources)"
     exit 0
 fi
 
@@ -29,16 +51,25 @@ MATURIN="$ROOT/.venv/bin/maturin"
 if ! "$MATURIN" --version >/dev/null 2>&1; then
     MATURIN=$(command -v maturin || true)
     if [ -z "$MATURIN" ] || ! "$MATURIN" --version >/dev/null 2>&1; then
+        if [ "$mode" = --compile-only ]; then
+            echo "build_core.sh: no maturin yet: the core is built after the set-up instead"
+            exit 0
+        fi
         "$PY" -m pip install -q 'maturin>=1.5,<2'
         MATURIN="$ROOT/.venv/bin/maturin"
     fi
 fi
 
 start=$(date +%s)
-(cd "$CRATE" && cargo fmt --check && cargo clippy --locked --release -q -- -D warnings)
-rm -rf "$CRATE/target/wheels"
+# Lints and unit tests of the crate (its tests too: --all-targets); cargo test shares the release deps.
+(cd "$CRATE" && cargo fmt --check && cargo clippy --locked --release --all-targets -q -- -D warnings \
+    && cargo test --locked --release -q)
+rm -rf "$CRATE/target/wheels" "$BUILT"
 (cd "$CRATE" && "$MATURIN" build --release --locked -q -i "$PY" -o "$CRATE/target/wheels")
-"$PY" -m pip install -q --force-reinstall --no-deps "$CRATE"/target/wheels/gdsstore_core-*.whl
-"$PY" -c 'import gdsstore_core'
-echo "$want" > "$STAMP"
+echo "$want" > "$BUILT"
+if [ "$mode" = --compile-only ]; then
+    echo "build_core.sh: gdsstore_core built in $(( $(date +%s) - start )) s (not installed: --compile-only)"
+    exit 0
+fi
+install
 echo "build_core.sh: gdsstore_core built and installed in $(( $(date +%s) - start )) s"

@@ -1,6 +1,7 @@
 //! gdsstore's native I/O core: a whole remote wave of GETs per call, the GIL released, every body written
 //! into its slot of one caller buffer, over the `object_store` crate on one tokio runtime per process.
 
+mod gates;
 mod local;
 mod put;
 mod runtime;

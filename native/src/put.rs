@@ -8,11 +8,10 @@ use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{MultipartUpload, ObjectStore, PutMode, PutOptions, PutPayload, PutResult};
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::gates::{collect, Gates};
 use crate::wave::{classify, Failure, Target};
 
 /// One object: `path` gets the caller's bytes `[start, start + len)`.
@@ -39,34 +38,6 @@ pub struct Done {
     pub etag: Option<String>,
     pub version: Option<String>,
     pub error: Option<Failure>,
-}
-
-/// The call's own bound on requests in flight, then the store's (its sockets, across concurrent calls).
-#[derive(Clone)]
-struct Gates {
-    call: Arc<Semaphore>,
-    conn: Arc<Semaphore>,
-}
-
-type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
-
-impl Gates {
-    async fn enter(&self) -> Result<Permits, Failure> {
-        let closed = || ("panic", 0, "the core's request gate closed".to_string());
-        let call = self
-            .call
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| closed())?;
-        let conn = self
-            .conn
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| closed())?;
-        Ok((call, conn))
-    }
 }
 
 /// A request's deadline: `timeout` to answer, plus a second per MiB of body to send it.
@@ -219,10 +190,7 @@ pub async fn run(
     plan: Plan,
 ) -> Vec<Done> {
     let n = items.len();
-    let gates = Gates {
-        call: Arc::new(Semaphore::new(plan.concurrency.max(1))),
-        conn: built.gate.clone(),
-    };
+    let gates = Gates::new(plan.concurrency, built.gate.clone());
     let mut tasks = JoinSet::new();
     for (i, it) in items.into_iter().enumerate() {
         let store = built.store.clone();
@@ -243,33 +211,34 @@ pub async fn run(
             (i, r)
         });
     }
-    let mut outs: Vec<Done> = (0..n).map(|_| Done::default()).collect();
-    let mut done = vec![false; n];
-    while let Some(joined) = tasks.join_next().await {
-        if let Ok((i, r)) = joined {
-            match r {
-                Ok(put) => (outs[i].etag, outs[i].version) = (put.e_tag, put.version),
-                Err(f) => outs[i].error = Some(f),
-            }
-            done[i] = true;
-        }
-    }
-    for (i, d) in done.iter().enumerate() {
-        if !d {
-            outs[i].error = Some((
-                "panic",
-                0,
-                "the upload's task failed inside the core".into(),
-            ));
-        }
-    }
-    outs
+    let lost = || {
+        Err((
+            "panic",
+            0,
+            "the upload's task failed inside the core".into(),
+        ))
+    };
+    let results = collect(tasks, n, lost).await;
+    let done = |r: Result<PutResult, Failure>| match r {
+        Ok(put) => Done {
+            etag: put.e_tag,
+            version: put.version,
+            error: None,
+        },
+        Err(f) => Done {
+            error: Some(f),
+            ..Done::default()
+        },
+    };
+    results.into_iter().map(done).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use object_store::memory::InMemory;
+    use std::sync::Arc;
+    use tokio::sync::Semaphore;
 
     fn built() -> crate::store::Built {
         crate::store::Built {
@@ -343,7 +312,7 @@ mod tests {
 
     #[test]
     fn create_refuses_an_existing_object() {
-        let data = vec![7u8; 8];
+        let data = [7u8; 8];
         let b = built();
         let rt = rt();
         let one = || {
@@ -363,7 +332,7 @@ mod tests {
             start: 0,
             len: 20,
         }];
-        let data = vec![1u8; 20];
+        let data = [1u8; 20];
         let refused = rt.block_on(run(b, big, Target(data.as_ptr() as usize), plan(true)));
         assert_eq!(refused[0].error.as_ref().map(|e| e.0), Some("unsupported"));
     }

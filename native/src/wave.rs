@@ -4,13 +4,13 @@
 //! expected, and Content-Encoding (must be absent or identity). Nothing is retried here: Python's retry
 //! policy decides from each item's error kind.
 
+use crate::gates::{collect, Gates};
 use futures::StreamExt;
 use object_store::client::{HttpError, HttpErrorKind};
 use object_store::path::Path;
 use object_store::{Attribute, GetOptions, GetRange, GetResult, ObjectStore};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 /// One request: `range` (None: the whole object), where its body goes, and the size it must have.
@@ -257,38 +257,26 @@ pub async fn run(
     read_timeout: Duration,
 ) -> Vec<Outcome> {
     let n = items.len();
-    let gate = Arc::new(Semaphore::new(concurrency.max(1)));
+    let gates = Gates::new(concurrency, built.gate.clone());
     let mut tasks = JoinSet::new();
     for (i, it) in items.into_iter().enumerate() {
-        let Ok(permit) = gate.clone().acquire_owned().await else {
-            break;
-        };
         // The store's gate bounds its connections across concurrent waves (their sockets, idle or not).
-        let Ok(conn) = built.gate.clone().acquire_owned().await else {
+        let Ok(permits) = gates.enter().await else {
             break;
         };
         let store = built.store.clone();
         tasks.spawn(async move {
             let out = fetch(store, it, to, read_timeout).await;
-            drop((conn, permit));
+            drop(permits);
             (i, out)
         });
     }
-    let mut outs: Vec<Outcome> = (0..n).map(|_| Outcome::default()).collect();
-    let mut done = vec![false; n];
-    while let Some(joined) = tasks.join_next().await {
-        if let Ok((i, out)) = joined {
-            outs[i] = out;
-            done[i] = true;
-        }
-    }
-    for (i, d) in done.iter().enumerate() {
-        if !d {
-            outs[i].error = Some(fail(
-                "panic",
-                "the request's task failed inside the core".into(),
-            ));
-        }
-    }
-    outs
+    let lost = || Outcome {
+        error: Some(fail(
+            "panic",
+            "the request's task failed inside the core".into(),
+        )),
+        ..Outcome::default()
+    };
+    collect(tasks, n, lost).await
 }
