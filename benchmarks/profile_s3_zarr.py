@@ -1,0 +1,111 @@
+"""Where the time of one S3 zarr read goes: a float32 8192² array in square chunks (128²: 64 KiB), written
+under nginx serving a directory as a path-style S3 endpoint, read whole through ``GDSStore`` (host buffers,
+or CuPy with ``--device``). Prints GB/s, wall and CPU per chunk over ``--rounds`` reads, the trace of one
+read, and a cProfile of one read (the calling thread; the core's wave runs on its own threads).
+
+The question it answers: how much of a chunk's time is the native core's request and how much is the Python
+around it (zarr's indexing, gdsstore's planning, staging and scatter).
+
+    python benchmarks/profile_s3_zarr.py --chunk 128 [--device] [--out profile.txt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import io
+import os
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--chunk", type=int, default=128, help="chunk edge (128: 64 KiB chunks)")
+    p.add_argument("--side", type=int, default=8192, help="array edge")
+    p.add_argument("--device", action="store_true", help="CuPy buffers (gdsstore.enable_gpu)")
+    p.add_argument("--nginx-workers", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--out", default=None, help="write the report here too")
+    args = p.parse_args()
+
+    import zarr
+    from remote_zarr_bench import NginxS3
+
+    import gdsstore
+
+    tmp = tempfile.mkdtemp(prefix="gdsstore-profile-")  # ours: removed at the end
+    srv = NginxS3(tmp, args.nginx_workers)
+    src = np.random.default_rng(0).standard_normal((args.side, args.side)).astype("float32")
+    path = os.path.join(srv.root, "a.zarr")
+    z = zarr.create_array(
+        zarr.storage.LocalStore(path),
+        shape=src.shape,
+        chunks=(args.chunk, args.chunk),
+        dtype="f4",
+        compressors=None,
+        fill_value=0,
+    )
+    z[:] = src
+    n = (args.side // args.chunk) ** 2
+
+    def read() -> Any:
+        with gdsstore.enable_gpu(buffers=args.device):
+            store = gdsstore.GDSStore(srv.url("a.zarr"), read_only=True, storage_options=srv.gds_options)
+            out = zarr.open_array(store, mode="r")[:]
+        if args.device:
+            import cupy as cp
+
+            cp.cuda.get_current_stream().synchronize()
+        return out
+
+    lines: list[str] = []
+    got = read()
+    assert np.array_equal(got.get() if args.device else got, src), "wrong bytes"
+    lines.append(
+        f"{n} chunks of {args.chunk}² float32 ({args.chunk * args.chunk * 4 >> 10} KiB), "
+        f"{'CuPy' if args.device else 'host'} buffers, nginx as S3 with {args.nginx_workers} workers"
+    )
+    for _ in range(args.rounds):
+        t0, c0 = time.perf_counter(), time.process_time()
+        read()
+        t, c = time.perf_counter() - t0, time.process_time() - c0
+        lines.append(
+            f"{src.nbytes / t / 1e9:.2f} GB/s, {t / n * 1e6:.1f} us/chunk wall, "
+            f"{c / n * 1e6:.1f} us/chunk CPU (all threads)"
+        )
+    with gdsstore.trace() as tr:
+        read()
+    lines.append(str(tr))
+    prof = cProfile.Profile()
+    prof.enable()
+    read()
+    prof.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats("gdsstore", 30)
+    lines.append(text.getvalue())
+    report = "\n".join(lines)
+    print(report)
+    if args.out:
+        Path(args.out).write_text(report)
+    with contextlib.suppress(Exception):
+        srv.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
