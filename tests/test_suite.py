@@ -27,9 +27,13 @@ def test_the_test_command_runs_two_workers_then_the_timed_tests_alone() -> None:
     assert any("-m serial" in r and "-n" not in r for r in runs), runs
 
 
-def test_the_native_core_is_built_after_bootstrap_and_before_ruff() -> None:
+def test_the_native_core_compiles_beside_bootstrap_and_is_installed_before_ruff() -> None:
+    compile_only = TEST_SH.index("bash scripts/build_core.sh --compile-only")
     bootstrap = TEST_SH.index("bash scripts/bootstrap.sh")
-    core = TEST_SH.index("bash scripts/build_core.sh")
+    waited = TEST_SH.index('wait "$core_pid"')
+    install = re.search(r"^\s*bash scripts/build_core.sh$", TEST_SH, flags=re.M)
     ruff = TEST_SH.index("ruff check")
-    assert bootstrap < core < ruff
+    assert install is not None
+    assert compile_only < bootstrap < waited < install.start() < ruff
+    assert re.search(r"build_core.sh --compile-only .*&$", TEST_SH, flags=re.M)  # in the background
     assert "[ -f scripts/build_core.sh ]" in TEST_SH  # only where the tree has it
