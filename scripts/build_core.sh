@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Build the native core (native/, the gdsstore-core wheel) and install it into .venv; skipped when the
-# sources did not change since the last install (a stamp holds a hash of them). Runs clippy and fmt --check.
+# sources did not change since the last install (a stamp holds a hash of them). Runs fmt --check, clippy
+# (the tests too) and the crate's unit tests.
 # Usage: bash scripts/build_core.sh [--force | --compile-only]
-#   --compile-only: check and build the wheel, install nothing; needs no .venv (the Python bootstrap.sh would
-#   make it with), so scripts/test.sh runs it while bootstrap.sh installs. The next plain run installs that
-#   wheel without building again when the sources are the same.
+#   --compile-only: check, test and build, install nothing; needs no .venv (it uses the Python bootstrap.sh
+#   would make it with), so scripts/test.sh runs it while bootstrap.sh installs. With maturin at hand it builds
+#   the wheel, which the next plain run installs without building again when the sources are the same;
+#   without (a fresh machine, before the set-up installs it) it compiles the release dependencies only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

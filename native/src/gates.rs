@@ -8,7 +8,8 @@ use tokio::task::JoinSet;
 
 use crate::wave::Failure;
 
-/// The call's own bound on requests in flight, then the store's (its sockets, across concurrent calls).
+/// The call's own bound on requests in flight, then the store's (its sockets, idle or not, across concurrent
+/// calls).
 #[derive(Clone)]
 pub struct Gates {
     call: Arc<Semaphore>,

@@ -260,7 +260,6 @@ pub async fn run(
     let gates = Gates::new(concurrency, built.gate.clone());
     let mut tasks = JoinSet::new();
     for (i, it) in items.into_iter().enumerate() {
-        // The store's gate bounds its connections across concurrent waves (their sockets, idle or not).
         let Ok(permits) = gates.enter().await else {
             break;
         };

@@ -146,14 +146,10 @@ class _FailingProxy:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
                 proxy.log.append((self.command, self.path))
-                aborting = self.command == "DELETE" and "uploadId=" in self.path
-                if aborting and proxy.failed_aborts > 0:
+                failed_abort = self.command == "DELETE" and "uploadId=" in self.path and proxy.failed_aborts > 0
+                if failed_abort:
                     proxy.failed_aborts -= 1
-                    self.send_response(500)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                if self.command == "PUT" and "partNumber=2" in self.path:
+                if failed_abort or (self.command == "PUT" and "partNumber=2" in self.path):
                     self.send_response(500)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
