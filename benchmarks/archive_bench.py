@@ -12,11 +12,15 @@ in ``1 x 128 x 128`` chunks (64 KiB), zlib level 1 + shuffle. Readers, each read
   filesystem;
 - ``h5py``: ``h5py.File(path)["t"][:]``;
 - ``gdsstore, one dataset`` and ``manifeststore+zarr, one dataset``: the files' ``t`` concatenated in
-  time into one ManifestStore (VirtualiZarr's multi-file flow), read whole in one call.
+  time into one ManifestStore (VirtualiZarr's multi-file flow), read whole in one call;
+- with ``--device``, ``gdsstore, gpu decode`` / ``host decode`` (and the same for one dataset): every
+  chunk decoded by nvCOMP, or on the host's threads and uploaded, whatever ``archives.host_decode_per_thread``
+  would pick (the rows that choose its default).
 
 With ``--http`` the same files are also served by nginx on 127.0.0.1 (``tests/servers/nginx.py``; nginx
 must be installed) and read through references rewritten to their URLs: ``gdsstore http``
-(``open_virtual`` over the ManifestStore with http:// paths: one wave per read) and ``kerchunk+fsspec
+(``open_virtual`` over the ManifestStore with http:// paths: one wave per read; ``gdsstore, one dataset
+http``: the files as one dataset, one read) and ``kerchunk+fsspec
 http`` (zarr's ``FsspecStore`` over fsspec's reference filesystem, aiohttp underneath), and VirtualiZarr's own ``manifeststore+zarr http`` (obstore's
 ``HTTPStore`` in its registry). With ``--s3`` nginx answers the same files as path-style S3 GETs (it
 ignores the signature, so the rows measure the S3 clients): ``gdsstore s3``, ``manifeststore+zarr s3``
@@ -54,26 +58,35 @@ Reader = Callable[[], list[Any]]  # one round: every file's array
 CHUNKS = {"64k": ((1, 128, 128), ""), "1m": ((1, 512, 512), "-1m")}
 
 
-def make_files(root: str, files: int, steps: int, chunk: str = "64k") -> list[str]:
+def _make_file(p: str, i: int, steps: int, shape: tuple[int, int, int]) -> str:
     import h5py
 
-    paths = []
-    shape, suffix = CHUNKS[chunk]
     y, x = np.mgrid[0:512, 0:512].astype("f4") / 512
-    for i in range(files):
-        p = os.path.join(root, f"f{i}{suffix}.nc")
-        if not os.path.exists(p):
-            rng = np.random.default_rng(i)
-            with h5py.File(p, "w") as f:
-                d = f.create_dataset(
-                    "t", shape=(steps, 512, 512), chunks=shape, dtype="f4",
-                    compression="gzip", compression_opts=1, shuffle=True,
-                )
-                for s in range(steps):
-                    # A smooth field plus noise at 1e-3: a climate-like compression ratio (about 1.6).
-                    field = np.sin(6 * x + s / 7) * np.cos(4 * y - i) + rng.standard_normal((512, 512)) * 1e-3
-                    d[s] = field.astype("f4")
-        paths.append(p)
+    rng = np.random.default_rng(i)
+    tmp = f"{p}.part{os.getpid()}"  # a file cut short by a timeout is never taken for a whole one
+    with h5py.File(tmp, "w") as f:
+        d = f.create_dataset(
+            "t", shape=(steps, 512, 512), chunks=shape, dtype="f4",
+            compression="gzip", compression_opts=1, shuffle=True,
+        )
+        for s in range(steps):
+            # A smooth field plus noise at 1e-3: a climate-like compression ratio (about 1.6).
+            field = np.sin(6 * x + s / 7) * np.cos(4 * y - i) + rng.standard_normal((512, 512)) * 1e-3
+            d[s] = field.astype("f4")
+    os.replace(tmp, p)
+    return p
+
+
+def make_files(root: str, files: int, steps: int, chunk: str = "64k") -> list[str]:
+    """The files, made once (h5py compresses on one core: one process per file)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    shape, suffix = CHUNKS[chunk]
+    paths = [os.path.join(root, f"f{i}{suffix}.nc") for i in range(files)]
+    todo = [(p, i) for i, p in enumerate(paths) if not os.path.exists(p)]
+    if todo:
+        with ProcessPoolExecutor(min(len(todo), os.cpu_count() or 1)) as pool:
+            list(pool.map(_make_file, *zip(*todo), [steps] * len(todo), [shape] * len(todo)))
     return paths
 
 
@@ -148,8 +161,15 @@ def remote_readers(paths: list[str], root: str, server: Any, scheme: str, device
         body = kerchunk.hdf.SingleHdf5ToZarr(p, inline_threshold=0).translate()["refs"]
         refs.append({k: [url, *v[1:]] if isinstance(v, list) else v for k, v in body.items()})
 
+    one = ga.open_virtual(_combined([_renamed(p, u) for p, u in zip(paths, urls)], registry), storage_options=options)
+    steps = int(one["t"].shape[0]) // len(paths)
+
     def ours() -> list[Any]:
         return [g["t"].read(..., device=device) for g in groups]
+
+    def ours_combined() -> list[Any]:
+        a = one["t"].read(..., device=device)
+        return [a[i * steps : (i + 1) * steps] for i in range(len(paths))]
 
     def manifest() -> list[Any]:
         return [up(zarr.open_group(ms, mode="r")["t"][:]) for ms in stores]
@@ -162,7 +182,8 @@ def remote_readers(paths: list[str], root: str, server: Any, scheme: str, device
             out.append(up(zarr.open_group(FsspecStore(fs, read_only=True), mode="r", zarr_format=2)["t"][:]))
         return out
 
-    rs = {f"gdsstore {scheme}": ours, f"manifeststore+zarr {scheme}": manifest}
+    rs = {f"gdsstore {scheme}": ours, f"gdsstore, one dataset {scheme}": ours_combined,
+          f"manifeststore+zarr {scheme}": manifest}
     if fs_options is not None:
         rs[f"kerchunk+fsspec {scheme}"] = kerchunk_remote
     return rs
@@ -223,14 +244,29 @@ def readers(paths: list[str], device: bool) -> dict[str, Reader]:
     def ours_combined() -> list[Any]:
         return per_file(cgroup["t"].read(..., device=device))
 
+    def decoded_on(where: str, read: Reader) -> Reader:
+        """``read`` with every chunk decoded on the GPU (``gpu``) or on the host's threads (``host``)."""
+        value = 0 if where == "gpu" else 1 << 20
+
+        def run() -> list[Any]:
+            with gdsstore.config.set({"archives.host_decode_per_thread": value}):
+                return read()
+
+        return run
+
     def manifest_combined() -> list[Any]:
         return per_file(up(zarr.open_group(combined, mode="r")["t"][:]))
 
-    return {
+    rs = {
         "gdsstore": ours, "VirtualStore+zarr": vstore, "VirtualStore+enable_pipeline": vstore_pipeline,
         "manifeststore+zarr": manifest, "kerchunk+fsspec": kerchunk_fsspec, "h5py": h5,
         "gdsstore, one dataset": ours_combined, "manifeststore+zarr, one dataset": manifest_combined,
     }
+    if device:  # both decode routes, whatever archives.host_decode_per_thread picks
+        for where in ("gpu", "host"):
+            rs[f"gdsstore, {where} decode"] = decoded_on(where, ours)
+            rs[f"gdsstore, one dataset, {where} decode"] = decoded_on(where, ours_combined)
+    return rs
 
 
 def combined_store(paths: list[str]) -> Any:
@@ -238,25 +274,38 @@ def combined_store(paths: list[str]) -> Any:
     the virtual datasets of many files combined into one), over the local filesystem."""
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import LocalStore
+
+    return _combined([manifest_store(p) for p in paths], ObjectStoreRegistry({"file://": LocalStore()}))
+
+
+def _combined(stores: list[Any], registry: Any) -> Any:
     from virtualizarr.manifests import ManifestGroup, ManifestStore
 
-    cat = np.concatenate([manifest_store(p)._group.arrays["t"] for p in paths], axis=0)
-    return ManifestStore(ManifestGroup(arrays={"t": cat}, attributes={}),
-                         registry=ObjectStoreRegistry({"file://": LocalStore()}))
+    cat = np.concatenate([ms._group.arrays["t"] for ms in stores], axis=0)
+    return ManifestStore(ManifestGroup(arrays={"t": cat}, attributes={}), registry=registry)
 
 
 def _crc(arrays: list[Any]) -> list[int]:
     return [zlib.crc32(memoryview(np.ascontiguousarray(a.get() if hasattr(a, "get") else a)).cast("B")) for a in arrays]
 
 
-def measure(rs: dict[str, Reader], rounds: int, want: list[int], device: bool) -> dict[str, dict[str, Any]]:
+def measure(
+    rs: dict[str, Reader], rounds: int, want: list[int], device: bool,
+    anchor_rounds: int | None = None, partial: Callable[[dict[str, dict[str, Any]]], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Interleaved rounds (the order rotates); the anchors' rounds stop after ``anchor_rounds`` (one read of
+    a slow anchor takes seconds: its median settles in fewer rounds). ``partial`` gets the results so far
+    after every round, so a run cut by a timeout still leaves them."""
     times: dict[str, list[float]] = {k: [] for k in rs}
     cpu: dict[str, list[float]] = {k: [] for k in rs}
     names = list(rs)
     nbytes = 0
     wrong: dict[str, list[str]] = {}
+    last = rounds if anchor_rounds is None else anchor_rounds
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:  # interleaved, order rotating
+            if r >= last and name.removesuffix(_group(name)) in ANCHORS:
+                continue
             t0, c0 = time.perf_counter(), time.process_time()
             out = rs[name]()
             if device:
@@ -265,12 +314,21 @@ def measure(rs: dict[str, Reader], rounds: int, want: list[int], device: bool) -
                 cp.cuda.runtime.deviceSynchronize()
             times[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
+            print(f"round {r}: {name}: {times[name][-1]:.3f} s", file=sys.stderr, flush=True)
             got = _crc(out)
             if got != want:  # recorded and reported, the other readers go on (a wrong result is no result)
                 bad = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
                 wrong.setdefault(name, []).append(f"round {r}: files {bad} differ from h5py's")
                 print(f"{name}: round {r}: bytes of files {bad} differ from h5py's", file=sys.stderr, flush=True)
             nbytes = sum(int(a.nbytes) for a in out)
+        if partial is not None:
+            partial(_summary(times, cpu, wrong, nbytes))
+    return _summary(times, cpu, wrong, nbytes)
+
+
+def _summary(
+    times: dict[str, list[float]], cpu: dict[str, list[float]], wrong: dict[str, list[str]], nbytes: int
+) -> dict[str, dict[str, Any]]:
     return {
         k: {
             "seconds": statistics.median(times[k]),
@@ -280,7 +338,8 @@ def measure(rs: dict[str, Reader], rounds: int, want: list[int], device: bool) -
             "nbytes": nbytes,
             **({"wrong": wrong[k]} if k in wrong else {}),
         }
-        for k in rs
+        for k in times
+        if times[k]
     }
 
 
@@ -322,6 +381,8 @@ def main() -> None:
     ap.add_argument("--chunk", choices=sorted(CHUNKS), default="64k", help="chunks of 1x128x128 or 1x512x512")
     ap.add_argument("--nginx-workers", type=int, default=1)
     ap.add_argument("--skip", default="", help="comma-separated readers left out (e.g. VirtualStore+zarr)")
+    ap.add_argument("--anchor-rounds", type=int, default=None,
+                    help="rounds of the anchors (default: --rounds; one read of a slow anchor takes seconds)")
     a = ap.parse_args()
     os.makedirs(a.root, exist_ok=True)
     paths = make_files(a.root, a.files, a.steps, a.chunk)
@@ -338,27 +399,32 @@ def main() -> None:
             rs.update(remote_readers(paths, os.path.abspath(a.root), server, scheme, a.device))
     for name in filter(None, a.skip.split(",")):
         rs.pop(name)
+    meta = {
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        "files": a.files, "steps": a.steps, "chunk": a.chunk, "device": a.device, "http": a.http, "s3": a.s3,
+        "rounds": a.rounds, "anchor_rounds": a.anchor_rounds or a.rounds,
+        "machine": platform.platform(), "cpus": os.cpu_count(),
+        "stored_bytes": sum(os.path.getsize(p) for p in paths),
+    }
     try:
         want = _crc(rs["h5py"]())
-        res = measure(rs, a.rounds, want, a.device)
+        res = measure(rs, a.rounds, want, a.device, a.anchor_rounds, lambda r: _write(a.out, meta, r))
     finally:
         if server is not None:
             server.close()
-    text = table(res)
-    print(text)
-    if a.out:
-        os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
-        meta = {
-            "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
-            "files": a.files, "steps": a.steps, "chunk": a.chunk, "device": a.device, "http": a.http, "s3": a.s3,
-            "machine": platform.platform(), "cpus": os.cpu_count(),
-            "stored_bytes": sum(os.path.getsize(p) for p in paths),
-        }
-        with open(a.out, "w") as f:
-            json.dump({"meta": meta, "results": res}, f, indent=1)
-        with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
-            f.write(text + "\n")
+    print(_write(a.out, meta, res))
 
+
+def _write(out: str | None, meta: dict[str, Any], res: dict[str, dict[str, Any]]) -> str:
+    """The table; with ``out`` also the JSON and the table beside it (rewritten after every round)."""
+    text = table(res)
+    if out:
+        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+        with open(out, "w") as f:
+            json.dump({"meta": meta, "results": res}, f, indent=1)
+        with open(os.path.splitext(out)[0] + ".md", "w") as f:
+            f.write(text + "\n")
+    return text
 
 if __name__ == "__main__":
     main()
