@@ -12,10 +12,7 @@ in ``1 x 128 x 128`` chunks (64 KiB), zlib level 1 + shuffle. Readers, each read
   filesystem;
 - ``h5py``: ``h5py.File(path)["t"][:]``;
 - ``gdsstore, one dataset`` and ``manifeststore+zarr, one dataset``: the files' ``t`` concatenated in
-  time into one ManifestStore (VirtualiZarr's multi-file flow), read whole in one call;
-- with ``--device``, ``gdsstore, gpu decode`` / ``host decode`` (and the same for one dataset): every
-  chunk decoded by nvCOMP, or on the host's threads and uploaded, whatever ``archives.host_decode_per_thread``
-  would pick (the rows that choose its default).
+  time into one ManifestStore (VirtualiZarr's multi-file flow), read whole in one call.
 
 With ``--http`` the same files are also served by nginx on 127.0.0.1 (``tests/servers/nginx.py``; nginx
 must be installed) and read through references rewritten to their URLs: ``gdsstore http``
@@ -244,16 +241,6 @@ def readers(paths: list[str], device: bool) -> dict[str, Reader]:
     def ours_combined() -> list[Any]:
         return per_file(cgroup["t"].read(..., device=device))
 
-    def decoded_on(where: str, read: Reader) -> Reader:
-        """``read`` with every chunk decoded on the GPU (``gpu``) or on the host's threads (``host``)."""
-        value = 0 if where == "gpu" else 1 << 20
-
-        def run() -> list[Any]:
-            with gdsstore.config.set({"archives.host_decode_per_thread": value}):
-                return read()
-
-        return run
-
     def manifest_combined() -> list[Any]:
         return per_file(up(zarr.open_group(combined, mode="r")["t"][:]))
 
@@ -262,10 +249,6 @@ def readers(paths: list[str], device: bool) -> dict[str, Reader]:
         "manifeststore+zarr": manifest, "kerchunk+fsspec": kerchunk_fsspec, "h5py": h5,
         "gdsstore, one dataset": ours_combined, "manifeststore+zarr, one dataset": manifest_combined,
     }
-    if device:  # both decode routes, whatever archives.host_decode_per_thread picks
-        for where in ("gpu", "host"):
-            rs[f"gdsstore, {where} decode"] = decoded_on(where, ours)
-            rs[f"gdsstore, one dataset, {where} decode"] = decoded_on(where, ours_combined)
     return rs
 
 

@@ -273,14 +273,6 @@ class Settings:
         once ([GPU pipeline](gpu-pipeline.md#device-memory)). Lower it beside a model that owns the GPU. Each
         concurrent call has its own budget. At least 16 MiB.""",
     )  # fmt: skip
-    archives_host_decode_per_thread: int = _setting(
-        "archives.host_decode_per_thread", 32, _int(0, 1 << 20),
-        """A GPU read of netCDF4/HDF5 archive chunks (`gdsstore.archives`, `device=True`) of at most this many
-        chunks per engine thread (`num_threads`) decodes them on the host's threads instead, into pinned memory
-        uploaded in one copy; the trace says so. nvCOMP inflates each deflate chunk in one thread block, so a
-        read of a few large chunks leaves most of the GPU idle while one block works through each chunk; the
-        host's threads each take whole chunks. 0: always on the GPU.""",
-    )  # fmt: skip
     direct_io_read: bool = _setting(
         "direct_io_read", False, _bool,
         """Open files with `O_DIRECT` for POSIX-route reads into device memory, bypassing the page cache.

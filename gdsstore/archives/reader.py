@@ -99,33 +99,22 @@ class VirtualArray:
         sel = _plan.select_chunks(r.shape, r.chunks, selection)
         flat = _plan.chunk_index(r.grid, sel.coords)
         fids = r.file_ids.reshape(-1)[flat]
-        why_not = (gpu_unsupported(r) or _few_chunks(int((fids != MISSING).sum()))) if device else None
+        why_not = gpu_unsupported(r) if device else None
         t0 = time.perf_counter()
         on_gpu = device and why_not is None
-        missing = bool((fids == MISSING).any())
-        # Decoded on the host for the GPU: into pinned memory, uploaded in one copy.
-        pinned = None if on_gpu or not device or not r.dtype.isnative else _host_buffer(_nbytes(r, sel), pinned=True)
-        out = _output(r, sel.out_shape, missing, _cupy() if on_gpu else np, None if pinned is None else pinned[0])
+        out = _output(r, sel.out_shape, bool((fids == MISSING).any()), _cupy() if on_gpu else np)
         windows = _windows(fids, r.lengths.reshape(-1)[flat], WINDOW_BYTES, _most_chunks(r, on_gpu))
-        try:
-            run_windows(
-                windows,
-                lambda w: self._land_window(_plan.subset(sel, w), flat[w], on_gpu),
-                lambda _, landed: self._decode_window(landed, out, on_gpu, batch and not device),
-                lambda landed: _give_back(landed.owner),  # pinned staging back to the pool once decoded
-                _ahead_pool(),
-            )
-        except BaseException:
-            if pinned is not None:
-                _give_back(pinned[1])
-            raise
+        run_windows(
+            windows,
+            lambda w: self._land_window(_plan.subset(sel, w), flat[w], on_gpu),
+            lambda _, landed: self._decode_window(landed, out, on_gpu, batch and not device),
+            lambda landed: _give_back(landed.owner),  # pinned staging back to the pool once decoded
+            _ahead_pool(),
+        )
         if device and not on_gpu:
-            # What did not decode on the GPU decoded on the host; the result goes up in one copy (in
+            # What cannot decode on the GPU decoded on the host; the result goes up in one copy (in
             # native byte order: CuPy has no other).
-            if pinned is not None:
-                out = _upload_array(out, pinned[1])
-            else:
-                out = _cupy().asarray(out if out.dtype.isnative else out.astype(out.dtype.newbyteorder("=")))
+            out = _cupy().asarray(out if out.dtype.isnative else out.astype(out.dtype.newbyteorder("=")))
             if _trace.active():
                 reason = f"archive chunks on the host: {why_not}"
                 _trace.record("decode", "cpu-codec", reason, out.nbytes, time.perf_counter() - t0)
@@ -327,46 +316,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_ahead_in_child)
 
 
-def _output(r: ArrayRefs, shape: tuple[int, ...], missing: bool, xp: Any, into: np.ndarray | None = None) -> Any:
-    """The output array (in ``into``'s bytes where given), filled with the fill value only where a chunk is
-    missing."""
-    if into is not None:
-        out = into[: _nbytes_of(r, shape)].view(r.dtype).reshape(shape)
-        if missing:
-            out[...] = 0 if r.fill_value is None else r.fill_value
-        return out
+def _output(r: ArrayRefs, shape: tuple[int, ...], missing: bool, xp: Any) -> Any:
+    """The output array, filled with the fill value only where a chunk is missing."""
     if missing:
         fill = 0 if r.fill_value is None else r.fill_value
         return xp.full(shape, fill, dtype=r.dtype)
     return xp.empty(shape, dtype=r.dtype)
-
-
-def _nbytes_of(r: ArrayRefs, shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * r.dtype.itemsize
-
-
-def _nbytes(r: ArrayRefs, sel: _plan.ChunkSelection) -> int:
-    return _nbytes_of(r, sel.out_shape)
-
-
-def _few_chunks(n: int) -> str | None:
-    """Why a GPU read of ``n`` chunks decodes them on the host (``archives.host_decode_per_thread``), or None."""
-    s = policy.settings()
-    most = s.archives_host_decode_per_thread * s.num_threads
-    if n and n <= most:
-        return (
-            f"{n} chunks, at most {most} (archives.host_decode_per_thread x num_threads): the host's threads "
-            "decode them sooner than nvCOMP's one thread block per chunk"
-        )
-    return None
-
-
-def _upload_array(host: np.ndarray, owner: Any) -> Any:
-    """A host array in pinned staging on the GPU in one copy; the staging goes back to its pool."""
-    try:
-        return _upload(host.reshape(-1).view(np.uint8), owner).view(host.dtype).reshape(host.shape)
-    finally:
-        _give_back(owner)
 
 
 def _host_chain(r: ArrayRefs) -> tuple[list[Any], int]:

@@ -20,37 +20,6 @@ from .data import kerchunk_refs, manifest_store, write_h5
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(autouse=True)
-def _decode_on_the_gpu() -> Any:
-    """These tests check the GPU decoders: small reads decode there too (by default a read of few chunks
-    decodes on the host's threads; :func:`test_few_chunks_decode_on_the_host` covers that route)."""
-    import gdsstore
-
-    with gdsstore.config.set({"archives.host_decode_per_thread": 0}):
-        yield
-
-
-@pytest.mark.parametrize("sel", [..., (1, slice(100, 250)), (slice(2, 5), slice(None, None, 3), 7)], ids=repr)
-def test_few_chunks_decode_on_the_host(tmp_path: Path, sel: Any) -> None:
-    import cupy as cp
-
-    import gdsstore
-    from gdsstore.engine import bounce
-    from gdsstore.gpu import staging
-
-    p = tmp_path / "g.h5"
-    data = write_h5(p)
-    g = ga.open_virtual(kerchunk_refs(p))
-    with gdsstore.config.set({"archives.host_decode_per_thread": 1 << 20}), gdsstore.trace() as t:
-        got = g["t"].read(sel, device=True)
-    assert isinstance(got, cp.ndarray)
-    np.testing.assert_array_equal(got.get(), data["t"][sel])
-    assert "gpu-decode" not in t.routes, str(t)
-    assert any("host_decode_per_thread" in e.reason for e in t.events), str(t)
-    # The pinned output went back to the pool: every pinned staging byte counted is idle there.
-    assert bounce.ring.stats()["external"] == staging._pinned_pool.held()
-
-
 @pytest.mark.parametrize("source", ["manifest", "kerchunk"])
 @pytest.mark.parametrize("sel", [..., (1, slice(100, 250)), (slice(2, 5), slice(None, None, 3), 7)], ids=repr)
 def test_device_read_matches_h5py(tmp_path: Path, source: str, sel: Any) -> None:

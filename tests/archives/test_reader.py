@@ -441,19 +441,3 @@ def test_read_ahead_in_a_forked_child(tmp_path: Path, monkeypatch: pytest.Monkey
         child.kill()
     assert not alive, "the forked child hung reading with read-ahead"
     assert q.get(timeout=5) is True
-
-
-def test_few_chunks_decode_on_the_host_by_setting() -> None:
-    """``archives.host_decode_per_thread``: a GPU read of at most that many chunks per engine thread
-    decodes on the host (the GPU machine's tests/archives/test_gpu.py reads through both routes)."""
-    import gdsstore
-    from gdsstore.archives.reader import _few_chunks
-
-    with gdsstore.config.set({"archives.host_decode_per_thread": 4, "num_threads": 8}):
-        assert _few_chunks(32) is not None and "32 chunks, at most 32" in str(_few_chunks(32))
-        assert _few_chunks(33) is None
-        assert _few_chunks(0) is None  # nothing to decode: no route to pick
-    with gdsstore.config.set({"archives.host_decode_per_thread": 0}):
-        assert _few_chunks(1) is None
-    with gdsstore.config.set({"archives.host_decode_per_thread": -1}), pytest.raises(ValueError, match="host_decode"):
-        gdsstore.policy.settings()
