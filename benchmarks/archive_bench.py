@@ -274,7 +274,7 @@ def _crc(arrays: list[Any]) -> list[int]:
 
 def measure(
     rs: dict[str, Reader], rounds: int, want: list[int], device: bool,
-    anchor_rounds: int | None = None, partial: Callable[[dict[str, dict[str, Any]]], None] | None = None,
+    anchor_rounds: int | None = None, partial: Callable[[dict[str, dict[str, Any]]], object] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Interleaved rounds (the order rotates); the anchors' rounds stop after ``anchor_rounds`` (one read of
     a slow anchor takes seconds: its median settles in fewer rounds). ``partial`` gets the results so far

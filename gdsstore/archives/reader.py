@@ -42,9 +42,17 @@ __all__ = ["VirtualArray", "VirtualGroup", "decode_rows", "gpu_unsupported", "op
 
 #: Chunks at most this many bytes apart share one read (HDF5 interleaves small B-tree nodes).
 MAX_GAP = 64 << 10
-#: Stored bytes read, decoded and scattered at a time: a large selection's bytes are never all in
-#: memory beside its output (on the GPU, the pinned pool's buffer is reused window after window).
-WINDOW_BYTES = 256 << 20
+#: Stored bytes read, decoded and scattered at a time, at most: a large selection's bytes are never all
+#: in memory beside its output (on the GPU, the pinned pool's buffer is reused window after window).
+#: Two windows are in flight (one decoding, the next landing): :func:`_window_bytes` keeps them within
+#: ``pinned_memory_limit``.
+WINDOW_BYTES = 512 << 20
+
+
+def _window_bytes() -> int:
+    """Stored bytes per window: :data:`WINDOW_BYTES`, or 3/8 of ``pinned_memory_limit`` where that is less
+    (two windows in flight leave a quarter of the limit to the engine's bounce buffers)."""
+    return min(WINDOW_BYTES, max(1 << 20, policy.settings().pinned_memory_limit * 3 // 8))
 
 
 class VirtualArray:
@@ -103,7 +111,7 @@ class VirtualArray:
         t0 = time.perf_counter()
         on_gpu = device and why_not is None
         out = _output(r, sel.out_shape, bool((fids == MISSING).any()), _cupy() if on_gpu else np)
-        windows = _windows(fids, r.lengths.reshape(-1)[flat], WINDOW_BYTES, _most_chunks(r, on_gpu))
+        windows = _windows(fids, r.lengths.reshape(-1)[flat], _window_bytes(), _most_chunks(r, on_gpu))
         run_windows(
             windows,
             lambda w: self._land_window(_plan.subset(sel, w), flat[w], on_gpu),
@@ -255,19 +263,21 @@ def _cupy() -> Any:
 
 
 def _windows(fids: np.ndarray, lens: np.ndarray, budget: int, most: int | None = None) -> list[np.ndarray]:
-    """The chunks to read (missing ones are the fill value already), cut in order into windows of
-    about ``budget`` stored bytes (a chunk larger than that is a window of its own) and at most
-    ``most`` chunks."""
+    """The chunks to read (missing ones are the fill value already), in order, in the fewest windows of at
+    most ``budget`` stored bytes (a chunk larger than that is a window of its own) and at most ``most``
+    chunks, balanced: on the GPU a window of large chunks takes about as long as one chunk's inflate in
+    one thread block however many run beside it, so a short last window costs nearly a full one."""
     idx = np.flatnonzero(fids != MISSING)
     if not len(idx):
         return []
     cum = np.cumsum(np.maximum(lens[idx], 1))
-    window = (cum - 1) // max(budget, 1)
-    cuts = np.flatnonzero(np.diff(window)) + 1
+    k = max(-(-int(cum[-1]) // max(budget, 1)), 1 if most is None else -(-len(idx) // max(most, 1)))
+    share = max(1, -(-int(cum[-1]) // k))  # at most ``budget``: windows of about equal bytes
+    cuts = np.flatnonzero(np.diff((cum - 1) // share)) + 1
     parts = np.split(idx, cuts)
     if most is None:
         return parts
-    return [p[i : i + most] for p in parts for i in range(0, len(p), max(most, 1))]
+    return [q for p in parts for q in np.array_split(p, -(-len(p) // max(most, 1)))]
 
 
 def _most_chunks(r: ArrayRefs, on_gpu: bool) -> int | None:

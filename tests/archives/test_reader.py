@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gdsstore.archives as ga
 from gdsstore.archives import ArchiveChangedError, ChunkDecodeError
@@ -396,11 +398,40 @@ def test_windows_are_cut_by_stored_bytes_and_by_count() -> None:
     fids = np.array([0, 0, reader.MISSING, 0, 0, 0, 0])
     lens = np.array([10, 10, 0, 10, 10, 10, 10])
     cut = reader._windows(fids, lens, 25)
-    assert [w.tolist() for w in cut] == [[0, 1], [3, 4, 5], [6]]  # cut where the running total crosses 25, 50
+    assert [w.tolist() for w in cut] == [[0, 1], [3, 4], [5, 6]]  # 60 bytes: 3 windows of 20, not 25 + 25 + 10
     cut = reader._windows(fids, lens, 1000, most=4)
-    assert [w.tolist() for w in cut] == [[0, 1, 3, 4], [5, 6]]
+    assert [w.tolist() for w in cut] == [[0, 1, 3], [4, 5, 6]]  # 2 windows of 3, not 4 + 2
     cut = reader._windows(fids, lens, 25, most=1)
     assert [w.tolist() for w in cut] == [[0], [1], [3], [4], [5], [6]]
+    big = np.array([0, 0, 0, 0])
+    cut = reader._windows(big, np.array([5, 100, 5, 5]), 25)  # a chunk over the budget: a window of its own
+    assert all(len(w) for w in cut) and sorted(np.concatenate(cut).tolist()) == [0, 1, 2, 3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lens=st.lists(st.integers(0, 300), min_size=0, max_size=60),
+    missing=st.lists(st.booleans(), min_size=60, max_size=60),
+    budget=st.integers(1, 1000),
+    most=st.one_of(st.none(), st.integers(1, 20)),
+)
+def test_windows_keep_their_bounds(lens: list[int], missing: list[bool], budget: int, most: int | None) -> None:
+    """Every present chunk in exactly one window, in order; no window over ``most`` chunks; past its first
+    chunk no window over ``budget`` stored bytes (a window starts where the running total crosses a share);
+    without ``most``, no more windows than the budget needs."""
+    from gdsstore.archives import reader
+
+    n = len(lens)
+    fids = np.where(np.array(missing[:n], dtype=bool), reader.MISSING, 0).astype(np.int64)
+    size = np.maximum(np.array(lens, dtype=np.int64), 1)
+    cut = reader._windows(fids, np.array(lens, dtype=np.int64), budget, most)
+    present = np.flatnonzero(fids != reader.MISSING)
+    assert (np.concatenate(cut).tolist() if cut else []) == present.tolist()
+    for w in cut:
+        assert len(w) and (most is None or len(w) <= most)
+        assert int(size[w].sum()) - int(size[w[0]]) < budget
+    if len(present) and most is None:
+        assert len(cut) <= -(-int(size[present].sum()) // budget)
 
 
 def test_a_failing_window_stops_the_read_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
