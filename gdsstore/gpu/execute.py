@@ -34,7 +34,7 @@ from gdsstore.gpu import plan as _plan
 from gdsstore.gpu import staging
 from gdsstore.gpu.decode import CodecChain, decode_window, device_pointer, is_device_spec, raw_nbytes
 from gdsstore.gpu.fetch import Fetcher
-from gdsstore.gpu.memory import call_memory, in_callers_allocator
+from gdsstore.gpu.memory import call_memory, in_callers_allocator, trim_call_pool
 from gdsstore.gpu.plan import (
     Blocks,
     ChunkGeometry,
@@ -123,6 +123,8 @@ def run_windows[W, T](
                 process(w, cur)
             finally:
                 release(cur)
+            if nxt is not None:
+                trim_call_pool()  # the next window's memory from the device, not beside idle blocks
     finally:
         if nxt is not None:
             with contextlib.suppress(BaseException):  # the first failure is the one raised

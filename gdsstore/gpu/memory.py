@@ -26,6 +26,7 @@ __all__ = [
     "device_memory",
     "in_callers_allocator",
     "pool_free_bytes",
+    "trim_call_pool",
     "window_budget",
 ]
 
@@ -165,11 +166,14 @@ class CallMemory:
     def __enter__(self) -> CallMemory:
         self._using = self._cp.cuda.using_allocator(self.allocator)
         self._using.__enter__()
+        if self.pool is not None:
+            _call_pools.add(id(self.pool))
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._using.__exit__(*exc)
         if self.pool is not None:
+            _call_pools.discard(id(self.pool))
             from gdsstore.gpu.nvcomp import forget_codecs
 
             # nvCOMP and the copies may run on streams of their own: wait for the whole device, then
@@ -177,6 +181,27 @@ class CallMemory:
             self._cp.cuda.Device().synchronize()
             forget_codecs()
             self.pool.free_all_blocks()
+
+
+#: ``id`` of every private pool of a call in progress (:class:`CallMemory`).
+_call_pools: set[int] = set()
+
+
+def trim_call_pool() -> None:
+    """Between two windows of a call: give the free blocks of the call's private pool back to the device.
+
+    CuPy's pool reuses a free block only for a request no larger than it, so windows of slightly
+    different sizes each added blocks beside the idle ones: under a 256 MiB budget reads peaked at
+    290-372 MiB, under 1 GiB shards at 1.43 GiB; freed between windows, 192-244 MiB and 900-940 MiB, at
+    0-20 % of the speed (H200, ``benchmarks/probe_budget.py``, ``benchmarks/results/2026-12-02-h200-s4``).
+    ``cudaFree`` waits for the device, so no block goes while a kernel still reads it. Does nothing under
+    an allocator the user chose (it keeps what it keeps) or outside a call."""
+    cp = sys.modules.get("cupy")
+    if cp is None or not _call_pools:
+        return
+    pool = getattr(cp.cuda.get_allocator(), "__self__", None)
+    if pool is not None and id(pool) in _call_pools:
+        pool.free_all_blocks()
 
 
 def call_memory() -> Any:
