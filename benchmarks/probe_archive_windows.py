@@ -30,18 +30,13 @@ def _peak(read: Any, cp: Any) -> float:
     """Device memory in use at most during ``read()``, beyond its result and what was in use before."""
     import threading
 
+    from probe_budget import _poll
+
     cp.get_default_memory_pool().free_all_blocks()
     cp.cuda.runtime.deviceSynchronize()
     free0 = cp.cuda.runtime.memGetInfo()[0]
-    low = [free0]
-    done = threading.Event()
-
-    def poll() -> None:
-        while not done.is_set():
-            low[0] = min(low[0], cp.cuda.runtime.memGetInfo()[0])
-            time.sleep(0.0005)
-
-    t = threading.Thread(target=poll)
+    low, done = [free0], threading.Event()
+    t = threading.Thread(target=_poll, args=(cp, done, low, [0], []))
     t.start()
     out = read()
     cp.cuda.runtime.deviceSynchronize()

@@ -265,8 +265,9 @@ class Settings:
         chunks and nvCOMP's scratch. Each window of chunks decodes at most a sixth of it (alive at once: the
         window's decoded bytes, nvCOMP's zstd scratch of about three times those, this window's and the next
         window's compressed staging), and what the call allocated is given back when it returns: from a pool
-        of its own (its free blocks given back between windows too) when CuPy's default pool is the current allocator, or through the allocator the user set
-        (RMM's `rmm_cupy_allocator`, PyTorch's), which keeps it. A fixed default, not a share of free memory.
+        of its own (its free blocks given back between windows too) when CuPy's default pool is the current
+        allocator, or through the allocator the user set (RMM's `rmm_cupy_allocator`, PyTorch's), which keeps
+        it. A fixed default, not a share of free memory.
         Measured on the H200 (1 GiB reads, zstd): at 4 GiB the peak was 3.2-3.5 GB, and 4 MiB chunks read at
         6.8 GB/s, 256 KiB chunks 7.5, shards 12.0; at 1 GiB the peak was 1.0-1.5 GB and they read at 2.5, 6.6
         and 6.1: nvCOMP decodes each chunk in one thread block, so its rate grows with the chunks decoded at
