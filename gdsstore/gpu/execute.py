@@ -30,8 +30,8 @@ from gdsstore.engine.pool import engine_pool
 from gdsstore.engine.ranges import ByteRange
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import decode as _decode
+from gdsstore.gpu import nvcomp_capi, staging
 from gdsstore.gpu import plan as _plan
-from gdsstore.gpu import staging
 from gdsstore.gpu.decode import CodecChain, decode_window, device_pointer, is_device_spec, raw_nbytes
 from gdsstore.gpu.fetch import Fetcher
 from gdsstore.gpu.memory import call_memory, in_callers_allocator, trim_call_pool
@@ -58,7 +58,9 @@ if TYPE_CHECKING:
     from zarr.core.buffer import NDBuffer
     from zarr.core.indexing import SelectorTuple
 
-__all__ = ["BatchItem", "in_call_memory", "read_chunks", "read_shards", "run_windows", "window_bytes"]
+__all__ = [
+    "BatchItem", "in_call_memory", "read_chunks", "read_shards", "read_windows", "run_windows", "window_bytes"
+]
 
 #: One item of zarr's read batch: ``(byte getter, chunk spec, chunk selection, output selection, is complete)``.
 BatchItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
@@ -67,9 +69,11 @@ BatchItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
 # -- windows --------------------------------------------------------------------------------------------
 
 
-def window_bytes(chain: CodecChain, device: bool) -> int:
+def window_bytes(chain: CodecChain, device: bool, chunk_bytes: int = 0, alone: bool = False) -> int:
     """Large windows where the GPU decodes or the bytes are staged on the GPU (each window's read
-    starts with no copy to overlap); host staging keeps windows small enough to stay in cache."""
+    starts with no copy to overlap); host staging keeps windows small enough to stay in cache.
+    ``chunk_bytes``: the decoded size of the largest chunk (the decode scratch nvCOMP needs per decoded
+    byte depends on it, :func:`gdsstore.gpu.nvcomp_capi.scratch_ratio`); ``alone``: the read's only window."""
     if not device:
         return _plan.WINDOW_BYTES
     fmt = chain.device_plan()[0]
@@ -81,8 +85,20 @@ def window_bytes(chain: CodecChain, device: bool) -> int:
                 free = int(cp.cuda.runtime.memGetInfo()[0])
             except Exception:  # no usable device: the smallest large window
                 free = 0
-        return _plan.large_window(free, policy.settings().gpu_memory_budget)
+        scratch = nvcomp_capi.scratch_ratio(fmt, chunk_bytes)
+        return _plan.large_window(free, policy.settings().gpu_memory_budget, scratch=scratch, alone=alone)
     return _plan.WINDOW_BYTES
+
+
+def read_windows(sizes: Sequence[int], chain: CodecChain, device: bool, chunk_bytes: int) -> list[range]:
+    """The windows of a read of items of ``sizes`` decoded bytes (chunks of ``chunk_bytes``): one where the
+    whole read fits the budget with nothing staged beside it, else :func:`gdsstore.gpu.plan.split_windows`
+    under :func:`window_bytes`."""
+    most = chunk_bytes
+    limit = window_bytes(chain, device, most)
+    if device and limit < sum(sizes) <= window_bytes(chain, device, most, alone=True):
+        return [range(len(sizes))]
+    return split_windows(sizes, limit)
 
 
 def in_call_memory[T](fn: Callable[..., T], *args: Any) -> T:
@@ -229,7 +245,8 @@ def read_chunks(
     device = is_device_spec(spec0)
     layout = chain.view_layout(spec0) if device and kernel_scatter_ok(batch, drop_axes) else None
     results: list[GetResult] = [GetResult(status="missing")] * len(batch)
-    windows = split_windows([raw_nbytes(item[1]) for item in batch], window_bytes(chain, device))
+    sizes = [raw_nbytes(item[1]) for item in batch]
+    windows = read_windows(sizes, chain, device, max(sizes, default=0))
     geometry: ChunkGeometry | None = None
     out_ptr = 0
     if layout is not None:
@@ -427,7 +444,8 @@ def read_shards(
         shards, tables, config.sharding_coalesce_max_gap_bytes, config.sharding_coalesce_max_bytes
     )
     getters = [batch[i][0] for i in plan.read_item.tolist()]
-    windows = split_windows(plan.window_nbytes(raw_nbytes(inner_spec)), window_bytes(chain, device))
+    member = raw_nbytes(inner_spec)
+    windows = read_windows(plan.window_nbytes(member), chain, device, member)
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
 
     def read(w: range) -> staging.Staged:

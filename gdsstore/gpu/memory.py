@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gdsstore.gpu.nvcomp_capi import BOUND_SCRATCH
+
 __all__ = [
     "CallMemory",
     "DeviceMemory",
@@ -29,7 +31,6 @@ __all__ = [
     "trim_call_pool",
     "window_budget",
 ]
-
 
 
 @dataclass(frozen=True)
@@ -121,22 +122,30 @@ def device_free_bytes() -> int:
 
 # -- one call's allocations ------------------------------------------------------------------------------
 
-#: Share of ``gpu.memory_budget`` one window's decoded bytes may take. Alive at once: the window's decoded
-#: bytes (1x), nvCOMP's zstd scratch (3.1x the decoded bytes, measured on the H200 over 16-256 chunks of
-#: 4 MiB: benchmarks/results/2026-12-02-h200-s2/nvcomp_sweep.md), and the compressed staging of this
-#: window and the next (about 2 x 0.6x): 5.3x in all; a quarter of the budget per window was measured
-#: 1.2-2x over the budget.
-WINDOW_SHARE = 6
+#: Besides a window's decoded bytes (1x) and nvCOMP's decode scratch (``scratch`` x the decoded bytes:
+#: :func:`gdsstore.gpu.nvcomp_capi.scratch_ratio`), alive at once: the compressed staging of this window
+#: and of the next (about 2 x 0.6x; one window's when it is the read's only one) and a margin. Under
+#: windows of a sixth of the budget at nvCOMP's bound scratch (3.1x), reads peaked at 0.88-0.92 of the
+#: budget (H200, ``benchmarks/probe_budget.py``: 900-940 MiB under 1 GiB, the call pool trimmed between
+#: windows): 5.3-5.5x in use, so a margin of half the decoded bytes.
+STAGING_SHARE = 1.2
+MARGIN_SHARE = 0.5
+#: Share of ``gpu.memory_budget`` one window's decoded bytes may take at nvCOMP's bound scratch.
+WINDOW_SHARE = 1 + BOUND_SCRATCH + STAGING_SHARE + MARGIN_SHARE
 
 
-def window_budget(budget: int) -> int:
-    """Decoded bytes of one window under ``budget`` bytes of device memory.
+def window_budget(budget: int, scratch: float = BOUND_SCRATCH, alone: bool = False) -> int:
+    """Decoded bytes of one window under ``budget`` bytes of device memory, with ``scratch`` bytes of
+    decode scratch per decoded byte; ``alone``: the read's only window (no next window staged beside it).
 
     Examples:
         >>> window_budget(1 << 30) >> 20
-        170
+        176
+        >>> window_budget(4 << 30, scratch=1.72, alone=True) >> 20
+        1072
     """
-    return max(1, budget // WINDOW_SHARE)
+    staging = STAGING_SHARE / 2 if alone else STAGING_SHARE
+    return max(1, int(budget / (1 + scratch + staging + MARGIN_SHARE)))
 
 
 class CallMemory:

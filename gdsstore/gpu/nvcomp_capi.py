@@ -25,11 +25,27 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CapiError", "decode_into", "library"]
+__all__ = ["BOUND_SCRATCH", "EXACT_SCRATCH_FROM", "CapiError", "decode_into", "library", "scratch_ratio"]
 
 # Each format's name in nvCOMP's C symbols (nvcompBatched<Name>Decompress...).
 _NAME = {"zstd": "Zstd", "gzip": "Deflate", "lz4": "LZ4"}
 _SONAME = "libnvcomp.so.6"
+
+
+#: nvCOMP's bound on its decode scratch (``...DecompressGetTempSize``) over the decoded bytes: 3.05x for zstd
+#: at 64 KiB-4 MiB chunks and 16-4,096 chunks per call (H200, ``benchmarks/probe_zstd_scratch.py``).
+BOUND_SCRATCH = 3.1
+
+#: zstd chunks of at least this many decoded bytes get the scratch nvCOMP computes from their frames
+#: (``...DecompressGetTempSizeSync``) instead of its bound. Measured on the H200 over zstd chunks of the
+#: memory benchmark's arrays (``benchmarks/results/2026-12-02-h200-s5/run2``): 4 MiB chunks need 1.72x
+#: their decoded bytes against the bound's 3.05x, for 1.5-9.6 ms of parsing per call of 64-256 chunks
+#: (one decode of them lasts 60-65 ms); 256 KiB chunks 2.54x against 3.05x, for 1.1 ms per 1,024
+#: chunks (decode 12.7 ms): not worth the parse there. Deflate and LZ4 keep the bound (not measured).
+EXACT_SCRATCH_FROM = 1 << 20
+
+#: The largest scratch ratio (exact scratch over decoded bytes) seen per format and chunk size.
+_seen: dict[tuple[str, int], float] = {}
 
 
 class CapiError(RuntimeError):
@@ -69,6 +85,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         al = getattr(lib, f"nvcompBatched{name}DecompressGetRequiredAlignments")
         al.argtypes = [_Opts, ctypes.POINTER(_Alignments)]
         al.restype = ctypes.c_int
+        exact = getattr(lib, f"nvcompBatched{name}DecompressGetTempSizeSync", None)  # nvCOMP >= 5
+        if exact is not None:
+            exact.argtypes = [vp, vp, sz, sz, ctypes.POINTER(sz), sz, _Opts, vp, vp]
+            exact.restype = ctypes.c_int
         run = getattr(lib, f"nvcompBatched{name}DecompressAsync")
         run.argtypes = [vp, vp, vp, vp, sz, vp, sz, vp, _Opts, vp, vp]
         run.restype = ctypes.c_int
@@ -94,9 +114,60 @@ def alignments(fmt: str) -> tuple[int, int, int]:
     lib = library()
     assert lib is not None
     req = _Alignments()
-    _check(getattr(lib, f"nvcompBatched{_NAME[fmt]}DecompressGetRequiredAlignments")(_Opts(), ctypes.byref(req)),
-           "GetRequiredAlignments", fmt)
+    _check(
+        getattr(lib, f"nvcompBatched{_NAME[fmt]}DecompressGetRequiredAlignments")(_Opts(), ctypes.byref(req)),
+        "GetRequiredAlignments",
+        fmt,
+    )
     return int(req.input), int(req.output), int(req.temp)
+
+
+def scratch_ratio(fmt: str | None, chunk_bytes: int) -> float:
+    """Decode scratch over decoded bytes that a window of ``fmt`` chunks of ``chunk_bytes`` should plan
+    for: the largest exact ratio this process saw for them, else nvCOMP's bound (:data:`BOUND_SCRATCH`).
+
+    Examples:
+        >>> scratch_ratio("zstd", 123)
+        3.1
+    """
+    return _seen.get((fmt or "", chunk_bytes), BOUND_SCRATCH)
+
+
+def _temp_bytes(
+    lib: ctypes.CDLL, fmt: str, n: int, sizes: list[int], base: int, row: int, status: Any, stream: Any
+) -> int:
+    """Scratch bytes for one decode call: nvCOMP's bound, or for large zstd chunks (:data:`EXACT_SCRATCH_FROM`)
+    what their frames need (``GetTempSizeSync``; the bound where that call refuses)."""
+    name = _NAME[fmt]
+    most, total = max(sizes), sum(sizes)
+    bound = ctypes.c_size_t(0)
+    _check(
+        getattr(lib, f"nvcompBatched{name}DecompressGetTempSize")(
+            n, most, _Opts(), ctypes.byref(bound), total, ctypes.c_void_p(stream.ptr)
+        ),
+        "GetTempSize",
+        fmt,
+    )
+    sync = getattr(lib, f"nvcompBatched{name}DecompressGetTempSizeSync", None)
+    if fmt != "zstd" or most < EXACT_SCRATCH_FROM or sync is None:
+        return int(bound.value)
+    exact = ctypes.c_size_t(0)
+    rc = sync(
+        base,
+        base + row,
+        n,
+        most,
+        ctypes.byref(exact),
+        total,
+        _Opts(),
+        int(status.data.ptr),
+        ctypes.c_void_p(stream.ptr),
+    )
+    if rc != 0 or not 0 < exact.value <= bound.value:
+        return int(bound.value)  # an unparsable frame fails in the decode itself, with its index
+    key = (fmt, most)
+    _seen[key] = max(_seen.get(key, 0.0), exact.value / max(total, 1))
+    return int(exact.value)
 
 
 def _check(status: int, what: str, fmt: str) -> None:
@@ -137,16 +208,27 @@ def decode_into(
     d_got = cp.empty(n, dtype=cp.uint64)
     d_status = cp.zeros(n, dtype=cp.int32)
     name = _NAME[fmt]
-    temp_bytes = ctypes.c_size_t(0)
-    most, total = max(out_sizes), sum(out_sizes)
-    _check(getattr(lib, f"nvcompBatched{name}DecompressGetTempSize")(
-        n, most, _Opts(), ctypes.byref(temp_bytes), total, ctypes.c_void_p(stream.ptr)), "GetTempSize", fmt)
-    temp = cp.empty(max(int(temp_bytes.value), 1), dtype=cp.uint8)
     row = d_meta.strides[0]
     base = int(d_meta.data.ptr)
-    _check(getattr(lib, f"nvcompBatched{name}DecompressAsync")(
-        base, base + row, base + 2 * row, int(d_got.data.ptr), n, int(temp.data.ptr), int(temp_bytes.value),
-        base + 3 * row, _Opts(), int(d_status.data.ptr), ctypes.c_void_p(stream.ptr)), "DecompressAsync", fmt)
+    temp_bytes = _temp_bytes(lib, fmt, n, out_sizes, base, row, d_status, stream)
+    temp = cp.empty(max(temp_bytes, 1), dtype=cp.uint8)
+    _check(
+        getattr(lib, f"nvcompBatched{name}DecompressAsync")(
+            base,
+            base + row,
+            base + 2 * row,
+            int(d_got.data.ptr),
+            n,
+            int(temp.data.ptr),
+            temp_bytes,
+            base + 3 * row,
+            _Opts(),
+            int(d_status.data.ptr),
+            ctypes.c_void_p(stream.ptr),
+        ),
+        "DecompressAsync",
+        fmt,
+    )
     stream.synchronize()  # releases the GIL while waiting; the scratch and the arrays stay alive until then
     status = d_status.get()
     bad = np.flatnonzero(status != 0)

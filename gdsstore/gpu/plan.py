@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from gdsstore.engine.ranges import coalesce_ranges
+from gdsstore.gpu.nvcomp_capi import BOUND_SCRATCH
 
 __all__ = [
     "DECODE_WINDOW_BYTES",
@@ -64,34 +65,54 @@ _EMPTY_SHARD_ENTRY = np.uint64(2**64 - 1)  # the shard index's (offset, length) 
 # -- windows ------------------------------------------------------------------------------------------
 
 
-def large_window(free: int, budget: int, floor: int = WINDOW_BYTES, ceiling: int = DECODE_WINDOW_BYTES) -> int:
+def large_window(
+    free: int,
+    budget: int,
+    floor: int = WINDOW_BYTES,
+    ceiling: int = DECODE_WINDOW_BYTES,
+    scratch: float = BOUND_SCRATCH,
+    alone: bool = False,
+) -> int:
     """A window on the GPU: the share of ``budget`` (``gpu.memory_budget``) one window's raw bytes may
-    take (:func:`gdsstore.gpu.memory.window_budget`), at most ``ceiling`` (reads: :data:`DECODE_WINDOW_BYTES`)
-    and a quarter of the device's free memory, and at least ``floor`` (reads: :data:`WINDOW_BYTES`) where
-    the budget allows it. GPU writes size their windows here too, with their own floor and ceiling.
+    take (:func:`gdsstore.gpu.memory.window_budget`, with ``scratch`` bytes of decode scratch per decoded
+    byte; ``alone``: the read's only window), at most ``ceiling`` (reads: :data:`DECODE_WINDOW_BYTES`) and
+    a quarter of the device's free memory, and at least ``floor`` (reads: :data:`WINDOW_BYTES`) where the
+    budget allows it. GPU writes size their windows here too, with their own floor and ceiling.
 
     Examples:
         >>> large_window(100 << 30, 64 << 30) == DECODE_WINDOW_BYTES
         True
         >>> large_window(100 << 30, 1 << 30) >> 20, large_window(2 << 30, 8 << 30) >> 20, large_window(0, 1 << 30) >> 20
-        (170, 512, 128)
+        (176, 512, 128)
         >>> large_window(100 << 30, 128 << 20) >> 20
-        21
+        22
     """
     from gdsstore.gpu.memory import window_budget
 
-    share = window_budget(budget)
+    share = window_budget(budget, scratch, alone)
     return min(share, max(floor, min(ceiling, free // 4)))
 
 
 def split_windows(sizes: Sequence[int], limit: int) -> list[range]:
-    """Consecutive items grouped into windows of at most ``limit`` bytes (an item larger than the
-    limit is a window of its own).
+    """Consecutive items grouped into as few windows of at most ``limit`` bytes as a greedy cut makes, of
+    about equal bytes where the items allow it (the peak memory follows the largest window); an item larger
+    than the limit is a window of its own.
 
     Examples:
         >>> split_windows([10, 10, 10, 10, 10], 25)
         [range(0, 2), range(2, 4), range(4, 5)]
+        >>> split_windows([10] * 8, 70)
+        [range(0, 4), range(4, 8)]
     """
+    out = _greedy_windows(sizes, limit)
+    if len(out) > 1:
+        even = _greedy_windows(sizes, min(limit, -(-sum(sizes) // len(out))))
+        if len(even) == len(out):
+            return even
+    return out
+
+
+def _greedy_windows(sizes: Sequence[int], limit: int) -> list[range]:
     out: list[range] = []
     start = 0
     acc = 0

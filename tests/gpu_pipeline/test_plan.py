@@ -357,3 +357,25 @@ def _check_reads_against_coalesce(
         assert got == [(a, b) for a, b, _ in groups]
     assert np.all(np.diff(reads.read) >= 0)  # members grouped by read
     assert reads.bounds[-1] == len(reads.item)
+
+
+@given(sizes=st.lists(st.integers(0, 100), max_size=30), limit=st.integers(1, 300))
+def test_split_windows_are_as_few_as_greedy_and_no_larger(sizes: list[int], limit: int) -> None:
+    """The windows are of about equal bytes, never more of them than a greedy cut, never a larger one."""
+    windows = plan.split_windows(sizes, limit)
+    greedy = plan._greedy_windows(sizes, limit)
+    assert len(windows) == len(greedy)
+    largest = max((sum(sizes[i] for i in w) for w in greedy), default=0)
+    assert max((sum(sizes[i] for i in w) for w in windows), default=0) <= largest
+
+
+def test_a_read_that_fits_alone_is_one_window() -> None:
+    """Where the whole read fits the budget with no next window staged beside it, it is one window: 4 MiB
+    zstd chunks decode in about the same time whatever their number, so a second window doubles the read."""
+    from gdsstore.gpu import memory
+
+    budget = 4 << 30
+    many = memory.window_budget(budget, scratch=1.72)
+    alone = memory.window_budget(budget, scratch=1.72, alone=True)
+    assert many < 1 << 30 <= alone
+    assert memory.window_budget(budget) < many  # the bound's scratch: smaller windows
