@@ -262,17 +262,18 @@ class Settings:
     gpu_memory_budget: int = _setting(
         "gpu.memory_budget", 4 << 30, _int(16 << 20),
         """Device memory one GPU pipeline read or write plans for beyond its output (or input): staging, decoded
-        chunks and nvCOMP's scratch. Each window of chunks decodes at most a sixth of it (alive at once: the
-        window's decoded bytes, nvCOMP's zstd scratch of about three times those, this window's and the next
-        window's compressed staging), and what the call allocated is given back when it returns: from a pool
-        of its own (its free blocks given back between windows too) when CuPy's default pool is the current
-        allocator, or through the allocator the user set (RMM's `rmm_cupy_allocator`, PyTorch's), which keeps
-        it. A fixed default, not a share of free memory.
-        Measured on the H200 (1 GiB reads, zstd): at 4 GiB the peak was 3.2-3.5 GB, and 4 MiB chunks read at
-        6.8 GB/s, 256 KiB chunks 7.5, shards 12.0; at 1 GiB the peak was 1.0-1.5 GB and they read at 2.5, 6.6
-        and 6.1: nvCOMP decodes each chunk in one thread block, so its rate grows with the chunks decoded at
-        once ([GPU pipeline](gpu-pipeline.md#device-memory)). Lower it beside a model that owns the GPU. Each
-        concurrent call has its own budget. At least 16 MiB.""",
+        chunks and nvCOMP's scratch. Windows of chunks are sized to it (alive at once: the window's decoded
+        bytes, nvCOMP's decode scratch, this window's and the next window's compressed staging; nvCOMP's
+        bound on its zstd scratch is about three times the decoded bytes, large zstd chunks get what their
+        frames need, 1.7x for 4 MiB chunks), a read that fits it whole is one window, and what the call
+        allocated is given back when it returns: from a pool of its own (its free blocks given back between
+        windows too) when CuPy's default pool is the current allocator, or through the allocator the user
+        set (RMM's `rmm_cupy_allocator`, PyTorch's), which keeps it. A fixed default, not a share of free
+        memory. Measured on the H200 (1 GiB reads, zstd): at 4 GiB the peak was 2.5-3.2 GiB, and 4 MiB
+        chunks read at 9.4 GB/s, 256 KiB chunks 8.4, shards 11.3; at 1 GiB the peak was 862-956 MiB and
+        they read at 2.7, 5.8 and 6.1: nvCOMP decodes each chunk in one thread block, so its rate grows with
+        the chunks decoded at once ([GPU pipeline](gpu-pipeline.md#device-memory)). Lower it beside a model
+        that owns the GPU. Each concurrent call has its own budget. At least 16 MiB.""",
     )  # fmt: skip
     direct_io_read: bool = _setting(
         "direct_io_read", False, _bool,

@@ -85,8 +85,11 @@ def window_bytes(chain: CodecChain, device: bool, chunk_bytes: int = 0, alone: b
                 free = int(cp.cuda.runtime.memGetInfo()[0])
             except Exception:  # no usable device: the smallest large window
                 free = 0
-        scratch = nvcomp_capi.scratch_ratio(fmt, chunk_bytes)
-        return _plan.large_window(free, policy.settings().gpu_memory_budget, scratch=scratch, alone=alone)
+        budget = policy.settings().gpu_memory_budget
+        limit = _plan.large_window(free, budget, scratch=nvcomp_capi.scratch_ratio(fmt, chunk_bytes), alone=alone)
+        if limit < nvcomp_capi.EXACT_SCRATCH_BATCH:  # such a window decodes with the bound's scratch
+            limit = _plan.large_window(free, budget, alone=alone)
+        return limit
     return _plan.WINDOW_BYTES
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BOUND_SCRATCH", "EXACT_SCRATCH_FROM", "CapiError", "decode_into", "library", "scratch_ratio"]
+__all__ = ["BOUND_SCRATCH", "EXACT_SCRATCH_BATCH", "EXACT_SCRATCH_FROM", "CapiError", "decode_into", "library", "scratch_ratio"]
 
 # Each format's name in nvCOMP's C symbols (nvcompBatched<Name>Decompress...).
 _NAME = {"zstd": "Zstd", "gzip": "Deflate", "lz4": "LZ4"}
@@ -43,6 +43,11 @@ BOUND_SCRATCH = 3.1
 #: (one decode of them lasts 60-65 ms); 256 KiB chunks 2.54x against 3.05x, for 1.1 ms per 1,024
 #: chunks (decode 12.7 ms): not worth the parse there. Deflate and LZ4 keep the bound (not measured).
 EXACT_SCRATCH_FROM = 1 << 20
+#: ... and only in calls of at least this many decoded bytes: a process's first such call pays 27 ms more
+#: (16 chunks of 4 MiB on the H200), which a small read (a 16 MiB array: 0.17 s in all) should not pay
+#: for scratch it hardly needs. Windows smaller than this are planned with the bound
+#: (:func:`gdsstore.gpu.execute.window_bytes`).
+EXACT_SCRATCH_BATCH = 64 << 20
 
 #: The largest scratch ratio (exact scratch over decoded bytes) seen per format and chunk size.
 _seen: dict[tuple[str, int], float] = {}
@@ -136,8 +141,8 @@ def scratch_ratio(fmt: str | None, chunk_bytes: int) -> float:
 def _temp_bytes(
     lib: ctypes.CDLL, fmt: str, n: int, sizes: list[int], base: int, row: int, status: Any, stream: Any
 ) -> int:
-    """Scratch bytes for one decode call: nvCOMP's bound, or for large zstd chunks (:data:`EXACT_SCRATCH_FROM`)
-    what their frames need (``GetTempSizeSync``; the bound where that call refuses)."""
+    """Scratch bytes for one decode call: nvCOMP's bound, or for large zstd chunks in a large call
+    (:data:`EXACT_SCRATCH_FROM`, :data:`EXACT_SCRATCH_BATCH`) what their frames need (``GetTempSizeSync``; the bound where that call refuses)."""
     name = _NAME[fmt]
     most, total = max(sizes), sum(sizes)
     bound = ctypes.c_size_t(0)
@@ -149,7 +154,7 @@ def _temp_bytes(
         fmt,
     )
     sync = getattr(lib, f"nvcompBatched{name}DecompressGetTempSizeSync", None)
-    if fmt != "zstd" or most < EXACT_SCRATCH_FROM or sync is None:
+    if fmt != "zstd" or most < EXACT_SCRATCH_FROM or total < EXACT_SCRATCH_BATCH or sync is None:
         return int(bound.value)
     exact = ctypes.c_size_t(0)
     rc = sync(

@@ -116,21 +116,25 @@ def test_scratch_comes_from_the_current_allocator() -> None:
 
 
 def test_large_zstd_chunks_get_the_scratch_their_frames_need() -> None:
-    """4 MiB zstd chunks decode with nvCOMP's exact scratch (about 1.7x the decoded bytes on the H200,
-    against its bound's 3.05x), the same bytes as with the bound, and the ratio is kept for window sizing."""
+    """Calls of 64 MiB and more of 4 MiB zstd chunks decode with nvCOMP's exact scratch (about 1.7x the
+    decoded bytes on the H200, against its bound's 3.05x), to the same bytes, and the ratio is kept for
+    window sizing; a smaller call keeps the bound."""
     import cupy as cp
 
     from gdsstore.gpu import nvcomp_capi
 
     rng = np.random.default_rng(2)
-    raws = [np.round(rng.standard_normal(1 << 20, dtype="f4"), 2).tobytes() for _ in range(6)]
-    src, offs, lens = _batch(_payloads("zstd", raws))
+    raws = [np.round(rng.standard_normal(1 << 20, dtype="f4"), 2).tobytes() for _ in range(17)]
     n = len(raws[0])
-    out = cp.zeros(len(raws) * n, cp.uint8)
     nvcomp_capi._seen.clear()
-    got = nvcomp_capi.decode_into("zstd", src, offs, lens, out, [i * n for i in range(len(raws))], [n] * len(raws))
-    assert got.tolist() == [n] * len(raws)
-    assert out.get().tobytes() == b"".join(raws)
+    for count in (4, len(raws)):  # 16 MiB: the bound; 68 MiB: the exact scratch
+        src, offs, lens = _batch(_payloads("zstd", raws[:count]))
+        out = cp.zeros(count * n, cp.uint8)
+        got = nvcomp_capi.decode_into("zstd", src, offs, lens, out, [i * n for i in range(count)], [n] * count)
+        assert got.tolist() == [n] * count
+        assert out.get().tobytes() == b"".join(raws[:count])
+        if count == 4:
+            assert nvcomp_capi.scratch_ratio("zstd", n) == nvcomp_capi.BOUND_SCRATCH
     ratio = nvcomp_capi.scratch_ratio("zstd", n)
     assert 0 < ratio < nvcomp_capi.BOUND_SCRATCH, ratio
-    assert nvcomp_capi.scratch_ratio("zstd", n // 4) == nvcomp_capi.BOUND_SCRATCH  # small chunks: the bound
+    assert nvcomp_capi.scratch_ratio("zstd", n // 4) == nvcomp_capi.BOUND_SCRATCH  # other chunks: the bound
