@@ -275,6 +275,14 @@ class Settings:
         the chunks decoded at once ([GPU pipeline](gpu-pipeline.md#device-memory)). Lower it beside a model
         that owns the GPU. Each concurrent call has its own budget. At least 16 MiB.""",
     )  # fmt: skip
+    gpu_host_decode_bytes: int = _setting(
+        "gpu.host_decode_bytes", 16 << 20, _int(0),
+        """A GPU pipeline read of at most this many decoded bytes decodes its chunks on the CPU (the engine's
+        threads) and copies them to the device, without nvCOMP: a process's first nvCOMP decode costs about
+        20 ms and keeps 62 MiB of device memory (nvCOMP's kernels), and one nvCOMP call lasts about one
+        chunk's decode however few chunks it has ([GPU pipeline](gpu-pipeline.md#small-reads)). The trace
+        says `decode/cpu-codec "small read ..."`. 0: every compressed read decodes on the GPU.""",
+    )  # fmt: skip
     direct_io_read: bool = _setting(
         "direct_io_read", False, _bool,
         """Open files with `O_DIRECT` for POSIX-route reads into device memory, bypassing the page cache.

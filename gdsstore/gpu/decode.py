@@ -8,6 +8,7 @@ views. Chunks whose framing nvCOMP cannot take, and chains it cannot batch, deco
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
@@ -52,6 +53,11 @@ class CodecChain:
     array_part: ChunkTransform  # array->array + array->bytes only
     bb_codecs: tuple[Any, ...]  # bytes->bytes, encode order
     bb_formats: tuple[str | None, ...]  # encode order
+    host_reason: str | None = None  # set: the bytes-to-bytes stage runs on the CPU, for this reason
+
+    def on_host(self, reason: str) -> CodecChain:
+        """This chain with its bytes-to-bytes stage on the CPU (staged in host memory), for ``reason``."""
+        return dataclasses.replace(self, host_reason=reason)
 
     @classmethod
     def of(cls, codecs: Sequence[Codec]) -> CodecChain:
@@ -79,6 +85,8 @@ class CodecChain:
             fmts.pop()
         if not fmts:
             return None, crc, "no compressor"
+        if self.host_reason is not None:
+            return "-", crc, self.host_reason
         if len(fmts) > 1 or fmts[0] is None or fmts[0] == "crc32c":
             return "-", crc, f"codec chain {self.bb_formats} not batchable on the GPU"
         d = nvcomp.route_codec(fmts[0], device=True)
@@ -180,15 +188,14 @@ class RawChunks:
 def decode_bb_on_host(
     chain: CodecChain, specs: list[ArraySpec], staged: staging.Staged, ids: list[int]
 ) -> list[tuple[int, np.ndarray]]:
-    """Bytes-to-bytes codecs on the CPU, from the host staging buffer: raw bytes per chunk."""
-    import dataclasses
-
+    """Bytes-to-bytes codecs on the CPU, from the host staging buffer: raw bytes per chunk (on the engine's
+    threads when there are several)."""
     from zarr.core.buffer.cpu import Buffer as HostBuffer
     from zarr.core.buffer.cpu import numpy_buffer_prototype
 
     host_proto = numpy_buffer_prototype()
-    out = []
-    for i in ids:
+
+    def one(i: int) -> tuple[int, np.ndarray]:
         hspec = dataclasses.replace(specs[i], prototype=host_proto)
         view = staged.view(i)
         assert view is not None
@@ -196,8 +203,9 @@ def decode_bb_on_host(
         with _codecs.quiet_records():
             for c in reversed(chain.bb_codecs):  # zarr's SupportsSyncCodec protocol: no public sync call
                 buf = c._decode_sync(buf, hspec)
-        out.append((i, buf.as_numpy_array().view(np.uint8).reshape(-1)))
-    return out
+        return i, buf.as_numpy_array().view(np.uint8).reshape(-1)
+
+    return staging.map_parallel(one, ids) if len(ids) > 1 else [one(i) for i in ids]
 
 
 def _check_crc32c(

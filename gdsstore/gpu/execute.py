@@ -249,6 +249,8 @@ def read_chunks(
     layout = chain.view_layout(spec0) if device and kernel_scatter_ok(batch, drop_axes) else None
     results: list[GetResult] = [GetResult(status="missing")] * len(batch)
     sizes = [raw_nbytes(item[1]) for item in batch]
+    if device and chain.bb_codecs and sum(sizes) <= policy.settings().gpu_host_decode_bytes:
+        chain = chain.on_host(f"small read ({sum(sizes) >> 10} KiB, gpu.host_decode_bytes): decoded on the CPU")
     windows = read_windows(sizes, chain, device, max(sizes, default=0))
     geometry: ChunkGeometry | None = None
     out_ptr = 0

@@ -162,3 +162,24 @@ def test_a_write_gives_its_device_memory_back(cp: Any, tmp_path: Path) -> None:
         zarr.open_array(gdsstore.GDSStore(root), mode="r+")[:] = data
     assert m.before - m.after <= 32 * MiB
     np.testing.assert_array_equal(zarr.open_array(root, mode="r")[:], data.get())
+
+
+def test_small_reads_decode_on_the_cpu(cp: Any, tmp_path: Path) -> None:
+    """A read of at most ``gpu.host_decode_bytes`` decodes on the CPU and copies to the device (the same
+    bytes, no nvCOMP call, the trace says why); a larger one decodes on the GPU."""
+    root = str(tmp_path / "small.zarr")
+    data = np.round(np.random.default_rng(3).standard_normal((1024, 1024), dtype="f4"), 2)
+    z = zarr.create_array(root, shape=data.shape, chunks=(256, 256), dtype="f4", compressors=[ZstdCodec(level=1)])
+    z[:] = data
+    for limit, where in ((16 * MiB, "cpu"), (1 * MiB, "gpu")):
+        with gdsstore.config.set({"gpu.host_decode_bytes": limit}), gdsstore.enable_gpu(), gdsstore.trace() as t:
+            x = zarr.open_array(gdsstore.GDSStore(root), mode="r")[:]
+            part = zarr.open_array(gdsstore.GDSStore(root), mode="r")[100:700:3, 5:900]
+        assert isinstance(x, cp.ndarray)
+        np.testing.assert_array_equal(x.get(), data)
+        np.testing.assert_array_equal(part.get(), data[100:700:3, 5:900])
+        small = [r for (op, route, r) in t.by_reason() if route == "cpu-codec" and "small read" in r]
+        if where == "cpu":
+            assert "gpu-decode" not in t.routes and small, str(t)
+        else:
+            assert "gpu-decode" in t.routes and not small, str(t)

@@ -1,0 +1,17 @@
+"""Every compressed read of these tests decodes where they test it: on the GPU (``gpu.host_decode_bytes`` 0;
+their arrays are small, and small reads would otherwise decode on the CPU). The tests of the small-read
+route set it themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import gdsstore
+
+
+@pytest.fixture(autouse=True)
+def _small_reads_on_the_gpu() -> Iterator[None]:
+    with gdsstore.config.set({"gpu.host_decode_bytes": 0}):
+        yield
