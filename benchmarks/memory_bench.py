@@ -96,6 +96,7 @@ class Sampler:
 def reader(kind):
     if kind == "gdsstore":
         import gdsstore
+        gdsstore.config.set(cell.get("settings") or {})
         if cell.get("budget"):
             gdsstore.config.set({"gpu.memory_budget": cell["budget"]})
         def read(path):
@@ -266,7 +267,9 @@ def warm(root: Path) -> None:
 # -- the runs -----------------------------------------------------------------------------------------------
 
 
-def main_table(paths: dict[str, str], rounds: int, reads: int, log: Any) -> dict[str, Any]:
+def main_table(
+    paths: dict[str, str], rounds: int, reads: int, log: Any, settings: dict[str, Any] | None = None
+) -> dict[str, Any]:
     cells = [(layout, r) for layout in LAYOUTS for r in READERS]
     out: dict[str, Any] = {f"{layout} | {r}": [] for layout, r in cells}
     for k in range(rounds):
@@ -275,17 +278,21 @@ def main_table(paths: dict[str, str], rounds: int, reads: int, log: Any) -> dict
             order.reverse()
         for layout, r in order:
             t0 = time.perf_counter()
-            res = run_cell({"kind": "read", "reader": r, "path": paths[layout], "reads": reads}, 240)
+            cell = {"kind": "read", "reader": r, "path": paths[layout], "reads": reads, "settings": settings}
+            res = run_cell(cell, 240)
             out[f"{layout} | {r}"].append(res)
             log(f"  {layout:<24} {r:<16} round {k + 1}: {_brief(res)} ({time.perf_counter() - t0:.0f} s)")
     return out
 
 
-def sweep(paths: dict[str, str], budgets: tuple[int, ...], reads: int, log: Any) -> dict[str, Any]:
+def sweep(
+    paths: dict[str, str], budgets: tuple[int, ...], reads: int, log: Any, settings: dict[str, Any] | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for layout, path in paths.items():
         for b in budgets:
-            res = run_cell({"kind": "read", "reader": "gdsstore", "path": path, "reads": reads, "budget": b}, 180)
+            cell = {"kind": "read", "reader": "gdsstore", "path": path, "reads": reads, "budget": b, "settings": settings}
+            res = run_cell(cell, 180)
             out[f"{layout} | {b >> 20} MiB"] = res
             log(f"  sweep {layout:<24} budget {b >> 20:>5} MiB: {_brief(res)}")
     return out
@@ -441,6 +448,8 @@ def _first_write_md(results: dict[str, Any]) -> list[str]:
 
 def markdown(results: dict[str, Any]) -> str:
     lines = ["# Device and pinned memory of GPU reads and writes", "", results["machine"], ""]
+    if results.get("settings"):
+        lines += [f"gdsstore's settings: `{json.dumps(results['settings'])}`", ""]
     for part, md in (("reads", _reads_md), ("sweep", _sweep_md), ("first_read", _first_read_md),
                      ("first_write", _first_write_md)):
         if part in results:
@@ -463,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", default="reads,sweep,first_read,first_write", help="what to run (comma-separated)")
     ap.add_argument("--budgets", default=None, help="sweep budgets in MiB, comma-separated")
     ap.add_argument("--http", action="store_true", help="sweep the arrays over nginx as well (8 workers)")
+    ap.add_argument("--settings", default="{}", help="gdsstore settings of every gdsstore cell (JSON)")
     args = ap.parse_args(argv)
     parts = set(args.parts.split(","))
     out = Path(os.environ.get("OUT") or "memory_results")
@@ -483,16 +493,17 @@ def main(argv: list[str] | None = None) -> int:
     budgets = (256 << 20, 1 << 30, 4 << 30) if args.quick else BUDGETS
     if args.budgets:
         budgets = tuple(int(b) << 20 for b in args.budgets.split(","))
-    results: dict[str, Any] = {"machine": f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
+    results: dict[str, Any] = {"machine": f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+                               "settings": json.loads(args.settings)}
     raw: dict[str, Any] = {}
     if "reads" in parts:
-        raw["reads"] = main_table(paths, rounds, args.reads, log)
+        raw["reads"] = main_table(paths, rounds, args.reads, log, json.loads(args.settings))
         results["reads"] = {k: summarize_reads(v) for k, v in raw["reads"].items()}
     if "sweep" in parts:
         local = {k: paths[k] for k in LAYOUTS}
         srv, remote = served(data, paths) if args.http else (None, {})
         try:
-            raw["sweep"] = sweep({**local, **remote}, budgets, 2, log)
+            raw["sweep"] = sweep({**local, **remote}, budgets, 2, log, json.loads(args.settings))
         finally:
             if srv is not None:
                 srv.close()

@@ -283,6 +283,15 @@ class Settings:
         chunk's decode however few chunks it has ([GPU pipeline](gpu-pipeline.md#small-reads)). The trace
         says `decode/cpu-codec "small read ..."`. 0: every compressed read decodes on the GPU.""",
     )  # fmt: skip
+    gpu_host_decode_chunks: int = _setting(
+        "gpu.host_decode_chunks", 64, _int(0),
+        """A GPU pipeline read of zstd chunks whose nvCOMP calls would each decode fewer chunks than this
+        (the memory budget's window holds few of them, or the read has few) decodes them on the CPU instead (the
+        engine's threads) and copies them to the device: nvCOMP decodes each zstd chunk in one thread block,
+        so a call lasts about one chunk's decode and its rate grows with the chunks in it
+        ([GPU pipeline](gpu-pipeline.md#small-reads)). The trace says `decode/cpu-codec "few chunks per
+        nvCOMP call ..."`. 0: only `gpu.host_decode_bytes` sends reads to the CPU.""",
+    )  # fmt: skip
     direct_io_read: bool = _setting(
         "direct_io_read", False, _bool,
         """Open files with `O_DIRECT` for POSIX-route reads into device memory, bypassing the page cache.

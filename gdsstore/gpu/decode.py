@@ -186,16 +186,28 @@ class RawChunks:
 
 
 def decode_bb_on_host(
-    chain: CodecChain, specs: list[ArraySpec], staged: staging.Staged, ids: list[int]
-) -> list[tuple[int, np.ndarray]]:
-    """Bytes-to-bytes codecs on the CPU, from the host staging buffer: raw bytes per chunk (on the engine's
-    threads when there are several)."""
+    chain: CodecChain,
+    specs: list[ArraySpec],
+    staged: staging.Staged,
+    ids: list[int],
+    names: Sequence[str] | None = None,
+) -> staging.Staged:
+    """Bytes-to-bytes codecs on the CPU, from the host staging buffer, on the engine's threads when there are
+    several chunks: each chunk's raw bytes in its slot of one staging buffer (pinned where there is a GPU), for
+    one copy to the device.
+
+    Raises:
+        ValueError: a chunk that decodes to other than its raw size (naming it; ``names``: the chunks' keys).
+    """
     from zarr.core.buffer.cpu import Buffer as HostBuffer
     from zarr.core.buffer.cpu import numpy_buffer_prototype
 
     host_proto = numpy_buffer_prototype()
+    want = np.full(len(specs), -1, dtype=np.int64)
+    want[ids] = [raw_nbytes(specs[i]) for i in ids]
+    out = staging.empty_slots(want, pinned=True)
 
-    def one(i: int) -> tuple[int, np.ndarray]:
+    def one(i: int) -> None:
         hspec = dataclasses.replace(specs[i], prototype=host_proto)
         view = staged.view(i)
         assert view is not None
@@ -203,9 +215,25 @@ def decode_bb_on_host(
         with _codecs.quiet_records():
             for c in reversed(chain.bb_codecs):  # zarr's SupportsSyncCodec protocol: no public sync call
                 buf = c._decode_sync(buf, hspec)
-        return i, buf.as_numpy_array().view(np.uint8).reshape(-1)
+        got = buf.as_numpy_array().view(np.uint8).reshape(-1)
+        if got.nbytes != want[i]:
+            name = names[i] if names else f"chunk {i} of the window"
+            raise ValueError(
+                f"GDSCodecPipeline.read(): {name} decoded to {got.nbytes} bytes, expected {int(want[i])}"
+            )
+        a = int(out.offsets[i])
+        out.host[a : a + got.nbytes] = got  # copied while the bytes are in this core's cache
 
-    return staging.map_parallel(one, ids) if len(ids) > 1 else [one(i) for i in ids]
+    try:
+        if len(ids) > 1:
+            staging.map_parallel(one, ids)
+        else:
+            for i in ids:
+                one(i)
+    except BaseException:
+        out.release()
+        raise
+    return out
 
 
 def _check_crc32c(
@@ -358,7 +386,6 @@ def decode_on_device(
 ) -> RawChunks:
     """Decode a window's bytes-to-bytes stage on the device: every present chunk's raw
     (bytes-codec) bytes, located by a :class:`RawChunks` (``names``: the chunks' keys, for errors)."""
-    cp = _codecs._cupy()
     raw = RawChunks(len(specs))
     pres = staged.present
     present = pres.tolist()
@@ -393,11 +420,13 @@ def decode_on_device(
             )
     if on_cpu:
         t0 = time.perf_counter()
-        nbytes = 0
-        for i, host_raw in decode_bb_on_host(chain, specs, staged, sorted(on_cpu)):
-            arr = cp.asarray(host_raw)
-            raw.add(arr, [i], [0], [int(arr.nbytes)])
-            nbytes += int(arr.nbytes)
+        host_raw = decode_bb_on_host(chain, specs, staged, sorted(on_cpu), names)
+        try:  # one copy for the window's decoded chunks
+            ids = host_raw.present
+            raw.add(staging.to_device(host_raw), ids, host_raw.offsets[ids], host_raw.sizes[ids])
+        finally:
+            host_raw.release()
+        nbytes = host_raw.nbytes
         why = reason if fmt == "-" or reason.startswith("nvCOMP failed") else "framing nvCOMP cannot take"
         why = cpu_why or why
         _trace.record("decode", "cpu-codec", why, nbytes, time.perf_counter() - t0)

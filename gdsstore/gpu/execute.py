@@ -93,6 +93,26 @@ def window_bytes(chain: CodecChain, device: bool, chunk_bytes: int = 0, alone: b
     return _plan.WINDOW_BYTES
 
 
+def decode_side(chain: CodecChain, sizes: Sequence[int]) -> CodecChain:
+    """``chain`` as it is, or to decode on the CPU (with the reason) for a device read of ``sizes`` decoded
+    bytes per chunk: a small read (``gpu.host_decode_bytes``), or zstd chunks of which each nvCOMP call would
+    decode fewer than ``gpu.host_decode_chunks`` (one call lasts about one chunk's decode)."""
+    s = policy.settings()
+    total = sum(sizes)
+    if total <= s.gpu_host_decode_bytes:
+        return chain.on_host(f"small read ({total >> 10} KiB, gpu.host_decode_bytes): decoded on the CPU")
+    most = max(sizes, default=0)
+    if chain.device_plan()[0] != "zstd" or not most or not s.gpu_host_decode_chunks:
+        return chain
+    per_call = max(len(w) for w in read_windows(sizes, chain, True, most))
+    if per_call < s.gpu_host_decode_chunks:
+        return chain.on_host(
+            f"few chunks per nvCOMP call ({per_call} of {most >> 10} KiB under gpu.memory_budget, "
+            f"gpu.host_decode_chunks {s.gpu_host_decode_chunks}): decoded on the CPU"
+        )
+    return chain
+
+
 def read_windows(sizes: Sequence[int], chain: CodecChain, device: bool, chunk_bytes: int) -> list[range]:
     """The windows of a read of items of ``sizes`` decoded bytes (chunks of ``chunk_bytes``): one where the
     whole read fits the budget with nothing staged beside it, else :func:`gdsstore.gpu.plan.split_windows`
@@ -249,8 +269,8 @@ def read_chunks(
     layout = chain.view_layout(spec0) if device and kernel_scatter_ok(batch, drop_axes) else None
     results: list[GetResult] = [GetResult(status="missing")] * len(batch)
     sizes = [raw_nbytes(item[1]) for item in batch]
-    if device and chain.bb_codecs and sum(sizes) <= policy.settings().gpu_host_decode_bytes:
-        chain = chain.on_host(f"small read ({sum(sizes) >> 10} KiB, gpu.host_decode_bytes): decoded on the CPU")
+    if device and chain.bb_codecs:
+        chain = decode_side(chain, sizes)
     windows = read_windows(sizes, chain, device, max(sizes, default=0))
     geometry: ChunkGeometry | None = None
     out_ptr = 0

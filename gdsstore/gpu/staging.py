@@ -32,6 +32,7 @@ __all__ = [
     "Fetch",
     "Staged",
     "alloc_staging",
+    "empty_slots",
     "release_staging",
     "stage_from_backend",
     "stage_from_host_buffers",
@@ -476,19 +477,27 @@ def stage_from_backend(backend: Any, fetches: Sequence[Fetch], *, pinned: bool, 
     return Staged.from_slots(host, slots, pin)
 
 
-def stage_from_host_buffers(bufs: Sequence[Any], *, pinned: bool) -> Staged:
-    """Copy host byte buffers (numpy ``uint8`` or ``None``) into one staging buffer."""
-    sizes = np.array([-1 if b is None else int(b.nbytes) for b in bufs], dtype=np.int64)
+def empty_slots(sizes: Any, *, pinned: bool) -> Staged:
+    """One staging buffer with a 64-byte aligned slot of ``sizes[i]`` bytes for item ``i`` (``-1``: missing),
+    for the caller to fill."""
+    sizes = np.asarray(sizes, dtype=np.int64)
     offs, total = _layout(sizes)
     host, pin = alloc_staging(total, pinned)
-    for b, a, n in zip(bufs, offs.tolist(), sizes.tolist()):
+    return Staged(host, offs, sizes, pin)
+
+
+def stage_from_host_buffers(bufs: Sequence[Any], *, pinned: bool) -> Staged:
+    """Copy host byte buffers (numpy ``uint8`` or ``None``) into one staging buffer."""
+    st = empty_slots([-1 if b is None else int(b.nbytes) for b in bufs], pinned=pinned)
+    host = st.host
+    for b, a, n in zip(bufs, st.offsets.tolist(), st.sizes.tolist()):
         if b is not None:
             host[a : a + n] = (
                 np.frombuffer(b, dtype=np.uint8)
                 if not isinstance(b, np.ndarray)
                 else b.view(np.uint8).reshape(-1)
             )
-    return Staged(host, offs, sizes, pin)
+    return st
 
 
 def to_device(staged: Staged) -> Any:

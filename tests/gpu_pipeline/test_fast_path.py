@@ -42,9 +42,10 @@ def emulated(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     def decode(chain: Any, specs: Any, staged: Any, names: Any = None) -> Any:
         present = staged.present.tolist()
         raws = gdecode.RawChunks(len(specs))
-        for i, raw in gdecode.decode_bb_on_host(chain, specs, staged, present):
-            a = np.ascontiguousarray(raw)
-            raws.add(a, [i], [0], [a.nbytes])
+        host_raw = gdecode.decode_bb_on_host(chain, specs, staged, present)
+        ids = host_raw.present
+        raws.add(host_raw.host.copy(), ids, host_raw.offsets[ids], host_raw.sizes[ids])
+        host_raw.release()
         return raws
 
     def scatter(blocks: Any, itemsize: int, fill: bytes) -> str:

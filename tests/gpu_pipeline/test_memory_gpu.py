@@ -164,6 +164,30 @@ def test_a_write_gives_its_device_memory_back(cp: Any, tmp_path: Path) -> None:
     np.testing.assert_array_equal(zarr.open_array(root, mode="r")[:], data.get())
 
 
+def test_reads_of_few_chunks_per_nvcomp_call_decode_on_the_cpu(cp: Any, tmp_path: Path) -> None:
+    """zstd chunks of which each nvCOMP call would decode fewer than ``gpu.host_decode_chunks`` (few in the
+    read, or few in a window of the memory budget) decode on the CPU, one copy per window (the same bytes, the
+    trace says why); with enough chunks per call they decode on the GPU."""
+    root = str(tmp_path / "few.zarr")
+    data = np.round(np.random.default_rng(4).standard_normal((2048, 2048), dtype="f4"), 2)
+    z = zarr.create_array(root, shape=data.shape, chunks=(512, 512), dtype="f4", compressors=[ZstdCodec(level=1)])
+    z[:] = data  # 16 chunks of 1 MiB
+    cases = (
+        ({"gpu.host_decode_chunks": 17}, "cpu"),  # 16 chunks in the read
+        ({"gpu.host_decode_chunks": 4, "gpu.memory_budget": 16 * MiB}, "cpu"),  # 1-3 chunks per window
+        ({"gpu.host_decode_chunks": 16}, "gpu"),
+    )
+    for settings, where in cases:
+        with gdsstore.config.set(settings), gdsstore.enable_gpu(), gdsstore.trace() as t:
+            x = zarr.open_array(gdsstore.GDSStore(root), mode="r")[:]
+        np.testing.assert_array_equal(x.get(), data)
+        few = [v["bytes"] for (_, route, r), v in t.by_reason().items() if "few chunks per nvCOMP call" in r]
+        if where == "cpu":
+            assert "gpu-decode" not in t.routes and sum(few) == data.nbytes, str(t)
+        else:
+            assert "gpu-decode" in t.routes and not few, str(t)
+
+
 def test_small_reads_decode_on_the_cpu(cp: Any, tmp_path: Path) -> None:
     """A read of at most ``gpu.host_decode_bytes`` decodes on the CPU and copies to the device (the same
     bytes, no nvCOMP call, the trace says why); a larger one decodes on the GPU."""
@@ -172,7 +196,8 @@ def test_small_reads_decode_on_the_cpu(cp: Any, tmp_path: Path) -> None:
     z = zarr.create_array(root, shape=data.shape, chunks=(256, 256), dtype="f4", compressors=[ZstdCodec(level=1)])
     z[:] = data
     for limit, where in ((16 * MiB, "cpu"), (1 * MiB, "gpu")):
-        with gdsstore.config.set({"gpu.host_decode_bytes": limit}), gdsstore.enable_gpu(), gdsstore.trace() as t:
+        settings = {"gpu.host_decode_bytes": limit, "gpu.host_decode_chunks": 0}  # bytes alone decide here
+        with gdsstore.config.set(settings), gdsstore.enable_gpu(), gdsstore.trace() as t:
             x = zarr.open_array(gdsstore.GDSStore(root), mode="r")[:]
             part = zarr.open_array(gdsstore.GDSStore(root), mode="r")[100:700:3, 5:900]
         assert isinstance(x, cp.ndarray)
