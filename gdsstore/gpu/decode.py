@@ -206,11 +206,15 @@ def decode_bb_on_host(
     want = np.full(len(specs), -1, dtype=np.int64)
     want[ids] = [raw_nbytes(specs[i]) for i in ids]
     out = staging.empty_slots(want, pinned=True)
+    plain_zstd = tuple(chain.bb_formats) == ("zstd",)
 
     def one(i: int) -> None:
-        hspec = dataclasses.replace(specs[i], prototype=host_proto)
         view = staged.view(i)
         assert view is not None
+        a, n = int(out.offsets[i]), int(want[i])
+        if plain_zstd and nvcomp.zstd_content_size(view) == n and _zstd_into(view, out.host[a : a + n]):
+            return
+        hspec = dataclasses.replace(specs[i], prototype=host_proto)
         buf: Any = HostBuffer.from_array_like(view)
         with _codecs.quiet_records():
             for c in reversed(chain.bb_codecs):  # zarr's SupportsSyncCodec protocol: no public sync call
@@ -218,11 +222,8 @@ def decode_bb_on_host(
         got = buf.as_numpy_array().view(np.uint8).reshape(-1)
         if got.nbytes != want[i]:
             name = names[i] if names else f"chunk {i} of the window"
-            raise ValueError(
-                f"GDSCodecPipeline.read(): {name} decoded to {got.nbytes} bytes, expected {int(want[i])}"
-            )
-        a = int(out.offsets[i])
-        out.host[a : a + got.nbytes] = got  # copied while the bytes are in this core's cache
+            raise ValueError(f"GDSCodecPipeline.read(): {name} decoded to {got.nbytes} bytes, expected {n}")
+        out.host[a : a + n] = got  # copied while the bytes are in this core's cache
 
     try:
         if len(ids) > 1:
@@ -234,6 +235,19 @@ def decode_bb_on_host(
         out.release()
         raise
     return out
+
+
+def _zstd_into(frame: np.ndarray, dst: np.ndarray) -> bool:
+    """Decode a zstd frame that declares ``dst``'s size straight into ``dst`` (no allocation, no copy: on the
+    H200's 16 threads the codec's way, a new buffer per chunk then a copy, read 256 KiB chunks at 1.4 GB/s);
+    False where zstd refuses it (zarr's codec then decides, and names the error)."""
+    import numcodecs.zstd
+
+    try:
+        numcodecs.zstd.decompress(frame, dst)
+    except (RuntimeError, ValueError):
+        return False
+    return True
 
 
 def _check_crc32c(

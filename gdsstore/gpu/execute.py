@@ -34,7 +34,7 @@ from gdsstore.gpu import nvcomp_capi, staging
 from gdsstore.gpu import plan as _plan
 from gdsstore.gpu.decode import CodecChain, decode_window, device_pointer, is_device_spec, raw_nbytes
 from gdsstore.gpu.fetch import Fetcher
-from gdsstore.gpu.memory import call_memory, in_callers_allocator, trim_call_pool
+from gdsstore.gpu.memory import call_memory, in_callers_allocator, trim_call_pool, window_budget
 from gdsstore.gpu.plan import (
     Blocks,
     ChunkGeometry,
@@ -71,7 +71,8 @@ BatchItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
 
 def window_bytes(chain: CodecChain, device: bool, chunk_bytes: int = 0, alone: bool = False) -> int:
     """Large windows where the GPU decodes or the bytes are staged on the GPU (each window's read
-    starts with no copy to overlap); host staging keeps windows small enough to stay in cache.
+    starts with no copy to overlap); host staging keeps windows small enough to stay in cache, and a device
+    read's chunks decoded on the CPU within ``gpu.memory_budget``.
     ``chunk_bytes``: the decoded size of the largest chunk (the decode scratch nvCOMP needs per decoded
     byte depends on it, :func:`gdsstore.gpu.nvcomp_capi.scratch_ratio`); ``alone``: the read's only window."""
     if not device:
@@ -90,7 +91,8 @@ def window_bytes(chain: CodecChain, device: bool, chunk_bytes: int = 0, alone: b
         if limit < nvcomp_capi.EXACT_SCRATCH_BATCH:  # such a window decodes with the bound's scratch
             limit = _plan.large_window(free, budget, alone=alone)
         return limit
-    return _plan.WINDOW_BYTES
+    # Decoded on the CPU: the window's decoded bytes are its device memory (staged on the host).
+    return min(_plan.WINDOW_BYTES, window_budget(policy.settings().gpu_memory_budget, scratch=0.0))
 
 
 def decode_side(chain: CodecChain, sizes: Sequence[int]) -> CodecChain:

@@ -123,6 +123,28 @@ def frame_of(fmt: str, head: Any, total: int) -> Frame:
     raise ValueError(f"frame_of(): no nvCOMP framing for format {fmt!r}")
 
 
+def zstd_content_size(head: Any) -> int | None:
+    """The decoded size a zstd frame's header declares (RFC 8878, 3.1.1.1), or ``None``: not a zstd frame, or
+    no size declared. ``head``: the frame's first bytes (at least 18 hold any header).
+
+    Examples:
+        >>> zstd_content_size(bytes.fromhex("28b52ffd2000"))  # single segment, one size byte
+        0
+        >>> zstd_content_size(b"not zstd") is None
+        True
+    """
+    h = bytes(head[:18])
+    if len(h) < 5 or h[:4] != b"\x28\xb5\x2f\xfd":
+        return None
+    fcs_flag, single, did_flag = h[4] >> 6, (h[4] >> 5) & 1, h[4] & 3
+    pos = 5 + (1 - single) + (0, 1, 2, 4)[did_flag]  # window descriptor, dictionary id
+    n = (single, 2, 4, 8)[fcs_flag]
+    if not n or len(h) < pos + n:
+        return None
+    size = int.from_bytes(h[pos : pos + n], "little")
+    return size + 256 if n == 2 else size
+
+
 def _gzip_frame(h: bytes, total: int) -> Frame:
     """The raw deflate stream of a gzip member: after its header (``h``: the header bytes), before
     its 8-byte trailer."""

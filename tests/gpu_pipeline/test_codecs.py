@@ -13,6 +13,8 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, TransposeCodec, ZstdCodec
 from zarr.codecs.numcodecs import LZ4, Zstd
 from zarr.storage import LocalStore
@@ -205,6 +207,23 @@ def test_lz4_frame_is_size_header_plus_block() -> None:
     enc = bytes(numcodecs.LZ4().encode(payload))
     fr = nvcomp.frame_of("lz4", enc, len(enc))
     assert (fr.start, fr.stop, fr.size) == (4, len(enc), len(payload))
+
+
+@given(n=st.integers(0, 1 << 22) | st.sampled_from([255, 256, 65791, 65792, 1 << 32]), level=st.sampled_from([-3, 1, 3, 19]))
+@settings(max_examples=40, deadline=None)
+def test_zstd_content_size_is_what_zstd_declares(n: int, level: int) -> None:
+    """The header's size (1, 2 (+256), 4 and 8-byte fields) against the decoded length, for numcodecs' frames."""
+    if n > 1 << 24:  # an 8-byte field without 4 GiB of input: a frame header as zstd writes one
+        frame = b"\x28\xb5\x2f\xfd" + bytes([0xE0]) + n.to_bytes(8, "little")
+    else:
+        frame = bytes(numcodecs.zstd.compress(bytes(n), level))
+        assert not n or len(numcodecs.zstd.decompress(frame)) == n  # (numcodecs refuses an empty frame)
+    assert nvcomp.zstd_content_size(frame) == n
+
+
+@pytest.mark.parametrize("bad", [b"", b"\x28\xb5\x2f", b"\x28\xb5\x2f\xfd\x00", b"\x28\xb5\x2f\xfc" + bytes(8)])
+def test_zstd_content_size_without_a_declared_size(bad: bytes) -> None:
+    assert nvcomp.zstd_content_size(bad) is None  # short, no size field, or not a zstd magic
 
 
 def test_unknown_format_has_no_frame() -> None:

@@ -178,10 +178,13 @@ def test_reads_of_few_chunks_per_nvcomp_call_decode_on_the_cpu(cp: Any, tmp_path
         ({"gpu.host_decode_chunks": 16}, "gpu"),
     )
     for settings, where in cases:
-        with gdsstore.config.set(settings), gdsstore.enable_gpu(), gdsstore.trace() as t:
+        with gdsstore.config.set(settings), gdsstore.enable_gpu(), LeastFree(cp) as m, gdsstore.trace() as t:
             x = zarr.open_array(gdsstore.GDSStore(root), mode="r")[:]
         np.testing.assert_array_equal(x.get(), data)
         few = [v["bytes"] for (_, route, r), v in t.by_reason().items() if "few chunks per nvCOMP call" in r]
+        budget = settings.get("gpu.memory_budget")
+        if budget:  # the CPU's windows are sized to it too
+            assert m.before - m.least - x.nbytes <= budget, str(t)
         if where == "cpu":
             assert "gpu-decode" not in t.routes and sum(few) == data.nbytes, str(t)
         else:
