@@ -54,7 +54,9 @@ def main() -> None:
                 for route in ("cpu", "gpu"):
                     cp.cuda.runtime.deviceSynchronize()
                     t0 = time.perf_counter()
-                    with gdsstore.config.set({"gpu.host_decode_bytes": 1 << 40 if route == "cpu" else 0}):
+                    cpu = route == "cpu"
+                    with gdsstore.config.set({"gpu.host_decode_bytes": 1 << 40 if cpu else 0,
+                                              "gpu.host_decode_chunks": 0}):
                         x = z[sel]
                     cp.cuda.runtime.deviceSynchronize()
                     times[route].append(time.perf_counter() - t0)
