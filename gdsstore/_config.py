@@ -269,10 +269,11 @@ class Settings:
         allocated is given back when it returns: from a pool of its own (its free blocks given back between
         windows too) when CuPy's default pool is the current allocator, or through the allocator the user
         set (RMM's `rmm_cupy_allocator`, PyTorch's), which keeps it. A fixed default, not a share of free
-        memory. Measured on the H200 (1 GiB reads, zstd): at 4 GiB the peak was 2.5-3.2 GiB, and 4 MiB
-        chunks read at 9.4 GB/s, 256 KiB chunks 8.4, shards 11.3; at 1 GiB the peak was 862-956 MiB and
-        they read at 2.7, 5.8 and 6.1: nvCOMP decodes each chunk in one thread block, so its rate grows with
-        the chunks decoded at once ([GPU pipeline](gpu-pipeline.md#device-memory)). Lower it beside a model
+        memory. Measured on the H200 (1 GiB reads, zstd): at 4 GiB the peak was 2.4-3.2 GiB, and 4 MiB
+        chunks read at 9.5 GB/s, 256 KiB chunks 9.6, shards 11.8; at 1 GiB 256 KiB chunks and shards peaked at
+        864-882 MiB and read at 5.9 and 6.1, and 4 MiB chunks decoded on the CPU (`gpu.host_decode_chunks`)
+        at 3.5 with 128 MiB: nvCOMP decodes each chunk in one thread block, so its rate grows with the chunks
+        decoded at once ([GPU pipeline](gpu-pipeline.md#device-memory)). Lower it beside a model
         that owns the GPU. Each concurrent call has its own budget. At least 16 MiB.""",
     )  # fmt: skip
     gpu_host_decode_bytes: int = _setting(
