@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What the next device session should start from, in one call of under 10 minutes (results in $OUT): every
-# change of the fifth session of 2026-12-02 ran on the H200, so this is the baseline, not a verification:
-#   1. the GPU tests;
+# change of 2026-12-03 ran on the H200 (benchmarks/results/2026-12-03-h200), so this is the baseline, not a
+# verification:
+#   1. the GPU tests, the archive tests among them (carry VirtualiZarr, kerchunk, obspec-utils, h5py and
+#      netCDF4 wheels in .whl: the 2026-12-03 calls did not, and those tests failed on the imports);
 #   2. where a 1 GiB read's time goes, window by window (probe_timeline.py);
 #   3. the archive benchmark's 1 MiB rows (S3 as one dataset was 17.3x the best anchor, target 20x; the
 #      first window's landing overlaps nothing there).
