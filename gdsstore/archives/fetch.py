@@ -33,13 +33,16 @@ from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
+from gdsstore import policy
 from gdsstore.archives.plan import ALIGN, ReadPlan
 from gdsstore.engine.backend import Backend, ByteRange, backend_for
 from gdsstore.engine.batch import read_batch
 from gdsstore.engine.pool import map_all
 from gdsstore.errors import ArchiveChangedError, ChunkDecodeError
 
-__all__ = ["REMOTE_SCHEMES", "Targets", "chunk_ends", "chunk_positions", "is_remote", "land", "split_url"]
+__all__ = [
+    "REMOTE_SCHEMES", "Targets", "chunk_ends", "chunk_positions", "is_remote", "land", "pieces", "split_url",
+]
 
 #: URL schemes read through the engine's remote backends (as waves).
 REMOTE_SCHEMES = ("http", "https", "s3")
@@ -199,12 +202,37 @@ def land(targets: Targets, files: list[str], rp: ReadPlan, buf: np.ndarray, wher
     return read_pos, got
 
 
+#: A wave's reads are cut into at least this many requests (each at least :data:`MIN_PIECE` bytes): a window's
+#: reads are few and large (one per file, its chunks coalesced), and one connection lands about 1 GB/s.
+PIECES_PER_WAVE = 64
+MIN_PIECE = 1 << 20
+
+
+def pieces(nbytes: np.ndarray, total: int, most: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """Reads of ``nbytes`` cut into requests of one size (a multiple of :data:`ALIGN`, at most ``most``, about
+    ``total`` / :data:`PIECES_PER_WAVE` and at least :data:`MIN_PIECE`): ``(size, each request's read, its
+    offset in it)``.
+
+    Examples:
+        >>> size, read, at = pieces(np.array([3 << 20, 100]), 4 << 20, 32 << 20)
+        >>> size >> 20, read.tolist(), [a >> 20 for a in at.tolist()]
+        (1, [0, 0, 0, 1], [0, 1, 2, 0])
+    """
+    size = min(max(-(-total // PIECES_PER_WAVE), MIN_PIECE), max(most, ALIGN))
+    size = -(-size // ALIGN) * ALIGN
+    counts = np.maximum(1, -(-nbytes // size))
+    read = np.repeat(np.arange(len(nbytes)), counts)
+    at = (np.arange(read.size) - (np.cumsum(counts) - counts)[read]) * size
+    return size, read, at
+
+
 def _wave(
     backend: Backend, keys: list[str], rp: ReadPlan, reads: np.ndarray, buf: np.ndarray, read_pos: np.ndarray,
     where: str,
 ) -> None:
-    """One backend's reads as one wave, landing in their run of ``buf`` (in place when the wave lays
-    its slots out as this plan did, else copied there once)."""
+    """One backend's reads as one wave (each cut into :func:`pieces`, so that many requests are in flight),
+    landing in their run of ``buf`` (in place when the wave lays its slots out as this plan did, else
+    copied there once)."""
     base = int(read_pos[reads[0]])
     end = int(read_pos[reads[-1]] + -(-rp.read_nbytes[reads[-1]] // ALIGN) * ALIGN)
     region = buf[base:end]
@@ -213,22 +241,24 @@ def _wave(
         # The wave's one buffer is this run of ours; a wave that wants more gets its own (then copied).
         return (region[:n], None) if n <= region.size else (np.empty(n, dtype=np.uint8), None)
 
-    ranges = [ByteRange("range", int(o), int(o + n)) for o, n in zip(rp.read_offset[reads], rp.read_nbytes[reads])]
-    w = backend.get_many(keys, ranges, alloc, exact=True, where=where)
-    sizes = np.asarray(w.sizes, dtype=np.int64)
     want = rp.read_nbytes[reads]
-    if (sizes != want).any():
-        k = int(np.flatnonzero(sizes != want)[0])
-        url = f"{backend.url}/{keys[k]}"
-        if sizes[k] < 0:
+    size, read, at = pieces(want, int(want.sum()), policy.settings().remote_max_range_size)
+    p_off = rp.read_offset[reads][read] + at
+    p_len = np.minimum(want[read] - at, size)
+    ranges = [ByteRange("range", int(o), int(o + n)) for o, n in zip(p_off.tolist(), p_len.tolist())]
+    # max_bytes: the wave does not join the pieces again.
+    w = backend.get_many([keys[k] for k in read.tolist()], ranges, alloc, exact=True, where=where, max_bytes=size)
+    sizes = np.asarray(w.sizes, dtype=np.int64)
+    if (sizes != p_len).any():
+        j = int(np.flatnonzero(sizes != p_len)[0])
+        url = f"{backend.url}/{keys[int(read[j])]}"
+        if sizes[j] < 0:
             raise ArchiveChangedError(f"{url}: referenced file is gone")
-        raise ChunkDecodeError(
-            f"{url}: truncated: {int(sizes[k])} of {int(want[k])} bytes at offset {int(rp.read_offset[reads[k]])}"
-        )
-    at = np.asarray(w.offsets, dtype=np.int64) + base
-    if np.may_share_memory(w.host, region) and (at == read_pos[reads]).all():
+        raise ChunkDecodeError(f"{url}: truncated: {int(sizes[j])} of {int(p_len[j])} bytes at offset {int(p_off[j])}")
+    dest = read_pos[reads][read] + at
+    got = np.asarray(w.offsets, dtype=np.int64) + base
+    if np.may_share_memory(w.host, region) and (got == dest).all():
         return  # landed in place
     host = np.array(w.host, copy=True)  # the wave's layout differs from ours: copy out before overwriting
-    for j, k in enumerate(reads.tolist()):
-        a, n = int(w.offsets[j]), int(want[j])
-        buf[read_pos[k] : read_pos[k] + n] = host[a : a + n]
+    for a, d, n in zip(w.offsets, dest.tolist(), p_len.tolist()):
+        buf[d : d + n] = host[int(a) : int(a) + n]

@@ -278,6 +278,32 @@ def test_wave_laid_out_otherwise_is_copied_where_the_plan_says(served: tuple[Pat
     assert fetch.chunk_positions(rp, read_pos).tolist() == [704, 0]
 
 
+@pytest.mark.parametrize("order", [[0, 1], [1, 0]])  # the plan's layout, and another: in place or copied
+def test_large_reads_are_cut_into_pieces_in_flight_together(
+    served: tuple[Path, str], archive_nginx: NginxServer, order: list[int]
+) -> None:
+    """A window's reads are few and large (a file's chunks coalesced): the wave sends each as requests of at
+    most one piece, and every byte lands where the plan says."""
+    from gdsstore.archives import fetch
+    from gdsstore.archives.plan import plan_reads
+
+    d, url = served
+    data = np.random.default_rng(1).integers(0, 256, (7 << 20) // 2 + 1000, dtype=np.uint8)
+    (d / "big.bin").write_bytes(data.tobytes())
+    rp = plan_reads(np.array([0, 0]), np.array([10, len(data) - 500]), np.array([3 << 20, 300]), max_gap=0)
+    buf = np.zeros((3 << 20) + 1024, dtype=np.uint8)
+    read_pos = np.array([0, 3 << 20]) if order == [0, 1] else np.array([320, 0])
+    before = len(archive_nginx.requests())
+    targets = fetch.Targets([f"{url}/big.bin"])
+    root, key = fetch.split_url(f"{url}/big.bin")
+    fetch._wave(targets.backend(root), [key, key], rp, np.array(order), buf, read_pos, "test")
+    a, b = read_pos.tolist()
+    np.testing.assert_array_equal(buf[a : a + (3 << 20)], data[10 : 10 + (3 << 20)])
+    np.testing.assert_array_equal(buf[b : b + 300], data[len(data) - 500 : len(data) - 200])
+    gets = [r for r in archive_nginx.requests()[before:] if r.startswith("GET ") and "/big.bin" in r]
+    assert len(gets) == 3 + 1, gets  # 3 MiB in pieces of 1 MiB, and the small read
+
+
 def test_local_and_remote_files_in_one_read_and_pickled(served: tuple[Path, str], tmp_path: Path) -> None:
     """One reference set over a local file and a file on nginx: one read lands both (the local batch,
     then the wave) in one buffer; the group pickles (dask) and reads the same after."""
