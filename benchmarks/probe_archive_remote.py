@@ -52,10 +52,10 @@ def main() -> None:
     checks: list[float] = []
     check = fetch.Targets.check
 
-    def timed_check(self: Any, ends: Any, *, after: bool) -> None:
+    def timed_check(self: Any, ends: Any, *, after: bool, seen: Any = None) -> None:
         t0 = time.perf_counter()
         try:
-            check(self, ends, after=after)
+            check(self, ends, after=after, seen=seen)
         finally:
             checks.append(time.perf_counter() - t0)
 

@@ -128,6 +128,11 @@ class Targets:
         root, key = split_url(target)
         return self.backend(root).info(key).size
 
+    def _answered(self, target: str, etag: str | None) -> bool:
+        """Whether a read's answers for ``target`` all carried the strong ETag it was first seen with."""
+        then = self.stamps.get(target)
+        return then is not None and _strong(etag) is not None and _strong(etag) == _strong(then[1])
+
     def _now(self, target: str) -> Stamp:
         try:
             if not is_remote(target):
@@ -138,17 +143,20 @@ class Targets:
             raise ArchiveChangedError(f"{target}: referenced file is gone") from exc
         return info.size, info.etag or info.mtime  # the ETag sees a same-size rewrite in the same second
 
-    def check(self, ends: Mapping[str, int], *, after: bool) -> None:
+    def check(self, ends: Mapping[str, int], *, after: bool, seen: Mapping[str, str] | None = None) -> None:
         """Each file as when first seen, and long enough for its chunks (``ends``).
 
         Before a read (``after=False``) remote objects are looked at only the first time (their stamp
         is taken then); after it, every remote object read is looked at again (one concurrent ``HEAD``
-        each), so the bytes just read are of the version first seen.
+        each), so the bytes just read are of the version first seen, except those whose answers all
+        carried the strong ETag of their stamp (``seen``, from :func:`land`: the bytes are of that version).
 
         Raises:
             ArchiveChangedError: a file changed or is gone. ChunkDecodeError: a file too short.
         """
-        todo = [p for p in ends if after or not is_remote(p) or p not in self.stamps]
+        seen = seen or {}
+        todo = [p for p in ends if (after and not self._answered(p, seen.get(p))) or not is_remote(p)
+                or p not in self.stamps]
         remote = [p for p in todo if is_remote(p)]
         now = dict(zip(remote, map_all(self._now, remote))) if remote else {}
         for p in todo:
@@ -165,18 +173,28 @@ class Targets:
                 )
 
 
+def _strong(etag: Any) -> str | None:
+    """A strong ETag without its quotes, else None (a weak one, a modification time, nothing)."""
+    if not isinstance(etag, str) or not etag or etag.startswith("W/"):
+        return None
+    return etag.strip('"')
+
+
 def _local_stamp(path: str) -> Stamp:
     st = os.stat(path)
     return st.st_size, st.st_mtime_ns
 
 
-def land(targets: Targets, files: list[str], rp: ReadPlan, buf: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
+def land(
+    targets: Targets, files: list[str], rp: ReadPlan, buf: np.ndarray, where: str
+) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
     """Read the plan's reads into ``buf`` (``rp.nbytes`` bytes at least): local files first, then each
     remote backend's objects in one wave of their own, each read 64-byte aligned.
 
     Returns:
-        Each read's first byte in ``buf`` and the bytes it got (short only for a local file that is
-        shorter than its references; a remote range that comes back short fails the wave).
+        Each read's first byte in ``buf``, the bytes it got (short only for a local file that is shorter
+        than its references; a remote range that comes back short fails the wave), and the ETag every
+        answer for a remote file carried, where its wave saw them all (for :meth:`Targets.check`).
 
     Raises:
         OSError: a remote request failed for good (its URL and the reason).
@@ -196,10 +214,13 @@ def land(targets: Targets, files: list[str], rp: ReadPlan, buf: np.ndarray, wher
             [paths[k] for k in local.tolist()], rp.read_offset[local], rp.read_nbytes[local], buf, read_pos[local],
             url=where,
         )
+    seen: dict[str, str] = {}
     for root in dict.fromkeys(roots[k] for k in order if remote[k]):
         wave = [k for k in order if roots[k] == root]
-        _wave(targets.backend(root), [split_url(paths[k])[1] for k in wave], rp, np.array(wave), buf, read_pos, where)
-    return read_pos, got
+        keys = [split_url(paths[k])[1] for k in wave]
+        etags = _wave(targets.backend(root), keys, rp, np.array(wave), buf, read_pos, where)
+        seen.update((paths[k], etags[key]) for k, key in zip(wave, keys) if key in etags)
+    return read_pos, got, seen
 
 
 #: A wave's reads are cut into at least this many requests (each at least :data:`MIN_PIECE` bytes): a window's
@@ -229,10 +250,10 @@ def pieces(nbytes: np.ndarray, total: int, most: int) -> tuple[int, np.ndarray, 
 def _wave(
     backend: Backend, keys: list[str], rp: ReadPlan, reads: np.ndarray, buf: np.ndarray, read_pos: np.ndarray,
     where: str,
-) -> None:
+) -> dict[str, str]:
     """One backend's reads as one wave (each cut into :func:`pieces`, so that many requests are in flight),
     landing in their run of ``buf`` (in place when the wave lays its slots out as this plan did, else
-    copied there once)."""
+    copied there once); returns the wave's ETags per key (:attr:`~gdsstore.engine.backend.Wave.etags`)."""
     base = int(read_pos[reads[0]])
     end = int(read_pos[reads[-1]] + -(-rp.read_nbytes[reads[-1]] // ALIGN) * ALIGN)
     region = buf[base:end]
@@ -258,7 +279,8 @@ def _wave(
     dest = read_pos[reads][read] + at
     got = np.asarray(w.offsets, dtype=np.int64) + base
     if np.may_share_memory(w.host, region) and (got == dest).all():
-        return  # landed in place
+        return w.etags  # landed in place
     host = np.array(w.host, copy=True)  # the wave's layout differs from ours: copy out before overwriting
     for a, d, n in zip(w.offsets, dest.tolist(), p_len.tolist()):
         buf[d : d + n] = host[int(a) : int(a) + n]
+    return w.etags

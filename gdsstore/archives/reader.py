@@ -189,7 +189,7 @@ class VirtualArray:
         r = self.refs
         ends = chunk_ends(r.files, fids, offs, lens)
         self._targets.check(ends, after=False)
-        read_pos, got = land(self._targets, r.files, rp, buf, f"archive:{r.name}")
+        read_pos, got, seen = land(self._targets, r.files, rp, buf, f"archive:{r.name}")
         short = np.flatnonzero(got != rp.read_nbytes)
         if short.size:
             i = int(short[0])
@@ -197,7 +197,7 @@ class VirtualArray:
                 f"{r.files[int(rp.read_file[i])]}: truncated: {int(got[i])} of {int(rp.read_nbytes[i])} bytes at "
                 f"offset {int(rp.read_offset[i])} (the file is shorter than its references)"
             )
-        self._targets.check(ends, after=True)  # a file rewritten during the read: fail, never mix
+        self._targets.check(ends, after=True, seen=seen)  # a file rewritten during the read: fail, never mix
         pos = chunk_positions(rp, read_pos)
         return pos, np.where(pos >= 0, lens, -1)
 

@@ -254,8 +254,8 @@ def _get_batch(store: VirtualStore, items: list[tuple[str, ByteRange | None, Buf
     ends = chunk_ends(store._files, fids, offs, lens)
     targets = store.group.targets
     targets.check(ends, after=False)
-    read_pos, got = land(targets, store._files, rp, buf, "archive:zarr")
-    targets.check(ends, after=True)  # a file rewritten during the read: fail, never mix
+    read_pos, got, seen = land(targets, store._files, rp, buf, "archive:zarr")
+    targets.check(ends, after=True, seen=seen)  # a file rewritten during the read: fail, never mix
     pos = chunk_positions(rp, read_pos)
     for i, (key, br, prototype) in enumerate(items):
         arr, idx = found[i]

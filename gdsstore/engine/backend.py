@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -87,6 +87,8 @@ class Wave:
         errors: per item, the exception that failed it (``errors="return"`` only), else None.
         requests: how many requests the wave sent (retries not counted).
         split: makes :meth:`all_bytes` (``(host, offsets, sizes)`` → list); None: one copy after the other.
+        etags: per key, the ETag every answer for it carried, where the transport saw them all (the native
+            core: an object whose answers disagree fails the wave); a key absent: not known.
     """
 
     host: Any
@@ -96,6 +98,7 @@ class Wave:
     errors: list[BaseException | None] | None = None
     requests: int = 0
     split: Callable[[Any, Any, Any], list[bytes | None]] | None = None
+    etags: dict[str, str] = field(default_factory=dict)
 
     def view(self, i: int) -> Any:
         """Item ``i`` as a view of :attr:`host`, or None when missing or failed."""

@@ -327,9 +327,11 @@ def _transport(backend: Any, reqs: list[_Request], where: str,
 
 
 def _core(target: tuple[Any, str, list[str | None]], reqs: list[_Request], room: _Room, open_sized: int, where: str,
-          s: policy.Settings, errs: dict[int, BaseException], alloc: Alloc, free: Callable[[Any], None]) -> list[int]:
+          s: policy.Settings, errs: dict[int, BaseException], alloc: Alloc, free: Callable[[Any], None],
+          etags: dict[str, str | None]) -> list[int]:
     """The wave through the native core (:mod:`.core`): one call, and one more for objects larger than
-    their room; returns the requests still to ask the pure-Python way. Failures for good go into ``errs``."""
+    their room; returns the requests still to ask the pure-Python way. Failures for good go into ``errs``,
+    each landed object's ETag into ``etags`` (None where an answer carried none)."""
     store, base, paths = target
     each = (room.cap - room.used) // max(1, open_sized) // _ALIGN * _ALIGN
     asks: list[tuple[int, core.CorePiece]] = []
@@ -358,6 +360,10 @@ def _core(target: tuple[Any, str, list[str | None]], reqs: list[_Request], room:
     if big:
         call(_regrow(reqs, big, room, alloc, free))
     _one_version(reqs, landed, errs)
+    for k, res in landed:
+        if res.error is None:
+            key = reqs[k].key
+            etags[key] = res.etag if etags.get(key, res.etag) == res.etag else None
     return sorted(left + [k for k, _ in asks if k not in done])
 
 
@@ -464,7 +470,9 @@ def read_wave(
 
     try:
         transport, target = _transport(backend, reqs, where, s)
-        todo = list(range(len(reqs))) if target is None else _core(target, reqs, buf, open_sized, where, s, errs, alloc, free)
+        seen: dict[str, str | None] = {}
+        todo = (list(range(len(reqs))) if target is None
+                else _core(target, reqs, buf, open_sized, where, s, errs, alloc, free, seen))
         if errs and errors == "raise":
             raise errs[min(errs)]
         run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), policy.python_wave_concurrency(s)).result()
@@ -489,7 +497,15 @@ def read_wave(
     if room is None and open_sized and hasattr(backend, "room_hint"):
         backend.room_hint = max([0, *(r.got for r in reqs if r.slot < 0)])
     split = core.split_bytes if core.available() else None  # else Wave.all_bytes copies one by one
-    return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs), split)
+    return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs), split,
+                _etags(reqs, todo, seen))
+
+
+def _etags(reqs: list[_Request], todo: list[int], seen: dict[str, str | None]) -> dict[str, str]:
+    """Per key, the one ETag its answers carried, for the keys the core answered whole (the pure-Python way
+    sees none)."""
+    python_way = {reqs[k].key for k in todo}
+    return {key: tag for key, tag in seen.items() if tag and key not in python_way}
 
 
 def _reason(transport: policy.Decision, rest: bool, s: policy.Settings) -> str:
