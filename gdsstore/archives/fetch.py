@@ -10,9 +10,10 @@ bodies landing in place in the buffer), never one request per chunk. A backend i
 
 A file changed since the references were opened fails the read, never mixes two versions
 (:meth:`Targets.check`): local files by size and mtime, before and after the bytes are read; remote
-objects by size (and modification time where the backend reports one: S3), taken with one ``HEAD`` the
-first time a read touches the object and again after each read. Within one read the wave checks that
-every piece of an object is of one version (ETag / ``If-Match``), and each range must come back whole.
+objects by size and version (the ETag, else the modification time), taken with one ``HEAD`` the first time
+a read touches the object and again after each read, unless every answer of that read carried the strong
+ETag first seen (the native core's waves hand them back). Within one read the wave checks that every piece
+of an object is of one version (ETag / ``If-Match``), and each range must come back whole.
 
 Examples:
     >>> split_url("http://127.0.0.1:8080/data/a%20b.nc")
