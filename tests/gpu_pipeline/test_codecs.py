@@ -278,3 +278,29 @@ def test_explicit_zarr_codec_objects_are_upgraded(tmp_path: Path) -> None:
             z[:] = np.arange(8, dtype="i4")
     assert ("encode", "cpu-codec", "host buffer") in set(t.by_reason())
     assert np.array_equal(zarr.open_array(LocalStore(tmp_path / "a"), mode="r")[:], np.arange(8))
+
+
+def test_cpu_route_decodes_zstd_into_its_slots_and_refuses_wrong_sizes_and_corrupt_frames() -> None:
+    """The CPU route of a device read (``decode_bb_on_host``): a frame declaring its chunk's size decodes into
+    its slot; a frame of another size fails naming the chunk, a corrupt one fails as zstd says (no bytes)."""
+    from zarr.core.array_spec import ArrayConfig, ArraySpec
+    from zarr.core.buffer.cpu import numpy_buffer_prototype
+    from zarr.core.dtype import Float32
+
+    from gdsstore.gpu import decode as gdecode
+    from gdsstore.gpu import staging
+
+    chain = gdecode.CodecChain.of([BytesCodec(), ZstdCodec(level=1)])
+    spec = ArraySpec(shape=(256,), dtype=Float32(), fill_value=0, config=ArrayConfig.from_dict({}),
+                     prototype=numpy_buffer_prototype())
+    good = np.arange(256, dtype="f4")
+    corrupt = bytearray(numcodecs.zstd.compress(np.random.default_rng(0).standard_normal(256).astype("f4").tobytes(), 1))
+    corrupt[20:40] = bytes(20)  # its header still declares 1024 bytes
+    frames = [numcodecs.zstd.compress(good.tobytes(), 1), numcodecs.zstd.compress(good[:128].tobytes(), 1), corrupt]
+    staged = staging.stage_from_host_buffers([np.frombuffer(bytes(f), "u1") for f in frames], pinned=False)
+    out = gdecode.decode_bb_on_host(chain, [spec] * 3, staged, [0])
+    np.testing.assert_array_equal(out.view(0).view("f4"), good)
+    with pytest.raises(ValueError, match="chunk 1 of the window decoded to 512 bytes, expected 1024"):
+        gdecode.decode_bb_on_host(chain, [spec] * 3, staged, [0, 1])
+    with pytest.raises(RuntimeError, match="Zstd decompression error"):
+        gdecode.decode_bb_on_host(chain, [spec] * 3, staged, [2])
