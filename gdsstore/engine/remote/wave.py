@@ -470,9 +470,8 @@ def read_wave(
 
     try:
         transport, target = _transport(backend, reqs, where, s)
-        seen: dict[str, str | None] = {}
-        todo = (list(range(len(reqs))) if target is None
-                else _core(target, reqs, buf, open_sized, where, s, errs, alloc, free, seen))
+        seen: dict[str, str | None] = {}  # the ETags the core's answers carried
+        todo = _core(target, reqs, buf, open_sized, where, s, errs, alloc, free, seen) if target else [*range(len(reqs))]
         if errs and errors == "raise":
             raise errs[min(errs)]
         run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), policy.python_wave_concurrency(s)).result()
