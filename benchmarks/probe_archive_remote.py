@@ -51,6 +51,7 @@ def main() -> None:
     server = NginxServer(os.path.dirname(os.path.abspath(a.root)), 8, tcp_nopush=False)
     checks: list[float] = []
     check = fetch.Targets.check
+    defaults = fetch.PIECES_PER_WAVE, fetch.MIN_PIECE
 
     def timed_check(self: Any, ends: Any, *, after: bool, seen: Any = None) -> None:
         t0 = time.perf_counter()
@@ -87,11 +88,11 @@ def main() -> None:
             med = statistics.median(ts)
             print(f"{scheme:4} pieces per wave {p:>4}: {nbytes / med / 1e9:6.2f} GB/s, median {med:.3f} s, "
                   f"checks {statistics.median(spent[(scheme, p)]) * 1e3:.1f} ms")
-        fetch.PIECES_PER_WAVE, fetch.MIN_PIECE = 64, 1 << 20
+        fetch.PIECES_PER_WAVE, fetch.MIN_PIECE = defaults
         for scheme, read in reads.items():
             with gdsstore.trace() as t:
                 read()
-            print(f"\n{scheme}, 64 pieces per wave:\n{t}")
+            print(f"\n{scheme}, {defaults[0]} pieces per wave:\n{t}")
     finally:
         server.close()
 

@@ -290,18 +290,27 @@ def _core_done(reqs: list[_Request], ks: list[int], results: list[core.CoreResul
     return done
 
 
-def _one_version(reqs: list[_Request], landed: list[tuple[int, core.CoreResult]], errs: dict[int, BaseException]) -> None:
-    """The pieces of one object came from one version of it (their ETags agree), else each fails."""
+def _one_version(
+    reqs: list[_Request], landed: list[tuple[int, core.CoreResult]], errs: dict[int, BaseException]
+) -> dict[str, str]:
+    """The pieces of one object came from one version of it (their ETags agree), else each fails; returns
+    each object's ETag where every one of its landed answers carried it."""
     first: dict[str, str] = {}
     changed: set[str] = set()
+    untagged: set[str] = set()
     for k, res in landed:
-        if res.error is None and res.etag is not None and first.setdefault(reqs[k].key, res.etag) != res.etag:
+        if res.error is not None:
+            continue
+        if res.etag is None:
+            untagged.add(reqs[k].key)
+        elif first.setdefault(reqs[k].key, res.etag) != res.etag:
             changed.add(reqs[k].key)
     for k, res in landed if changed else ():
         r = reqs[k]
         if res.error is None and k not in errs and r.key in changed:
             errs[k] = RemoteIOError(f"{r.key!r}: the object changed during the wave (ETags differ)")
             r.got, r.base = -1, -1
+    return {key: tag for key, tag in first.items() if key not in changed and key not in untagged}
 
 
 def _regrow(reqs: list[_Request], big: list[tuple[int, core.CorePiece, int]], room: _Room, alloc: Alloc,
@@ -328,10 +337,10 @@ def _transport(backend: Any, reqs: list[_Request], where: str,
 
 def _core(target: tuple[Any, str, list[str | None]], reqs: list[_Request], room: _Room, open_sized: int, where: str,
           s: policy.Settings, errs: dict[int, BaseException], alloc: Alloc, free: Callable[[Any], None],
-          etags: dict[str, str | None]) -> list[int]:
+          etags: dict[str, str]) -> list[int]:
     """The wave through the native core (:mod:`.core`): one call, and one more for objects larger than
     their room; returns the requests still to ask the pure-Python way. Failures for good go into ``errs``,
-    each landed object's ETag into ``etags`` (None where an answer carried none)."""
+    the ETag of each object whose landed answers all carried one into ``etags``."""
     store, base, paths = target
     each = (room.cap - room.used) // max(1, open_sized) // _ALIGN * _ALIGN
     asks: list[tuple[int, core.CorePiece]] = []
@@ -359,11 +368,7 @@ def _core(target: tuple[Any, str, list[str | None]], reqs: list[_Request], room:
     big = [(k, p, res.total) for (k, p), res in zip(asks, results) if res.kind == "too_large" and res.total >= 0]
     if big:
         call(_regrow(reqs, big, room, alloc, free))
-    _one_version(reqs, landed, errs)
-    for k, res in landed:
-        if res.error is None:
-            key = reqs[k].key
-            etags[key] = res.etag if etags.get(key, res.etag) == res.etag else None
+    etags.update(_one_version(reqs, landed, errs))
     return sorted(left + [k for k, _ in asks if k not in done])
 
 
@@ -470,7 +475,7 @@ def read_wave(
 
     try:
         transport, target = _transport(backend, reqs, where, s)
-        seen: dict[str, str | None] = {}  # the ETags the core's answers carried
+        seen: dict[str, str] = {}  # the ETags the core's answers carried
         todo = _core(target, reqs, buf, open_sized, where, s, errs, alloc, free, seen) if target else [*range(len(reqs))]
         if errs and errors == "raise":
             raise errs[min(errs)]
@@ -500,11 +505,11 @@ def read_wave(
                 _etags(reqs, todo, seen))
 
 
-def _etags(reqs: list[_Request], todo: list[int], seen: dict[str, str | None]) -> dict[str, str]:
+def _etags(reqs: list[_Request], todo: list[int], seen: dict[str, str]) -> dict[str, str]:
     """Per key, the one ETag its answers carried, for the keys the core answered whole (the pure-Python way
     sees none)."""
     python_way = {reqs[k].key for k in todo}
-    return {key: tag for key, tag in seen.items() if tag and key not in python_way}
+    return {key: tag for key, tag in seen.items() if key not in python_way}
 
 
 def _reason(transport: policy.Decision, rest: bool, s: policy.Settings) -> str:
