@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import gc
 import io
 import os
 import pstats
@@ -39,6 +40,7 @@ def main() -> None:
     p.add_argument("--nginx-workers", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--out", default=None, help="write the report here too")
+    p.add_argument("--no-profile", action="store_true", help="skip the cProfile read (under a sampling profiler)")
     args = p.parse_args()
 
     import zarr
@@ -72,6 +74,16 @@ def main() -> None:
         return out
 
     lines: list[str] = []
+    gc_time = [0.0, 0, 0.0]  # seconds in collections, full (generation 2) collections, the start of one
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_time[2] = time.perf_counter()
+            return
+        gc_time[0] += time.perf_counter() - gc_time[2]
+        gc_time[1] += info["generation"] == 2
+
+    gc.callbacks.append(on_gc)
     got = read()
     assert np.array_equal(got.get() if args.device else got, src), "wrong bytes"
     lines.append(
@@ -79,16 +91,23 @@ def main() -> None:
         f"{'CuPy' if args.device else 'host'} buffers, nginx as S3 with {args.nginx_workers} workers"
     )
     for _ in range(args.rounds):
+        gc_time[:2] = [0.0, 0]
         t0, c0 = time.perf_counter(), time.process_time()
         read()
         t, c = time.perf_counter() - t0, time.process_time() - c0
         lines.append(
             f"{src.nbytes / t / 1e9:.2f} GB/s, {t / n * 1e6:.1f} us/chunk wall, "
-            f"{c / n * 1e6:.1f} us/chunk CPU (all threads)"
+            f"{c / n * 1e6:.1f} us/chunk CPU (all threads), garbage collection {gc_time[0] * 1e3:.1f} ms "
+            f"({gc_time[1]} full)"
         )
     with gdsstore.trace() as tr:
         read()
     lines.append(str(tr))
+    if args.no_profile:
+        print("\n".join(lines))
+        srv.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
     prof = cProfile.Profile()
     prof.enable()
     read()

@@ -293,6 +293,16 @@ class Settings:
         ([GPU pipeline](gpu-pipeline.md#small-reads)). The trace says `decode/cpu-codec "few chunks per
         nvCOMP call ..."`. 0: only `gpu.host_decode_bytes` sends reads to the CPU.""",
     )  # fmt: skip
+    pause_gc: bool = _setting(
+        "pause_gc", True, _bool,
+        """Pause Python's cyclic garbage collector for each zarr read or write through gdsstore's pipeline (one
+        call at a time holds the pause; where it was already off, it is left alone). A read of thousands of
+        chunks keeps tens of thousands of small objects alive for the whole call, and the collector then
+        scans the whole heap in the middle of it: on the H200, reads of 4,096 chunks of 64 KiB from S3 met a
+        full collection every second read, 41-58 ms each, a third of the read's time
+        ([Performance](performance.md)). Reference counting frees the call's objects as usual; garbage cycles
+        made meanwhile are collected once the call returns. Off: the collector runs as Python decides.""",
+    )  # fmt: skip
     direct_io_read: bool = _setting(
         "direct_io_read", False, _bool,
         """Open files with `O_DIRECT` for POSIX-route reads into device memory, bypassing the page cache.

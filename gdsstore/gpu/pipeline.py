@@ -187,7 +187,7 @@ class GDSCodecPipeline(CodecPipeline):
         from gdsstore.gpu.fetch import fetcher_for
 
         fetch = fetcher_for([item[0] for item in batch], asyncio.get_running_loop())
-        run = execute.in_call_memory
+        run = execute.one_call
         if plan == "chunks":
             codecs = self.delegate.codecs
             return await asyncio.to_thread(run, execute.read_chunks, codecs, batch, out, drop_axes, fetch)

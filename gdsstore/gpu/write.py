@@ -121,9 +121,9 @@ async def write(pipeline: Any, batch_info: Any, value: NDBuffer, drop_axes: tupl
     old = await _read_old(pipeline, batch) if route == "chunks" else {}
     backend = backend_of(batch[0][0])
     assert backend is not None
-    from gdsstore.gpu.execute import in_call_memory
+    from gdsstore.gpu.execute import one_call
 
-    await asyncio.to_thread(in_call_memory, _execute, pipeline.delegate, route, batch, value, drop_axes, backend, old)
+    await asyncio.to_thread(one_call, _execute, pipeline.delegate, route, batch, value, drop_axes, backend, old)
     _trace.record("write-plan", route, reason, _raw_total(batch), time.perf_counter() - t0)
 
 
