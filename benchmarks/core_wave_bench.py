@@ -70,8 +70,17 @@ def _s3_options(endpoint: str) -> dict[str, str]:
     return {**S3_KEYS, "endpoint_url": endpoint.rstrip("/")}
 
 
-def core_reader(base: str, name: str, data: list[bytes], size: int, conc: int) -> Reader:
-    store = core.http_store(base, connect_timeout=10.0, pool_idle=conc)
+def core_reader(base: str, name: str, data: list[bytes], size: int, conc: int, s3: str | None = None) -> Reader:
+    """The native core's wave (``s3``: nginx's endpoint, path-style and signed, the store gdsstore's S3
+    backend hands the core)."""
+    if s3:
+        from gdsstore.engine.remote.s3 import S3Backend, core_store
+
+        backend = S3Backend(f"s3://{BUCKET}", _s3_options(s3))
+        store = core_store(backend.client, BUCKET)
+        base = f"s3://{BUCKET}/"
+    else:
+        store = core.http_store(base, connect_timeout=10.0, pool_idle=conc)
     step = (size + 63) // 64 * 64
     pieces = [core.CorePiece(f"{name}/{i}", 0, None, size, i * step, size) for i in range(len(data))]
     buf = np.zeros(step * len(data), np.uint8)
@@ -254,6 +263,7 @@ def _contenders(base: str, label: str, data: list[bytes], size: int, s3: str | N
     """Every contender of one workload; ``s3``: nginx's endpoint, the S3 rows (the same objects)."""
     if s3:
         readers = {
+            "core c=256": core_reader(base, label, data, size, 256, s3),
             "gdsstore fsspec cat": fsspec_cat_reader(base, label, data, size, None, s3),
             "obstore sync 16 threads": obstore_reader(base, label, data, size, 64, s3),
         }
@@ -279,6 +289,7 @@ def main() -> None:
     ap.add_argument("--loads", default="4096x16KiB,4096x256KiB,256x4MiB", help="comma-separated workloads")
     ap.add_argument("--protocols", default="http", help="comma-separated: http, s3 (nginx as path-style S3)")
     ap.add_argument("--only", default="", help="comma-separated words: keep the contenders whose name holds one")
+    ap.add_argument("--nginx-workers", type=int, default=2)
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     if not core.available():
@@ -290,11 +301,12 @@ def main() -> None:
         "machine": f"{platform.node()} {os.cpu_count()} cores", "python": sys.version.split()[0],
         "note": "other work may share the machine's cores: compare ratios of one run",
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]), "rounds": args.rounds,
+        "nginx workers": args.nginx_workers, "core threads": os.environ.get("GDSSTORE_CORE_THREADS", "cores, at most 16"),
     }
-    shapes = {"4096x16KiB": (4096, 16 << 10), "4096x256KiB": (4096, 256 << 10), "256x4MiB": (256, 4 << 20)}
+    shapes = {"4096x16KiB": (4096, 16 << 10), "4096x64KiB": (4096, 64 << 10), "4096x256KiB": (4096, 256 << 10), "256x4MiB": (256, 4 << 20)}
     with tempfile.TemporaryDirectory() as root:
         os.chmod(root, 0o755)
-        srv = NginxServer(root, workers=2)
+        srv = NginxServer(root, workers=args.nginx_workers)
         try:
             for label in args.loads.split(","):
                 n, size = shapes[label]

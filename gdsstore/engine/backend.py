@@ -11,6 +11,7 @@ All methods block; async adapters run them through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -41,6 +42,11 @@ class ObjectInfo:
     etag: str | None = None
 
 
+#: A backslash, a NUL byte, or an empty, ``.`` or ``..`` segment: one search instead of a split per key (a
+#: read of 4,096 chunks checks 4,096 keys).
+_BAD_KEY = re.compile(r"[\\\x00]|(?:^|/)\.{0,2}(?:/|$)")
+
+
 def check_key(key: str, where: str) -> str:
     """Validate a relative key: no absolute paths, ``..``, ``.``, empty segments or NUL bytes.
 
@@ -51,13 +57,7 @@ def check_key(key: str, where: str) -> str:
         raise TypeError(f"{where}: key must be a str, got {type(key).__name__}")
     if key == "":
         return key
-    bad = (
-        key.startswith("/")
-        or "\\" in key
-        or "\x00" in key
-        or any(seg in ("", ".", "..") for seg in key.rstrip("/").split("/"))
-    )
-    if bad:
+    if key.startswith("/") or _BAD_KEY.search(key.rstrip("/")):
         raise ValueError(f"{where}: invalid key {key!r}: keys are relative paths without '.', '..' or empty segments")
     return key
 

@@ -193,17 +193,24 @@ def run_windows[W, T](
     process: Callable[[W, T], None],
     release: Callable[[T], None],
     pool: Executor | None = None,
+    prepare: Callable[[], None] | None = None,
 ) -> None:
     """Run ``process`` on each window while the next window's ``read`` runs in the background (``pool``, the
-    engine's by default: one read ahead; a single window is read on the calling thread). Each window read is
-    given back with ``release`` once processed, or when a failure stops the loop before it is (the one
-    read ahead included): a failed read never keeps pinned staging."""
+    engine's by default: one read ahead; a single window is read on the calling thread, unless ``prepare``,
+    work of the calling thread that needs no window's bytes, runs meanwhile). Each window read is given back
+    with ``release`` once processed, or when a failure stops the loop before it is (the one read ahead
+    included): a failed read never keeps pinned staging."""
     if not windows:
+        if prepare is not None:
+            prepare()
         return
     ahead = engine_pool() if pool is None else pool
     read_there = in_callers_allocator(read)  # the window's device staging comes from the call's memory
-    nxt: Future[T] | None = ahead.submit(read_there, windows[0]) if len(windows) > 1 else None
+    aside = len(windows) > 1 or prepare is not None
+    nxt: Future[T] | None = ahead.submit(read_there, windows[0]) if aside else None
     try:
+        if prepare is not None:
+            prepare()
         for k, w in enumerate(windows):
             cur = read(w) if nxt is None else nxt.result()
             nxt = ahead.submit(read_there, windows[k + 1]) if k + 1 < len(windows) else None
@@ -315,28 +322,30 @@ def read_chunks(
     chain = CodecChain.of(codecs)
     spec0 = batch[0][1]
     device = is_device_spec(spec0)
-    layout = chain.view_layout(spec0) if device and kernel_scatter_ok(batch, drop_axes) else None
+    scatter_ok = kernel_scatter_ok(batch, drop_axes)
+    layout = chain.view_layout(spec0) if device and scatter_ok else None
     results: list[GetResult] = [GetResult(status="missing")] * len(batch)
-    sizes = [raw_nbytes(item[1]) for item in batch]
+    sizes = _raw_sizes(batch)
     if device and chain.bb_codecs:
         chain = decode_side(chain, sizes)
     windows = read_windows(sizes, chain, device, max(sizes, default=0))
     geometry: ChunkGeometry | None = None
     out_ptr = 0
-    if layout is not None:
+
+    def plan_geometry() -> None:  # where each chunk's block lands in the output
+        nonlocal geometry, out_ptr
         out_ptr, out_layout = output_layout(out)
         chunk_sels = [item[2] for item in batch]
-        geometry = plan_chunk_geometry(
-            chunk_sels, [spec0.shape] * len(batch), [item[3] for item in batch], out_layout
-        )
+        geometry = plan_chunk_geometry(chunk_sels, [spec0.shape] * len(batch), [item[3] for item in batch], out_layout)
+
     # Without bytes-to-bytes codecs a stored chunk is exactly its raw size: no size lookups.
-    raw_sizes = None if chain.bb_codecs else np.array([raw_nbytes(item[1]) for item in batch], dtype=np.int64)
+    raw_sizes = None if chain.bb_codecs else np.array(sizes, dtype=np.int64)
     if chain.bb_codecs:
         fetch.chunk_bound = raw_nbytes(spec0)
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
     # Host outputs: chunks placed with numpy slicing instead of zarr's per-chunk buffer objects, and
     # uncompressed chunks as views of the staging buffer (no per-chunk codec call).
-    host_out = None if device or not kernel_scatter_ok(batch, drop_axes) else _numpy_output(out)
+    host_out = None if device or not scatter_ok else _numpy_output(out)
     host_view = chain.view_layout(spec0) if host_out is not None and not chain.bb_codecs else None
 
     def read(w: range) -> staging.Staged:
@@ -374,8 +383,22 @@ def read_chunks(
                 drop_axes=drop_axes,
             )
 
-    run_windows(windows, read, process, staging.Staged.release)
+    # The geometry is planned while the first window is read (a thread hop of about 0.1 ms; 1,024 chunks plan in ~4)
+    run_windows(windows, read, process, staging.Staged.release, prepare=None if layout is None else plan_geometry)
     return tuple(results)
+
+
+def _raw_sizes(batch: Sequence[BatchItem]) -> list[int]:
+    """Each chunk's decoded bytes; zarr hands a regular grid's chunks one spec, so computed once per spec."""
+    seen: dict[int, int] = {}
+    sizes: list[int] = []
+    for item in batch:
+        spec = item[1]
+        n = seen.get(id(spec))
+        if n is None:
+            n = seen[id(spec)] = raw_nbytes(spec)
+        sizes.append(n)
+    return sizes
 
 
 def _numpy_output(out: NDBuffer) -> np.ndarray | None:

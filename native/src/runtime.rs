@@ -10,12 +10,17 @@ struct Held {
 
 static RUNTIME: Mutex<Option<Held>> = Mutex::new(None);
 
-/// Worker threads: the cores, at most 16 (the work is I/O and copies, not compute).
+/// Worker threads: `GDSSTORE_CORE_THREADS` where set (1-64), else the cores, at most 16 (the work is I/O and
+/// copies, not compute).
 fn workers() -> usize {
-    std::thread::available_parallelism()
+    let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)
-        .clamp(1, 16)
+        .clamp(1, 16);
+    std::env::var("GDSSTORE_CORE_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(cores, |n| n.clamp(1, 64))
 }
 
 /// The runtime of this process; a new one after `fork()`.

@@ -136,3 +136,30 @@ def test_any_key_round_trips_or_is_refused_on_every_transport(
         b.put(key, data)
         assert _read_all_ways(b, key) == [data, data]
         assert key in set(b.list())
+
+
+def _reference_bad(key: str) -> bool:
+    """The key rule as first written (a split per key), which :func:`check_key`'s one search replaced."""
+    return key != "" and (
+        key.startswith("/")
+        or "\\" in key
+        or "\x00" in key
+        or any(seg in ("", ".", "..") for seg in key.rstrip("/").split("/"))
+    )
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(["", ".", "..", "...", "a", ".a", "a.", "..b", "c\\d", "\x00", "/", "%2e"]),
+                max_size=6).map("/".join))  # fmt: skip
+@example("a//b")
+@example("a/./b/")
+@example("a/b/")
+@example("/")
+def test_check_key_refuses_exactly_what_the_reference_rule_refuses(key: str) -> None:
+    from gdsstore.engine.backend import check_key
+
+    if _reference_bad(key):
+        with pytest.raises(ValueError, match="invalid key"):
+            check_key(key, "test")
+    else:
+        assert check_key(key, "test") == key

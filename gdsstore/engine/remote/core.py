@@ -130,7 +130,7 @@ def s3_store(options: dict[str, str], *, connect_timeout: float, pool_idle: int 
     return store
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # made per request: a frozen dataclass's __init__ costs 5x more
 class CorePiece:
     """One request of a wave: ``path`` bytes ``[start, end)`` (``end`` None: to the object's end) into
     ``buffer[slot:slot + cap]``; ``expect``: the size the answer must have (None: unknown); ``if_match``: the
@@ -145,7 +145,7 @@ class CorePiece:
     if_match: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class CoreResult:
     """What one piece got: ``size`` bytes landed (prefix of its slot), the object's ``total`` size, its
     identity (``etag``, ``mtime_ns``, ``version``), and ``error`` (None: all landed) with its ``kind``."""

@@ -95,7 +95,7 @@ def _small_pages(buf: np.ndarray, start: int, n: int) -> None:
         advise(a, b - a, _NO_HUGE)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Request:
     """One request: ``key`` from ``offset`` (``limit`` bytes at most, None: to the end)."""
 
