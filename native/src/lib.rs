@@ -9,6 +9,11 @@ mod split;
 mod store;
 mod wave;
 
+/// mimalloc for the core's own allocations (each request's headers, buffers and futures): glibc's malloc and
+/// free were 14 % of a wave's CPU time in a profile of 4 KiB GETs.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use object_store::path::Path;
 use object_store::GetRange;
 use pyo3::buffer::PyBuffer;

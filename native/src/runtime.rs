@@ -12,7 +12,7 @@ static RUNTIME: Mutex<Option<Held>> = Mutex::new(None);
 
 /// Worker threads: `GDSSTORE_CORE_THREADS` where set (1-64), else the cores, at most 16 (the work is I/O and
 /// copies, not compute).
-fn workers() -> usize {
+pub fn workers() -> usize {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)

@@ -4,13 +4,15 @@
 //! expected, and Content-Encoding (must be absent or identity). Nothing is retried here: Python's retry
 //! policy decides from each item's error kind.
 
-use crate::gates::{collect, Gates};
-use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use object_store::client::{HttpError, HttpErrorKind};
 use object_store::path::Path;
 use object_store::{Attribute, GetOptions, GetRange, GetResult, ObjectStore};
-use std::sync::Arc;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 /// One request: `range` (None: the whole object), where its body goes, and the size it must have.
@@ -249,6 +251,10 @@ async fn fetch(
 }
 
 /// Run the wave; one outcome per item, in order.
+///
+/// The requests run in lanes, one task each (as many as the runtime has workers, at most `concurrency`):
+/// a lane keeps its share of the requests in flight and takes the next item from the wave's queue as one
+/// finishes. A task and a permit per request cost two or three wake-ups of other threads per request.
 pub async fn run(
     built: crate::store::Built,
     items: Vec<Item>,
@@ -257,25 +263,85 @@ pub async fn run(
     read_timeout: Duration,
 ) -> Vec<Outcome> {
     let n = items.len();
-    let gates = Gates::new(concurrency, built.gate.clone());
+    let concurrency = concurrency.max(1);
+    let lanes = crate::runtime::workers().min(concurrency).min(n).max(1);
+    let queue = Arc::new(Mutex::new(items.into_iter().enumerate()));
     let mut tasks = JoinSet::new();
-    for (i, it) in items.into_iter().enumerate() {
-        let Ok(permits) = gates.enter().await else {
-            break;
+    // A lane fills its width from the queue as soon as it starts: capped at its share of the items, or the
+    // first lanes would take a short wave's items all (64 chunks of 4 MiB on 4 of 16 threads).
+    let share = n.div_ceil(lanes);
+    for l in 0..lanes {
+        // the lanes' widths add up to `concurrency` (or to the items, for a short wave)
+        let width = (concurrency / lanes + usize::from(l < concurrency % lanes)).min(share);
+        let lane = Lane {
+            queue: queue.clone(),
+            store: built.store.clone(),
+            conn: built.gate.clone(),
+            to,
+            read_timeout,
         };
-        let store = built.store.clone();
-        tasks.spawn(async move {
-            let out = fetch(store, it, to, read_timeout).await;
-            drop(permits);
-            (i, out)
-        });
+        tasks.spawn(lane.run(width));
     }
-    let lost = || Outcome {
-        error: Some(fail(
-            "panic",
-            "the request's task failed inside the core".into(),
-        )),
+    let mut outs: Vec<Option<Outcome>> = (0..n).map(|_| None).collect();
+    while let Some(joined) = tasks.join_next().await {
+        for (i, out) in joined.unwrap_or_default() {
+            outs[i] = Some(out);
+        }
+    }
+    outs.into_iter()
+        .map(|o| o.unwrap_or_else(|| failed("panic", "the request's task failed inside the core")))
+        .collect()
+}
+
+fn failed(kind: &'static str, msg: &str) -> Outcome {
+    Outcome {
+        error: Some(fail(kind, msg.into())),
         ..Outcome::default()
-    };
-    collect(tasks, n, lost).await
+    }
+}
+
+type Queue = Arc<Mutex<std::iter::Enumerate<std::vec::IntoIter<Item>>>>;
+
+/// One lane of a wave: up to `width` of its requests in flight at once.
+struct Lane {
+    queue: Queue,
+    store: Arc<dyn ObjectStore>,
+    /// The store's bound on its connections, across concurrent calls.
+    conn: Arc<Semaphore>,
+    to: Target,
+    read_timeout: Duration,
+}
+
+impl Lane {
+    fn next(&self) -> Option<(usize, Item)> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).next()
+    }
+
+    async fn one(&self, i: usize, it: Item) -> (usize, Outcome) {
+        let Ok(permit) = self.conn.clone().acquire_owned().await else {
+            return (i, failed("panic", "the core's request gate closed"));
+        };
+        let fetched = fetch(self.store.clone(), it, self.to, self.read_timeout);
+        let out = AssertUnwindSafe(fetched).catch_unwind().await;
+        drop(permit);
+        (
+            i,
+            out.unwrap_or_else(|_| failed("panic", "the request failed inside the core")),
+        )
+    }
+
+    async fn run(self, width: usize) -> Vec<(usize, Outcome)> {
+        let mut done = Vec::new();
+        let mut running = FuturesUnordered::new();
+        loop {
+            while running.len() < width {
+                let Some((i, it)) = self.next() else { break };
+                running.push(self.one(i, it));
+            }
+            match running.next().await {
+                Some(out) => done.push(out),
+                None => return done,
+            }
+        }
+    }
 }

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run 3: run 2's tree with the wave's lanes capped at their share of a short wave's items (in run 2 the first
+# lanes took all 64 items of a 4 MiB-chunk wave, and the shard rows fell). Issue 24's remote zarr rows with
+# every anchor, then the wave alone and under 20 ms of latency (nginx 8 workers, the core's default threads).
+#   source .gpu/prelude.sh; bash benchmarks/results/2026-12-03-h200-s2/run3/run.sh
+set -uo pipefail
+out=${OUT:-run3-out}; mkdir -p "$out"
+export PYTHONPATH="$PWD/.gpu/py:$PWD/tests:${PYTHONPATH:-}" PATH="$PWD/.gpu/bin:/tmp/site/bin:$PATH"
+unset PYTHONDONTWRITEBYTECODE
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+python3 -m compileall -q gdsstore >/dev/null
+echo "== remote zarr rows"
+timeout 330 python3 benchmarks/remote_zarr_bench.py --device --servers nginx-s3,nginx --nginx-workers 8 --rounds 3 \
+  --out "$out/remote_zarr.md" >"$out/remote_zarr.log" 2>&1
+echo "rc=$?"; grep "^| nginx" "$out/remote_zarr.md" | cut -c1-420
+echo "== the wave alone, and under 20 ms of latency"
+timeout 200 python3 benchmarks/core_wave_bench.py --rounds 3 --nginx-workers 8 --loads 4096x64KiB,4096x256KiB,256x4MiB \
+  --protocols http,s3 --only core,tensorstore,obstore,python --out "$out/wave.json" 2>"$out/wave.err"
+echo "rc=$?"
