@@ -301,7 +301,7 @@ def main() -> None:
         "machine": f"{platform.node()} {os.cpu_count()} cores", "python": sys.version.split()[0],
         "note": "other work may share the machine's cores: compare ratios of one run",
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]), "rounds": args.rounds,
-        "nginx workers": args.nginx_workers, "core threads": os.environ.get("GDSSTORE_CORE_THREADS", "cores, at most 16"),
+        "nginx workers": args.nginx_workers,
     }
     shapes = {"4096x16KiB": (4096, 16 << 10), "4096x64KiB": (4096, 64 << 10), "4096x256KiB": (4096, 256 << 10), "256x4MiB": (256, 4 << 20)}
     with tempfile.TemporaryDirectory() as root:

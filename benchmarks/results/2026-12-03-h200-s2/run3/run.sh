@@ -13,6 +13,13 @@ echo "== remote zarr rows"
 timeout 330 python3 benchmarks/remote_zarr_bench.py --device --servers nginx-s3,nginx --nginx-workers 8 --rounds 3 \
   --out "$out/remote_zarr.md" >"$out/remote_zarr.log" 2>&1
 echo "rc=$?"; grep "^| nginx" "$out/remote_zarr.md" | cut -c1-420
+echo "== the wave alone: the core of commit 3980756 (.gpu/oldcore, a task and two permits per request, glibc malloc) and this one"
+python3 -m pip install -q --no-deps --target /tmp/oldcore .gpu/oldcore/*.whl
+for k in 1 2; do for core in old new; do
+  pp=$PYTHONPATH; [ $core = old ] && pp="/tmp/oldcore:$PYTHONPATH"
+  PYTHONPATH=$pp timeout 60 python3 benchmarks/core_wave_bench.py --rounds 3 --latency 0 --nginx-workers 8 \
+    --loads 4096x64KiB,4096x256KiB,256x4MiB --protocols http,s3 --only core 2>/dev/null | sed "s/^/$core core: /"
+done; done
 echo "== the wave alone, and under 20 ms of latency"
 timeout 200 python3 benchmarks/core_wave_bench.py --rounds 3 --nginx-workers 8 --loads 4096x64KiB,4096x256KiB,256x4MiB \
   --protocols http,s3 --only core,tensorstore,obstore,python --out "$out/wave.json" 2>"$out/wave.err"
