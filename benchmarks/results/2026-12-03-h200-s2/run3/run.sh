@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run 3: run 2's tree with the wave's lanes capped at their share of a short wave's items (in run 2 the first
+# Run 3: run 2's tree, and device reads of uncompressed remote chunks in windows of 128 MiB (probe_remote_windows.py A/Bs it) with the wave's lanes capped at their share of a short wave's items (in run 2 the first
 # lanes took all 64 items of a 4 MiB-chunk wave, and the shard rows fell). Issue 24's remote zarr rows with
 # every anchor, then the wave alone and under 20 ms of latency (nginx 8 workers, the core's default threads).
 #   source .gpu/prelude.sh; bash benchmarks/results/2026-12-03-h200-s2/run3/run.sh
@@ -9,6 +9,13 @@ export PYTHONPATH="$PWD/.gpu/py:$PWD/tests:${PYTHONPATH:-}" PATH="$PWD/.gpu/bin:
 unset PYTHONDONTWRITEBYTECODE
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 python3 -m compileall -q gdsstore >/dev/null
+echo "== GPU tests"
+timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" -rs tests/gpu_pipeline tests/remote/test_gpu_remote.py \
+  tests/engine/test_stream_order.py tests/adapters/test_zarr_store_gpu.py >"$out/gpu_tests.txt" 2>&1
+echo "rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/gpu_tests.txt" | cut -c1-300 | tail -n 12
+echo "== probe_remote_windows.py"
+timeout 120 python3 benchmarks/probe_remote_windows.py --nginx-workers 8 --rounds 5 --windows 0,128,64 >"$out/probe_remote_windows.txt" 2>&1
+echo "rc=$?"; tail -n 6 "$out/probe_remote_windows.txt"
 echo "== remote zarr rows"
 timeout 330 python3 benchmarks/remote_zarr_bench.py --device --servers nginx-s3,nginx --nginx-workers 8 --rounds 3 \
   --out "$out/remote_zarr.md" >"$out/remote_zarr.log" 2>&1
