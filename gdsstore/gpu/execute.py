@@ -119,11 +119,6 @@ def decode_side(chain: CodecChain, sizes: Sequence[int]) -> CodecChain:
     return chain
 
 
-#: Most bytes in one window of a device read of uncompressed chunks from a remote store (0: as the budget
-#: allows): the next window's wave runs while this one is copied to the device and scattered.
-REMOTE_WINDOW_BYTES = 128 << 20
-
-
 def read_windows(sizes: Sequence[int], chain: CodecChain, device: bool, chunk_bytes: int) -> list[range]:
     """The windows of a read of items of ``sizes`` decoded bytes (chunks of ``chunk_bytes``): one where the
     whole read fits the budget with nothing staged beside it, else :func:`gdsstore.gpu.plan.split_windows`
@@ -133,15 +128,6 @@ def read_windows(sizes: Sequence[int], chain: CodecChain, device: bool, chunk_by
     if device and limit < sum(sizes) <= window_bytes(chain, device, most, alone=True):
         return [range(len(sizes))]
     return split_windows(sizes, limit)
-
-
-def chunk_windows(sizes: list[int], chain: CodecChain, device: bool, remote: bool) -> list[range]:
-    """:func:`read_windows`, and for a device read of uncompressed chunks from a remote store each window cut
-    further to :data:`REMOTE_WINDOW_BYTES`."""
-    windows = read_windows(sizes, chain, device, max(sizes, default=0))
-    if not (device and remote and not chain.bb_codecs and REMOTE_WINDOW_BYTES):
-        return windows
-    return [w[r.start : r.stop] for w in windows for r in split_windows(sizes[w.start : w.stop], REMOTE_WINDOW_BYTES)]
 
 
 def one_call[T](fn: Callable[..., T], *args: Any) -> T:
@@ -342,7 +328,7 @@ def read_chunks(
     sizes = _raw_sizes(batch)
     if device and chain.bb_codecs:
         chain = decode_side(chain, sizes)
-    windows = chunk_windows(sizes, chain, device, fetch.remote)
+    windows = read_windows(sizes, chain, device, max(sizes, default=0))
     geometry: ChunkGeometry | None = None
     out_ptr = 0
 

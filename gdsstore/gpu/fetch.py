@@ -36,8 +36,6 @@ class Fetcher:
     """
 
     chunk_bound: int | None = None
-    #: Whether its reads are waves of requests to a remote store (the network's time, not the disk's).
-    remote: bool = False
 
     def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> staging.Staged:
         raise NotImplementedError
@@ -71,7 +69,6 @@ class EngineFetcher(Fetcher):
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self.remote = bool(getattr(backend, "waves", False))
         self._seen = [0, 0]  # bytes and objects of unknown size read so far: the room the next wave sets aside
 
     def _local(self) -> bool:

@@ -264,7 +264,15 @@ pub async fn run(
 ) -> Vec<Outcome> {
     let n = items.len();
     let concurrency = concurrency.max(1);
-    let lanes = crate::runtime::workers().min(concurrency).min(n).max(1);
+    // Items of 1 MiB and more: a lane each (a task per request costs nothing beside their copies, and tokio
+    // spreads the copies over every worker; 16 lanes read 256 x 4 MiB 10 % slower on the H200).
+    let big = items.iter().map(|it| it.cap).sum::<usize>() >= n * BIG_ITEM;
+    let lanes = if big {
+        concurrency
+    } else {
+        crate::runtime::workers().min(concurrency)
+    };
+    let lanes = lanes.min(n).max(1);
     let queue = Arc::new(Mutex::new(items.into_iter().enumerate()));
     let mut tasks = JoinSet::new();
     // A lane fills its width from the queue as soon as it starts: capped at its share of the items, or the
@@ -299,6 +307,9 @@ fn failed(kind: &'static str, msg: &str) -> Outcome {
         ..Outcome::default()
     }
 }
+
+/// Bytes from which an item has a lane of its own.
+const BIG_ITEM: usize = 1 << 20;
 
 type Queue = Arc<Mutex<std::iter::Enumerate<std::vec::IntoIter<Item>>>>;
 

@@ -1,6 +1,7 @@
 """Whether a GPU read of uncompressed chunks from S3 gains from being cut into windows, so that the next
 window's wave runs while one window is copied to the device and scattered
-(``gdsstore.gpu.execute.REMOTE_WINDOW_BYTES``, set here per variant in the same process). Float32 8192²
+(``REMOTE_WINDOW_BYTES``: measured with a build that had it, run 3 of
+``benchmarks/results/2026-12-03-h200-s2``, and not taken: 64 KiB and 4 MiB chunks read slower, 256 KiB alike). Float32 8192²
 arrays in square chunks (64 KiB, 256 KiB, 4 MiB), nginx as a path-style S3 endpoint; interleaved rounds,
 medians, every read checked.
 
