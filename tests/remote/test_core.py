@@ -255,6 +255,29 @@ class _Slow(BaseHTTPRequestHandler):
         self.wfile.write(b"0123456789abcdef")
 
 
+class _SlowLarge(_Slow):
+    """Answers every GET after 50 ms with 1 MiB: the object's name repeated (a request of its own lane)."""
+
+    def do_GET(self) -> None:
+        cls = type(self)
+        with cls.lock:
+            cls.now += 1
+            cls.peak = max(cls.peak, cls.now)
+        time.sleep(0.05)
+        with cls.lock:
+            cls.now -= 1
+        body = _large_body(self.path.lstrip("/"))
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _large_body(name: str) -> bytes:
+    unit = name.encode().ljust(16, b".")
+    return unit * ((1 << 20) // len(unit))
+
+
 @pytest.fixture
 def http_server(request: pytest.FixtureRequest) -> Iterator[int]:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), request.param)
@@ -297,6 +320,23 @@ def test_requests_in_flight_follow_concurrency(http_server: int, concurrency: in
     else:
         assert _Slow.peak >= 32  # many really in flight, not a handful
         assert elapsed < n / 4 * 0.05 / 2
+
+
+@pytest.mark.parametrize("http_server", [_SlowLarge], indirect=True)
+def test_large_requests_in_flight_follow_concurrency_and_land_whole(http_server: int) -> None:
+    """Requests of 1 MiB and more run in lanes of their own: still at most `concurrency` at once, all of them
+    in flight when they may be, each body in its slot."""
+    _SlowLarge.peak = 0
+    st = core.http_store(f"http://127.0.0.1:{http_server}/", connect_timeout=2.0)
+    names = [f"big{i:02d}" for i in range(12)]
+    size = len(_large_body(names[0]))
+    pieces = [CorePiece(name, 0, None, size, i * size, size) for i, name in enumerate(names)]
+    buf = np.zeros(size * len(names), "u1")
+    res = core.read_wave(st, "x", pieces, buf, retry=RETRY, concurrency=4, timeout=10.0)
+    assert all(r.error is None and r.size == size for r in res)
+    assert 3 <= _SlowLarge.peak <= 4  # at most `concurrency`, and really in flight together
+    for i, name in enumerate(names):
+        assert buf[i * size : (i + 1) * size].tobytes() == _large_body(name), f"slot {i} holds other bytes"
 
 
 @pytest.mark.parametrize("http_server", [_Slow], indirect=True)
