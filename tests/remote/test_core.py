@@ -249,28 +249,21 @@ class _Slow(BaseHTTPRequestHandler):
         time.sleep(0.05)
         with cls.lock:
             cls.now -= 1
+        body = self.body()
         self.send_response(200)
-        self.send_header("Content-Length", "16")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(b"0123456789abcdef")
+        self.wfile.write(body)
+
+    def body(self) -> bytes:
+        return b"0123456789abcdef"
 
 
 class _SlowLarge(_Slow):
     """Answers every GET after 50 ms with 1 MiB: the object's name repeated (a request of its own lane)."""
 
-    def do_GET(self) -> None:
-        cls = type(self)
-        with cls.lock:
-            cls.now += 1
-            cls.peak = max(cls.peak, cls.now)
-        time.sleep(0.05)
-        with cls.lock:
-            cls.now -= 1
-        body = _large_body(self.path.lstrip("/"))
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def body(self) -> bytes:
+        return _large_body(self.path.lstrip("/"))
 
 
 def _large_body(name: str) -> bytes:
