@@ -103,20 +103,16 @@ def main() -> None:
     with gdsstore.trace() as tr:
         read()
     lines.append(str(tr))
-    if args.no_profile:
-        print("\n".join(lines))
-        srv.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    prof = cProfile.Profile()
-    prof.enable()
-    read()
-    prof.disable()
-    text = io.StringIO()
-    stats = pstats.Stats(prof, stream=text)
-    stats.sort_stats("tottime").print_stats(30)
-    stats.sort_stats("cumulative").print_stats("gdsstore", 30)
-    lines.append(text.getvalue())
+    if not args.no_profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        read()
+        prof.disable()
+        text = io.StringIO()
+        stats = pstats.Stats(prof, stream=text)
+        stats.sort_stats("tottime").print_stats(30)
+        stats.sort_stats("cumulative").print_stats("gdsstore", 30)
+        lines.append(text.getvalue())
     report = "\n".join(lines)
     print(report)
     if args.out:

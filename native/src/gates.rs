@@ -28,12 +28,19 @@ impl Gates {
     }
 
     pub async fn enter(&self) -> Result<Permits, Failure> {
-        let closed = || ("panic", 0, "the core's request gate closed".to_string());
         let call = self.call.clone().acquire_owned();
         let call = call.await.map_err(|_| closed())?;
-        let conn = self.conn.clone().acquire_owned();
-        Ok((call, conn.await.map_err(|_| closed())?))
+        Ok((call, connection(&self.conn).await?))
     }
+}
+
+fn closed() -> Failure {
+    ("panic", 0, "the core's request gate closed".to_string())
+}
+
+/// A permit of the store's gate on its connections (held while one request is in flight).
+pub async fn connection(conn: &Arc<Semaphore>) -> Result<OwnedSemaphorePermit, Failure> {
+    conn.clone().acquire_owned().await.map_err(|_| closed())
 }
 
 /// Each task's `(item, result)` in item order; an item whose task is missing (it panicked, or was never

@@ -297,13 +297,21 @@ pub async fn run(
         }
     }
     outs.into_iter()
-        .map(|o| o.unwrap_or_else(|| failed("panic", "the request's task failed inside the core")))
+        .map(|o| {
+            o.unwrap_or_else(|| {
+                failed(fail(
+                    "panic",
+                    "the request's task failed inside the core".into(),
+                ))
+            })
+        })
         .collect()
 }
 
-fn failed(kind: &'static str, msg: &str) -> Outcome {
+/// The outcome of a request that failed before or outside its answer.
+fn failed(f: Failure) -> Outcome {
     Outcome {
-        error: Some(fail(kind, msg.into())),
+        error: Some(f),
         ..Outcome::default()
     }
 }
@@ -329,15 +337,18 @@ impl Lane {
     }
 
     async fn one(&self, i: usize, it: Item) -> (usize, Outcome) {
-        let Ok(permit) = self.conn.clone().acquire_owned().await else {
-            return (i, failed("panic", "the core's request gate closed"));
+        let permit = match crate::gates::connection(&self.conn).await {
+            Ok(permit) => permit,
+            Err(f) => return (i, failed(f)),
         };
         let fetched = fetch(self.store.clone(), it, self.to, self.read_timeout);
         let out = AssertUnwindSafe(fetched).catch_unwind().await;
         drop(permit);
         (
             i,
-            out.unwrap_or_else(|_| failed("panic", "the request failed inside the core")),
+            out.unwrap_or_else(|_| {
+                failed(fail("panic", "the request failed inside the core".into()))
+            }),
         )
     }
 

@@ -9,7 +9,7 @@ import gc
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -89,7 +89,7 @@ def test_a_child_forked_during_a_call_has_the_collector_on() -> None:
     assert gc.isenabled()
 
 
-def _collections_inside(name: str, read: object) -> int:
+def _collections_inside(name: str, read: Callable[[], object]) -> int:
     """How many automatic collections ran while a frame of ``name`` was on the collecting thread's stack."""
     count = [0]
 
@@ -105,7 +105,7 @@ def _collections_inside(name: str, read: object) -> int:
 
     gc.callbacks.append(on_gc)
     try:
-        read()  # type: ignore[operator]
+        read()
     finally:
         gc.callbacks.remove(on_gc)
     return count[0]

@@ -61,9 +61,10 @@ def test_every_window_read_is_given_back_once(n: int, fail_read: int, fail_proce
     if prepare == "fails":
         first_failure = -1  # the plan runs before any window is processed, its failure the one raised
     with ThreadPoolExecutor(2) as pool:
-        run = lambda: run_windows(  # noqa: E731
-            windows, led.on_read, led.on_process, led.on_release, pool, None if prepare == "none" else plan
-        )
+
+        def run() -> None:
+            run_windows(windows, led.on_read, led.on_process, led.on_release, pool, None if prepare == "none" else plan)
+
         if first_failure is None:
             run()
         else:
