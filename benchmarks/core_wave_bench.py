@@ -9,7 +9,7 @@ pure-Python wave, gdsstore's fsspec ``cat`` (the wave through the filesystem, si
 installed, tensorstore's ``http``/``s3`` kvstore (its default concurrency, and 256 in flight under
 latency). ``--only`` keeps the contenders whose name holds one of its words.
 
-    .venv/bin/python benchmarks/core_wave_bench.py --rounds 5 --out benchmarks/results/2026-12-01-cpu-core/wave.json
+    .venv/bin/python benchmarks/core_wave_bench.py --rounds 5 --out wave.json
     # fsspec cat against its anchors, HTTP and S3, no latency rows:
     .venv/bin/python benchmarks/core_wave_bench.py --only cat,tensorstore,obstore --protocols http,s3 --latency 0
 """

@@ -11,7 +11,7 @@ a batch of size-0 reads, which opens nothing), with the machine's memory-copy ba
 the POSIX route's pinned bounce ring, each copied asynchronously while the next is read); bytes are checked
 after a copy back.
 
-    .venv/bin/python benchmarks/local_batch_bench.py --rounds 7 --out benchmarks/results/2026-12-02-cpu-local-batch/bench.json
+    .venv/bin/python benchmarks/local_batch_bench.py --rounds 7 --out local_batch.json
 """
 
 from __future__ import annotations

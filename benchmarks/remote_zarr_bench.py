@@ -4,14 +4,14 @@ and moto S3 on loopback; plus one large object through ``gdsstore.open(url).read
 
 CPU machine (host buffers; the committed results come from this command)::
 
-    python benchmarks/remote_zarr_bench.py --out benchmarks/results/remote_zarr_cpu.md
+    python benchmarks/remote_zarr_bench.py --servers nginx --rounds 5 --out benchmarks/results/remote_zarr_cpu_nginx.md
 
 GPU machine (CuPy buffers, ``gdsstore.enable_gpu()`` and zarr's ``enable_gpu`` for the anchors, a
 tensorstore ``http``/``s3`` kvstore and zarrs anchors when importable; nginx with 8 workers, also as a
 path-style S3 endpoint; no moto there)::
 
-    python benchmarks/remote_zarr_bench.py --device --servers nginx,nginx-s3 --nginx-workers 8 \\
-        --out benchmarks/results/remote_zarr_gpu.md
+    python benchmarks/remote_zarr_bench.py --device --servers nginx-s3,nginx --nginx-workers 8 --rounds 3 \\
+        --out remote_zarr.md   # the Performance page's: benchmarks/results/2026-12-03-h200-s2/run4/
 
 nginx runs with ``tcp_nopush off`` (on, each small ranged GET can stall about 40 ms on loopback) and
 ``worker_processes`` ``--nginx-workers``; moto is ``python -m moto.server``. Rounds are interleaved
