@@ -126,8 +126,8 @@ def device_free_bytes() -> int:
 #: :func:`gdsstore.gpu.nvcomp_capi.scratch_ratio`), alive at once: the compressed staging of this window
 #: and of the next (about 2 x 0.6x; one window's when it is the read's only one) and a margin. Under
 #: windows of a sixth of the budget at nvCOMP's bound scratch (3.1x), reads peaked at 0.88-0.92 of the
-#: budget (H200, ``benchmarks/probe_budget.py``: 900-940 MiB under 1 GiB, the call pool trimmed between
-#: windows): 5.3-5.5x in use, so a margin of half the decoded bytes.
+#: budget (H200, ``benchmarks/probe_budget.py`` of commit 9176d08: 900-940 MiB under 1 GiB, the call pool
+#: trimmed between windows): 5.3-5.5x in use, so a margin of half the decoded bytes.
 STAGING_SHARE = 1.2
 MARGIN_SHARE = 0.5
 #: Share of ``gpu.memory_budget`` one window's decoded bytes may take at nvCOMP's bound scratch.
@@ -202,7 +202,8 @@ def trim_call_pool() -> None:
     CuPy's pool reuses a free block only for a request no larger than it, so windows of slightly
     different sizes each added blocks beside the idle ones: under a 256 MiB budget reads peaked at
     290-372 MiB, under 1 GiB shards at 1.43 GiB; freed between windows, 192-244 MiB and 900-940 MiB, at
-    0-20 % of the speed (H200, ``benchmarks/probe_budget.py``, ``benchmarks/results/2026-12-02-h200-s4``).
+    0-20 % of the speed (H200, ``benchmarks/probe_budget.py`` of commit 9176d08,
+    ``benchmarks/results/2026-12-02-h200-s4/run6``).
     ``cudaFree`` waits for the device, so no block goes while a kernel still reads it. Does nothing under
     an allocator the user chose (it keeps what it keeps) or outside a call."""
     cp = sys.modules.get("cupy")

@@ -33,7 +33,8 @@ _SONAME = "libnvcomp.so.6"
 
 
 #: nvCOMP's bound on its decode scratch (``...DecompressGetTempSize``) over the decoded bytes: 3.05x for zstd
-#: at 64 KiB-4 MiB chunks and 16-4,096 chunks per call (H200, ``benchmarks/probe_zstd_scratch.py``).
+#: at 64 KiB-4 MiB chunks and 16-4,096 chunks per call (H200, ``benchmarks/probe_zstd_scratch.py`` of
+#: commit 9176d08).
 BOUND_SCRATCH = 3.1
 
 #: zstd chunks of at least this many decoded bytes get the scratch nvCOMP computes from their frames
