@@ -285,7 +285,14 @@ class TickGatherer:
             return  # flushed already (it filled up before the end of its tick)
         del self._pending[loop]
         items, futs = pending
-        done = loop.run_in_executor(None, self._run, self._backend, items)
+        try:
+            done = loop.run_in_executor(None, self._run, self._backend, items)
+        except RuntimeError:
+            # The executor is shut down (zarr's atexit cleanup): its queued work is cancelled, and so are
+            # these callers, instead of waiting forever and being reported at exit.
+            for f in futs:
+                f.cancel()
+            return
         done.add_done_callback(lambda d: _settle(d, futs))
 
 
