@@ -1,4 +1,5 @@
-"""Local files: :class:`LocalFile`, with the cuFile and POSIX routes chosen per operation by the policy."""
+"""Local files: :class:`LocalFile`, with the cuFile and POSIX routes chosen per operation by the policy,
+and :class:`LocalWriteFile`, the writer :func:`gdsstore.open` returns (a temporary file, published on close)."""
 
 from __future__ import annotations
 
@@ -6,33 +7,44 @@ import os
 import stat as stat_mod
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine import bounce, cuda, posix
 from gdsstore.engine import cufile as _cufile
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
-from gdsstore.engine.file import BaseFile
+from gdsstore.engine.file import BaseFile, WriteGuard
 from gdsstore.engine.pool import completed, run_pieces
 
-__all__ = ["LocalFile", "check_mode"]
+if TYPE_CHECKING:
+    from gdsstore.engine.localfs import AtomicWriter
 
-_MODES = {
+__all__ = ["MODES", "LocalFile", "LocalWriteFile", "check_mode"]
+
+#: The modes :func:`gdsstore.open` takes for a local path.
+MODES = ("rb", "r+b", "wb", "xb", "ab")
+
+# How LocalFile opens a path in place. gdsstore.open's writers ("wb", "xb", "ab") are LocalWriteFile:
+# a LocalFile on a temporary file ("xb"), published on close.
+_FLAGS = {
     "rb": os.O_RDONLY,
-    "wb": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
     "r+b": os.O_RDWR,
+    "wb": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
     "xb": os.O_RDWR | os.O_CREAT | os.O_EXCL,
-    "ab": os.O_RDWR | os.O_CREAT,
 }
 
 
 def check_mode(mode: str, where: str) -> str:
-    if mode not in _MODES:
-        raise ValueError(f"{where}: unsupported mode {mode!r}; use one of {', '.join(_MODES)}")
+    """``mode`` if :func:`gdsstore.open` takes it for a local path, else a ValueError naming them all."""
+    if mode not in MODES:
+        raise ValueError(
+            f"{where}: unsupported mode {mode!r}; use 'rb' (read), 'r+b' (update in place), 'wb' (replace), "
+            "'xb' (create, fails if the file exists) or 'ab' (append)"
+        )
     return mode
 
 
@@ -108,8 +120,15 @@ class LocalFile(BaseFile):
     def __init__(self, path: str | os.PathLike[str], mode: str = "rb") -> None:
         where = "gdsstore.open()"
         self.path = os.fspath(path)
-        self.mode = check_mode(mode, where)
-        flags = _MODES[mode] | getattr(os, "O_CLOEXEC", 0)
+        #: The name trace rows give the file (a temporary file's writer names the file it publishes).
+        self.trace_path = self.path
+        if check_mode(mode, where) not in _FLAGS:
+            raise ValueError(
+                f"LocalFile(): opens a file in place ({', '.join(map(repr, _FLAGS))}); mode {mode!r} writes "
+                f"through a temporary file: gdsstore.open({self.path!r}, {mode!r})"
+            )
+        self.mode = mode
+        flags = _FLAGS[mode] | getattr(os, "O_CLOEXEC", 0)
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -210,7 +229,7 @@ class LocalFile(BaseFile):
 
         def done(n: int, exc: BaseException | None) -> None:
             if exc is None:
-                _trace.record(op, d.route, d.reason, n, time.perf_counter() - t0, self.path, buf.device)
+                _trace.record(op, d.route, d.reason, n, time.perf_counter() - t0, self.trace_path, buf.device)
 
         return done
 
@@ -405,3 +424,111 @@ class LocalFile(BaseFile):
     def fsync(self) -> None:
         self._check_open("fsync")
         os.fsync(self._fd)
+
+
+class LocalWriteFile(BaseFile):
+    """A local file opened ``"wb"``, ``"xb"`` or ``"ab"`` by :func:`gdsstore.open`: the bytes go to a
+    temporary file beside it (an :class:`~gdsstore.engine.localfs.AtomicWriter`), published whole by
+    a clean :meth:`close`; an exception or an interrupt discards them (:class:`BaseFile`'s contract).
+
+    ``"ab"`` appends: the temporary file starts as a copy of the file (the kernel copies it), and each
+    write lands at the end of what is there, in the order of the calls, as with ``O_APPEND``; so
+    ``offset`` must be 0 (open ``"r+b"`` to write at an offset).
+
+    Use :func:`gdsstore.open` rather than constructing this directly::
+
+        with gdsstore.open("/data/log.bin", "ab") as f:
+            f.write(b"more")
+    """
+
+    def __init__(self, writer: AtomicWriter, mode: str) -> None:
+        self.mode = mode
+        self._writer = writer
+        assert writer.file is not None
+        self._file = writer.file
+        self._file.trace_path = writer.path
+        self._lock = threading.Lock()
+        self._pending: set[Future[int]] = set()
+        self._end = 0  # "ab": where the next write lands
+        if mode == "ab":
+            try:
+                writer.copy_from(writer.path)
+                os.fchmod(self._file.fileno(), stat_mod.S_IMODE(os.stat(writer.path).st_mode))  # the file's own
+                self._end = self._file.size
+            except FileNotFoundError:
+                pass  # a new file: appending starts it
+            except BaseException:
+                writer.discard()
+                raise
+        self._guard = WriteGuard()
+
+    @property
+    def name(self) -> str:
+        return self._writer.path
+
+    @property
+    def url(self) -> str:
+        return Path(os.path.abspath(self._writer.path)).as_uri()
+
+    @property
+    def size(self) -> int:
+        """Bytes in the file so far (with ``"ab"``: the old ones and the appended ones)."""
+        self._check_open("size")
+        return self._file.size
+
+    def fileno(self) -> int:
+        """The descriptor of the temporary file that receives the bytes."""
+        return self._file.fileno()
+
+    def pwrite(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
+        """Start writing ``size`` bytes (default: all) of ``buf`` at ``offset`` (``"ab"``: at the end)."""
+        self._check_open("pwrite")
+        if self.mode != "ab":
+            return self._track(self._file.pwrite(buf, size, offset))
+        where = "LocalWriteFile.pwrite()"
+        if offset != 0:
+            raise ValueError(
+                f"{where}: {self.name!r} is open for appending (mode 'ab'): every write lands at the end of the "
+                f"file, so `offset` must be 0, got {offset!r}; open it 'r+b' to write at an offset"
+            )
+        n = check_request(where, as_io_buffer(buf, writable=False, where=where), size, 0)
+        with self._lock:  # each call takes the next stretch: appends land in call order
+            at, self._end = self._end, self._end + n
+        return self._track(self._file.pwrite(buf, n, at))
+
+    def _track(self, fut: Future[int]) -> Future[int]:
+        with self._lock:
+            self._pending.add(fut)
+        fut.add_done_callback(self._untrack)
+        return fut
+
+    def _untrack(self, fut: Future[int]) -> None:
+        with self._lock:
+            self._pending.discard(fut)
+
+    def _settle(self) -> None:
+        """Wait for the writes still running (a write interrupted in ``write()`` goes on in the pool):
+        none may reach the descriptor after it is closed, and maybe reused by another file."""
+        with self._lock:
+            pending = list(self._pending)
+        wait(pending)
+
+    def truncate(self, size: int) -> None:
+        self._check_open("truncate")
+        with self._lock:
+            self._file.truncate(size)
+            self._end = size
+
+    def fsync(self) -> None:
+        self._check_open("fsync")
+        self._file.fsync()
+
+    def _close(self) -> None:
+        self._settle()
+        self._writer.commit()  # fsync (setting), publish, fsync the directory
+
+    def _discard(self) -> None:
+        try:
+            self._settle()
+        finally:
+            self._writer.discard()

@@ -6,19 +6,21 @@ Transports are imported inside the functions: opening a local file loads no HTTP
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from gdsstore.engine.backend import Backend
     from gdsstore.engine.file import BaseFile
-    from gdsstore.engine.local import LocalFile
+    from gdsstore.engine.local import LocalWriteFile
 
 __all__ = [
     "http_backend",
     "local_backend",
     "open_http",
     "open_local",
+    "open_local_writer",
     "open_s3",
     "open_webhdfs",
     "s3_backend",
@@ -57,12 +59,31 @@ def _check_remote(url: str, mode: str, where: str) -> None:
     check_remote_mode(mode, where)
 
 
-def open_local(path: str, mode: str, storage_options: dict[str, Any]) -> LocalFile:
-    """A local file (modes ``"rb"``, ``"wb"``, ``"r+b"``, ``"xb"``, ``"ab"``)."""
+def open_local(path: str, mode: str, storage_options: dict[str, Any]) -> BaseFile:
+    """A local file: ``"rb"`` and ``"r+b"`` in place, ``"wb"``, ``"xb"`` and ``"ab"`` through a temporary
+    file published on close (:func:`open_local_writer`)."""
     from gdsstore.engine.local import LocalFile, check_mode
 
-    _no_options(storage_options, "gdsstore.open()")
-    return LocalFile(path, check_mode(mode, "gdsstore.open()"))
+    where = "gdsstore.open()"
+    _no_options(storage_options, where)
+    if check_mode(mode, where) in ("rb", "r+b"):
+        return LocalFile(path, mode)
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"{where}: cannot create {path!r}: no such directory {parent!r}")
+    return open_local_writer(path, mode, where)
+
+
+def open_local_writer(path: str, mode: str, where: str) -> LocalWriteFile:
+    """The writer of a local file (``"wb"``, ``"xb"``, ``"ab"``): a temporary file beside ``path``,
+    published on a clean close (:class:`~gdsstore.engine.local.LocalWriteFile`); missing parent
+    directories are created."""
+    from gdsstore.engine.local import LocalWriteFile
+    from gdsstore.engine.localfs import AtomicWriter
+
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{where}: {path!r} is a directory, not a file")
+    return LocalWriteFile(AtomicWriter(path, exclusive=mode == "xb", where=where), mode)
 
 
 def local_backend(root: str, storage_options: dict[str, Any]) -> Backend:

@@ -18,14 +18,14 @@ keeps it alive through its base, which the collector frees in any order without 
 from __future__ import annotations
 
 import io
-import os
 from typing import TYPE_CHECKING, Any
 
 from fsspec.spec import AbstractBufferedFile
 
+from gdsstore.engine.file import WriteGuard, warn_unclosed
+
 if TYPE_CHECKING:
     from gdsstore.adapters.fsspec.filesystem import GDSFileSystem
-    from gdsstore.engine.localfs import AtomicWriter
 
 __all__ = ["BytesBuilder", "GDSFile", "alias_storage", "read_bytes", "resolve_range"]
 
@@ -129,10 +129,18 @@ class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
 
     Reads: random access, each block fetched by ``_fetch_range`` through the engine (one engine
     file held open); reads of a block or more and ``readinto`` go straight from the engine.
-    Writes: local files stream into an ``gdsstore.engine.localfs.AtomicWriter`` (a temporary
-    file beside the target, published on close; ``"xb"`` exclusively); remote files are buffered and
-    written with one ``put`` (multipart above the transport's threshold) on close.
+    Writes: local files stream into the engine's writer (``gdsstore.open``'s: a temporary file
+    beside the target, published on close; ``"xb"`` exclusively; ``"ab"`` appends); remote files
+    are buffered and written with one ``put`` (multipart above the transport's threshold) on close.
+    Every writer keeps the engine's contract (:class:`gdsstore.engine.file.BaseFile`): published on
+    a clean close only; an exception or an interrupt -- inside ``with fs.open(...)``, inside
+    ``with fsspec.open(...)`` (whose ``close()`` carries no word of it) or before pandas' ``close()``
+    -- discards the bytes and leaves the old value; a writer collected unclosed is discarded with a
+    ``ResourceWarning``.
     """
+
+    _engine: Any = None
+    _guard: WriteGuard | None = None  # set once a writer is fully open
 
     def __init__(
         self,
@@ -146,10 +154,11 @@ class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         path = fs._strip_protocol(path)
-        self._engine: Any = None
-        self._writer: AtomicWriter | None = None
         if mode not in ("rb", "wb", "xb", "ab"):
-            raise ValueError(f"GDSFile(): unsupported mode {mode!r}; use 'rb', 'wb', 'xb' or 'ab'")
+            raise ValueError(
+                f"GDSFile(): unsupported mode {mode!r}; use 'rb' (read), 'wb' (replace), 'xb' (create, fails "
+                "if the file exists) or 'ab' (append; local files only)"
+            )
         if mode == "rb":
             inf = fs.info(path)
             if inf["type"] != "file":
@@ -158,10 +167,20 @@ class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
         elif mode == "xb" and fs.exists(path):
             raise FileExistsError(f"GDSFile(): {path!r} exists (mode 'xb')")
         elif mode == "ab" and not fs.is_local:
-            raise NotImplementedError(f"GDSFile(): mode 'ab' is local only, not {fs.target_protocol!r}")
+            raise NotImplementedError(
+                f"GDSFile(): mode 'ab' (append) is for local files; {fs.target_protocol} objects are replaced "
+                "whole: use 'wb' (replace) or 'xb' (create)"
+            )
         if not autocommit:
             raise NotImplementedError("GDSFile(): autocommit=False (transactions) is not supported")
         super().__init__(fs, path, mode, block_size, autocommit, cache_type, cache_options, **kwargs)
+        if mode != "rb":
+            if fs.is_local:
+                # Local writes only: the entry point stays light.
+                from gdsstore.engine.schemes import open_local_writer
+
+                self._engine = open_local_writer(self.path, mode, "GDSFile()")
+            self._guard = WriteGuard()
 
     # -- reads ----------------------------------------------------------------------------------------
 
@@ -203,21 +222,6 @@ class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
 
     # -- writes ---------------------------------------------------------------------------------------
 
-    def _initiate_upload(self) -> None:
-        if not self.fs.is_local:
-            return  # remote: buffered, one put on close
-        if self.mode == "ab":
-            from gdsstore.engine.local import LocalFile
-
-            os.makedirs(os.path.dirname(self.path) or "/", exist_ok=True)
-            self._engine = LocalFile(self.path, "ab")  # appends write in place: not atomic
-            self.offset = self._engine.size
-            return
-        from gdsstore.engine.localfs import AtomicWriter  # local writes only: the entry point stays light
-
-        self._writer = AtomicWriter(self.path, exclusive=self.mode == "xb", where="GDSFile.close()")
-        self._engine = self._writer.file
-
     def _upload_chunk(self, final: bool = False) -> bool:
         assert self.buffer is not None
         if not self.fs.is_local and not final:
@@ -229,50 +233,46 @@ class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
             backend, key = self.fs._locate(self.path)
             backend.put(key, data, exclusive=self.mode == "xb")
             return True
-        if len(data):
-            self._engine.write(data, len(data), self.offset)
+        if len(data):  # "ab": the engine's writer appends (offset 0 means "at the end")
+            self._engine.write(data, len(data), 0 if self.mode == "ab" else self.offset)
         del data
         if final:
-            self._publish()
+            eng, self._engine = self._engine, None
+            eng.close()  # fsync (setting), publish, fsync the directory
         return True
 
-    def _publish(self) -> None:
-        writer, self._writer = self._writer, None
-        eng, self._engine = self._engine, None
-        if writer is not None:
-            writer.commit()  # fsync (setting), publish, fsync the directory
-            return
-        from gdsstore import policy
-
-        # "ab" wrote in place: only its durability is left (the same fsync setting as every writer).
-        try:
-            if policy.settings().fsync:
-                eng.fsync()
-        finally:
-            eng.close()
+    def flush(self, force: bool = False) -> None:
+        # docstring inherited
+        if self._guard is not None and self._guard.interrupted() and not self.closed:
+            return  # the bytes are about to be discarded (fsspec's OpenFile flushes before close)
+        super().flush(force)
 
     def discard(self) -> None:
-        # docstring inherited
-        if self._writer is not None:
-            self._writer.discard()
-            self._writer = None
-            self._engine = None
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
+        """Close without publishing: the bytes written are dropped, the old value stays whole."""
+        eng, self._engine = self._engine, None
+        if eng is not None:
+            eng.discard()
+        if self.mode != "rb":
+            self.buffer = None
+        self.closed = True
 
     def __exit__(self, exc_type: Any, *args: Any) -> None:
-        # A writer that fails inside ``with`` publishes nothing: the old value stays (fsspec's
-        # default would commit the partial data).
-        if exc_type is not None and self.mode in ("wb", "xb") and not self.closed:  # type: ignore[has-type]
-            self.discard()
-            self.buffer = None
-            self.closed = True
+        if exc_type is not None and self.mode != "rb":
+            self.discard()  # the block did not finish: publish nothing (fsspec's default would)
             return
-        self.close()
+        self._finish(publish_while_handling=True)
 
     def close(self) -> None:
-        # docstring inherited
+        """Close the file; a writer publishes, unless an exception raised since it was opened is in
+        flight (fsspec's ``OpenFile`` and pandas close this way on an error): then it discards."""
+        self._finish(publish_while_handling=False)
+
+    def _finish(self, publish_while_handling: bool) -> None:
+        if self.closed:
+            return
+        if not publish_while_handling and self._guard is not None and self._guard.interrupted():
+            self.discard()
+            return
         try:
             super().close()
         except BaseException:
@@ -281,3 +281,14 @@ class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
         if self.mode == "rb" and self._engine is not None:
             self._engine.close()
             self._engine = None
+
+    def __del__(self) -> None:
+        if self.closed:
+            return
+        if self.mode == "rb":
+            super().__del__()
+            return
+        if self._guard is not None:  # unset: the writer failed to open, nothing to warn about
+            warn_unclosed("GDSFile", self.path)
+        warn_unclosed("GDSFile", self.path)
+        self.discard()

@@ -2,7 +2,9 @@
 the whole object on close, as S3 and WebHDFS publish whole objects, not byte ranges. Device
 buffers are copied to the host buffer as they are written.
 
-A ``with`` block that raises uploads nothing: a failed writer never publishes a partial object.
+The writer contract is :class:`~gdsstore.engine.file.BaseFile`'s: a clean close uploads; an exception or
+an interrupt uploads nothing (a multipart upload under way is aborted); a writer collected unclosed
+uploads nothing and says so with a ``ResourceWarning``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer
-from gdsstore.engine.file import BaseFile
+from gdsstore.engine.file import BaseFile, WriteGuard
 from gdsstore.engine.pool import completed
 
 __all__ = ["RemoteWriteFile", "check_remote_mode", "host_bytes"]
@@ -64,6 +66,7 @@ class RemoteWriteFile(BaseFile):
         self._device: int | None = None  # device of the buffers written, for the trace
         self._data = bytearray()
         self._lock = threading.Lock()
+        self._guard = WriteGuard()
 
     @property
     def url(self) -> str:
@@ -73,12 +76,6 @@ class RemoteWriteFile(BaseFile):
     def size(self) -> int:
         """Bytes written so far (the object's size once closed)."""
         return len(self._data)
-
-    def __exit__(self, *exc: object) -> None:
-        if exc[0] is not None:  # a with block that raised uploads nothing
-            self.abort()
-        else:
-            self.close()
 
     def pwrite(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
         """Buffer ``size`` bytes (default: all) of ``buf`` at ``offset``; a future of bytes written."""
@@ -100,12 +97,10 @@ class RemoteWriteFile(BaseFile):
             self._data[offset:end] = data
         return completed(n)
 
-    def abort(self) -> None:
-        """Close without uploading."""
-        self._closed = True
-        self._data = bytearray()
-
     def _close(self) -> None:
-        """Upload everything written (a failed upload raises and uploads nothing)."""
+        """Upload everything written (a failed or interrupted upload raises and publishes nothing)."""
         data, self._data = self._data, bytearray()
         self._upload(memoryview(data), self._device)
+
+    def _discard(self) -> None:
+        self._data = bytearray()
