@@ -239,5 +239,10 @@ def check_driver(status: int, call: str) -> None:
     """Raise CuPy's driver error for a failed driver call (names the call and the CUDA error)."""
     if status != 0:
         cp = cupy_or_none()
-        cause = cp.cuda.driver.CUDADriverError(status) if cp is not None else None
+        cause: BaseException | None = None
+        if cp is not None:
+            try:
+                cause = cp.cuda.driver.CUDADriverError(status)
+            except Exception as exc:  # CuPy without libcuda cannot name the error: the call's error still names it
+                cause = exc
         raise RuntimeError(f"{call} failed with CUDA driver error {status}") from cause
