@@ -574,7 +574,7 @@ class GDSStoreBackendEntrypoint(BackendEntrypoint):
     open_dataset_parameters = (
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "group", "mode", "consolidated",
-        "storage_options", "zarr_format", "device", "pipeline",
+        "storage_options", "zarr_format", "use_zarr_fill_value_as_mask", "device", "pipeline",
     )
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
@@ -597,6 +597,7 @@ class GDSStoreBackendEntrypoint(BackendEntrypoint):
         consolidated: bool | None = None,
         storage_options: Mapping[str, Any] | None = None,
         zarr_format: int | None = None,
+        use_zarr_fill_value_as_mask: bool | None = None,
         device: bool | None = None,
         pipeline: bool = True,
     ) -> Dataset:
@@ -607,6 +608,8 @@ class GDSStoreBackendEntrypoint(BackendEntrypoint):
                 or virtual references (see the module docstring).
             mask_and_scale, decode_times, concat_characters, decode_coords, drop_variables, use_cftime,
                 decode_timedelta, group, mode, consolidated, zarr_format: as for ``engine="zarr"``.
+            use_zarr_fill_value_as_mask: mask the values equal to each array's zarr ``fill_value`` (as
+                netCDF's ``_FillValue``); ``None``: for zarr format 2 only, as ``xr.open_zarr`` documents.
             storage_options: options of :class:`gdsstore.GDSStore` for a path or URL (credentials, endpoint);
                 for virtual references, those of their ``http(s)://`` / ``s3://`` targets.
             device: ``None`` (default) puts data variables on the GPU when one is visible; ``True``
@@ -635,7 +638,8 @@ class GDSStoreBackendEntrypoint(BackendEntrypoint):
             consolidated = bool(consolidated)  # references hold no consolidated metadata
         with _pipeline_config(pipeline):
             zarr_store = opener.open_group(
-                store, group=group, mode=mode, consolidated=consolidated, zarr_format=zarr_format)
+                store, group=group, mode=mode, consolidated=consolidated, zarr_format=zarr_format,
+                use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
         if virtual is not None:
             zarr_store.virtual_group = virtual_group
         zarr_store.device = use_device
