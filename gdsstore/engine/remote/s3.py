@@ -41,6 +41,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -62,7 +63,7 @@ from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientEr
 from gdsstore.engine.remote.wave import WaveReads
 
 __all__ = [
-    "S3Backend", "S3Client", "S3Source", "core_store", "get_s3_client", "parse_s3_url", "s3_upload", "s3_upload_many",
+    "S3Backend", "S3Client", "S3Source", "S3Target", "core_store", "get_s3_client", "parse_s3_url", "s3_upload", "s3_upload_many",
 ]
 
 # A presigned GET stays valid this long; re-presigned well before it expires.
@@ -104,38 +105,69 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     return parts.netloc, parts.path.lstrip("/")
 
 
-_sessions: dict[str | None, Any] = {}
+# Sessions per profile and clients per options, each with the fingerprint of the environment it was made in.
+_sessions: dict[str | None, tuple[bytes, Any]] = {}
 _session_lock = threading.Lock()
-_clients: dict[str, S3Client] = {}
+_clients: dict[str, tuple[bytes, S3Client]] = {}
+
+# Where botocore looks for shared configuration when the variable is unset.
+_SHARED_FILES = (("AWS_CONFIG_FILE", "~/.aws/config"), ("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"))
+
+
+def _aws_environment() -> bytes:
+    """A digest of what botocore reads besides the options: every ``AWS_*`` variable (endpoints, profile,
+    region, keys) and the path, size and mtime of the shared config and credentials files.
+
+    Part of the key of the cached sessions and clients, so a changed variable or file is seen by the next
+    client made, and never silently replaced by what an earlier client resolved.
+    """
+    import hashlib
+
+    parts: list[object] = [*sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))]
+    for var, default in _SHARED_FILES:
+        path = os.path.expanduser(os.environ.get(var) or default)
+        try:
+            st = os.stat(path)
+            parts.append((path, st.st_size, st.st_mtime_ns))
+        except OSError:
+            parts.append((path, None))
+    return hashlib.sha256(repr(parts).encode()).digest()  # a digest: no second copy of secrets in memory
 
 
 def _session(profile: str | None) -> Any:
-    """One botocore session per profile: creating one loads its data files (~0.1 s)."""
+    """One botocore session per profile and environment: creating one loads its data files (~0.1 s), and a
+    session keeps the configuration and credentials it first read, so a changed environment needs a new one."""
     import botocore.session
 
+    env = _aws_environment()
     with _session_lock:
-        sess = _sessions.get(profile)
-        if sess is None:
-            sess = _sessions[profile] = botocore.session.Session(profile=profile)
-        return sess
+        held = _sessions.get(profile)
+        if held is None or held[0] != env:
+            held = _sessions[profile] = (env, botocore.session.Session(profile=profile))
+        return held[1]
 
 
 def get_s3_client(options: dict[str, Any]) -> S3Client:
-    """The process-wide :class:`S3Client` for these options and the current remote settings.
+    """The process-wide :class:`S3Client` for these options, the current remote settings and the current
+    AWS environment (:func:`_aws_environment`).
 
-    Clients are cached (they hold connection pools); the key lives only in this process's memory.
+    Clients are cached (they hold connection pools); the key lives only in this process's memory. A client
+    made in another environment is replaced, not kept beside the new one; objects opened with it keep it.
     """
     s = policy.settings()
     key = json.dumps(
         [options, s.remote_connect_timeout, s.remote_timeout, s.remote_concurrency], sort_keys=True, default=repr
     )
+    env = _aws_environment()
     with _session_lock:
-        c = _clients.get(key)
-    if c is None:
+        held = _clients.get(key)
+    if held is None or held[0] != env:
         c = S3Client(options)
         with _session_lock:
-            c = _clients.setdefault(key, c)
-    return c
+            held = _clients.get(key)
+            if held is None or held[0] != env:
+                held = _clients[key] = (env, c)
+    return held[1]
 
 
 def _check_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -211,22 +243,22 @@ class S3Client:
         self.region_given = region is not None
         # What the native core cannot take (custom TLS, botocore-only knobs, pinned versions) goes the Python way.
         self._core_ok = verify is True and not client_kwargs and not config_kwargs and not self.version_aware
-        self._addressing = str(s3_cfg.get("addressing_style") or "auto")
         self._session = session
         self._create: dict[str, Any] = {
             "endpoint_url": endpoint, "aws_access_key_id": key, "aws_secret_access_key": secret,
             "aws_session_token": token, "verify": verify, "config": Config(**cfg), **client_kwargs,
         }
-        # Until a bucket's region is known: the given one, or us-east-1 (botocore insists on one;
-        # HeadBucket answers from there with the bucket's region).
-        self.client = self._make(region or "us-east-1")
+        # Until a bucket's region is known: the given one, else botocore's (AWS_REGION, AWS_DEFAULT_REGION, the
+        # profile's, or us-east-1); HeadBucket answers from there with the bucket's region.
+        self.client = self._make(region)
         self._bucket_clients: dict[str, Any] = {}
         self._signers: dict[str, _QuerySigner | None] = {}
+        self._targets: dict[str, S3Target | None] = {}
         self._fork_pid = os.getpid()
         self.http: HTTPClient = get_client(verify)
         self.retry_policy = RetryPolicy.from_settings(s)
 
-    def _make(self, region: str) -> Any:
+    def _make(self, region: str | None) -> Any:
         with _session_lock:  # botocore sessions are not thread-safe; the clients they make are
             return self._session.create_client("s3", region_name=region, **self._create)
 
@@ -338,38 +370,44 @@ class S3Client:
         )
 
     def _signer(self, bucket: str) -> _QuerySigner | None:
-        """The bucket's signer, built from one botocore presign of a probe key (None: use botocore)."""
+        """The bucket's signer, shaped like botocore's URL of the probe key (None: use botocore)."""
         self._check_fork()
         signer = self._signers.get(bucket)
         if signer is None and bucket not in self._signers:
-            probe = "gdsstore-probe/x"
-            signer = _QuerySigner.from_template(
-                self._botocore_presign(bucket, probe, None), probe, self._credentials, self.requester_pays
+            target = self.target(bucket)
+            signer = None if target is None else _QuerySigner.from_template(
+                target.url, _PROBE_KEY, self._credentials, self.requester_pays
             )
             self._signers[bucket] = signer
         return signer
 
+    def target(self, bucket: str) -> S3Target | None:
+        """Where botocore sends the requests of ``bucket`` (:class:`S3Target`), read once off the URL botocore
+        presigns for a probe key; None where that URL has a shape the native core cannot reproduce."""
+        self._check_fork()
+        if bucket not in self._targets:
+            url = self._botocore_presign(bucket, _PROBE_KEY, None)
+            self._targets[bucket] = S3Target.from_probe(url, bucket, self.for_bucket(bucket).meta.region_name)
+        return self._targets[bucket]
+
     def core_options(self, bucket: str) -> dict[str, str] | None:
-        """object_store's options for ``bucket`` (the native core signs in the header with them); None
-        where the core cannot take this client's configuration or no credentials are at hand."""
+        """object_store's options for ``bucket`` (the native core signs in the header with them): the endpoint,
+        addressing style and signing region botocore resolved (:meth:`target`), the credentials botocore holds
+        now. None where the core cannot take this client's configuration or no credentials are at hand."""
         if not self._core_ok:
             return None
-        endpoint = self._create.get("endpoint_url")
-        o = {"aws_region": self.region_of(bucket), "aws_bucket": bucket}
-        virtual = self._addressing == "virtual" or (self._addressing == "auto" and not endpoint and "." not in bucket)
-        if endpoint:
-            # object_store takes a virtual-hosted endpoint as the bucket's own (botocore adds the bucket to the host).
-            parts = urlsplit(str(endpoint))
-            o["aws_endpoint"] = f"{parts.scheme}://{bucket}.{parts.netloc}{parts.path}" if virtual else str(endpoint)
-        o["aws_virtual_hosted_style_request"] = "true" if virtual else "false"
+        creds = self._credentials
+        if creds is None and not self._anon:
+            return None  # the Python way raises "no AWS credentials found"
+        target = self.target(bucket)
+        if target is None:
+            return None
+        o = target.core_options(bucket)
         if self.requester_pays:
             o["aws_request_payer"] = "true"
-        if self._anon:
+        if creds is None:
             o["aws_skip_signature"] = "true"
             return o
-        creds = self._credentials
-        if creds is None:
-            return None  # the Python way raises "no AWS credentials found"
         frozen = creds.get_frozen_credentials()  # botocore refreshes expiring ones here
         o["aws_access_key_id"], o["aws_secret_access_key"] = frozen.access_key, frozen.secret_key
         if frozen.token:
@@ -401,6 +439,61 @@ class S3Client:
 
 
 _UNRESERVED = "-_.~"
+# The key botocore presigns to show where a bucket's requests go (nothing is sent for it).
+_PROBE_KEY = "gdsstore-probe/x"
+
+
+@dataclass(frozen=True, slots=True)
+class S3Target:
+    """Where botocore sends the requests of one bucket, read off the URL it presigned for a probe key.
+
+    That URL is botocore's whole resolution (``endpoint_url``, ``AWS_ENDPOINT_URL(_S3)``, a profile's
+    ``endpoint_url`` or ``services`` section, the region's endpoint rules, path or virtual-hosted style,
+    dual-stack, FIPS, ``use_ssl``); every transport takes its requests' URLs and signing region from here.
+
+    Attributes:
+        url: the presigned URL of the probe key (the template of the pure-Python signer).
+        endpoint: scheme, host and path prefix of the bucket's requests, without the bucket where it is in
+            the path (``path_style``), else the bucket's own endpoint (virtual-hosted).
+        path_style: the bucket is the first segment after ``endpoint``'s path.
+        region: the region requests are signed for (the URL's credential scope; unsigned: the client's).
+    """
+
+    url: str
+    endpoint: str
+    path_style: bool
+    region: str
+
+    @classmethod
+    def from_probe(cls, url: str, bucket: str, client_region: str) -> S3Target | None:
+        """The target shown by ``url`` (botocore's presign of :data:`_PROBE_KEY` in ``bucket``); None when
+        the URL does not end in the key or is signed for another service than ``s3``."""
+        from urllib.parse import parse_qs, quote
+
+        parts = urlsplit(url)
+        quoted = quote(_PROBE_KEY, safe="/" + _UNRESERVED)
+        if not parts.scheme or not parts.netloc or not parts.path.endswith("/" + quoted):
+            return None
+        prefix = parts.path[: len(parts.path) - len(quoted)]  # ends in "/"
+        scope = (parse_qs(parts.query).get("X-Amz-Credential") or [""])[0].split("/")
+        if len(scope) == 5 and scope[3] != "s3":
+            return None  # another signing service (S3 Express, Outposts...): botocore signs, the core does not
+        region = scope[2] if len(scope) == 5 else client_region
+        bucket_dir = "/" + quote(bucket, safe=_UNRESERVED) + "/"
+        path_style = prefix.endswith(bucket_dir)
+        if path_style:
+            prefix = prefix[: len(prefix) - len(bucket_dir) + 1]
+        endpoint = f"{parts.scheme}://{parts.netloc}{prefix.rstrip('/')}"
+        return cls(url, endpoint, path_style, region)
+
+    def core_options(self, bucket: str) -> dict[str, str]:
+        """object_store's location options: a request for key ``k`` goes to ``{endpoint}/{bucket}/{k}``
+        (path style) or ``{endpoint}/{k}`` (virtual-hosted: object_store takes the endpoint as the bucket's
+        own), the same URL botocore builds."""
+        return {
+            "aws_bucket": bucket, "aws_region": self.region, "aws_endpoint": self.endpoint,
+            "aws_virtual_hosted_style_request": "false" if self.path_style else "true",
+        }
 
 
 class _QuerySigner:

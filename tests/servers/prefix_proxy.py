@@ -1,0 +1,92 @@
+"""A reverse proxy that serves another server under a path prefix (as an S3 gateway at ``https://host/s3/``).
+
+``http://127.0.0.1:<port>{prefix}/rest`` is forwarded to ``{upstream}/rest``; a request outside the prefix
+is answered ``404`` and recorded in :attr:`PrefixProxy.outside`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["PrefixProxy"]
+
+# Per-hop headers, never forwarded (RFC 9110 section 7.6.1).
+_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _forward(self) -> None:
+        srv = self.server
+        if not self.path.startswith(srv.prefix + "/"):
+            with srv.lock:
+                srv.outside.append(f"{self.command} {self.path}")
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+        up = http.client.HTTPConnection(srv.upstream_host, srv.upstream_port, timeout=30)
+        try:
+            up.request(self.command, self.path[len(srv.prefix):], body=body, headers=headers)
+            resp = up.getresponse()
+            data = resp.read()
+            self.send_response(resp.status)
+            head = self.command == "HEAD"  # its Content-Length is the object's, with no body
+            for k, v in resp.getheaders():
+                if k.lower() not in _HOP and (head or k.lower() != "content-length"):
+                    self.send_header(k, v)
+            if not head:
+                self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(data)
+        finally:
+            up.close()
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, upstream: str, prefix: str) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        parts = urlsplit(upstream)
+        self.upstream_host, self.upstream_port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.prefix = prefix.rstrip("/")
+        self.lock = threading.Lock()
+        self.outside: list[str] = []
+
+
+class PrefixProxy:
+    """``upstream`` (``http://host:port``) served under ``prefix``; :attr:`url` is the prefixed base URL."""
+
+    def __init__(self, upstream: str, prefix: str) -> None:
+        self._srv = _Server(upstream, prefix)
+        port = int(self._srv.server_address[1])
+        self.url = f"http://127.0.0.1:{port}{self._srv.prefix}"
+        self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    @property
+    def outside(self) -> list[str]:
+        """``"METHOD path"`` of every request outside the prefix (answered 404)."""
+        with self._srv.lock:
+            return list(self._srv.outside)
+
+    def close(self) -> None:
+        self._srv.shutdown()
+        self._srv.server_close()
+        self._thread.join(5)
