@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Self
@@ -343,6 +344,40 @@ def enable_pipeline() -> ConfigSet:
     return enable_gpu(buffers=False)
 
 
+# The documents zarr looks for to find a node (v3, v2 array, v2 group): a node missing in both formats may
+# be a missing root.
+_NODE_DOCUMENTS = frozenset({"zarr.json", ".zarray", ".zgroup"})
+
+
+def _check_local_root(root: str) -> None:
+    """A read-only local root must exist (zarr's ``LocalStore`` raises the same on open)."""
+    if os.path.isdir(root):
+        return
+    if os.path.lexists(root):
+        raise NotADirectoryError(f"GDSStore: the root {root!r} is not a directory")
+    raise FileNotFoundError(f"GDSStore: the root directory {root!r} does not exist (a read-only store does not "
+                            "create it; check the path)")
+
+
+def _check_remote_root(backend: Backend) -> None:
+    """A remote root that cannot be listed because it is not there (an S3 bucket, a WebHDFS directory)."""
+    try:
+        next(iter(backend.list_dir("")), None)
+    except FileNotFoundError as exc:
+        what = "bucket" if backend.url.startswith("s3://") else "directory"
+        raise FileNotFoundError(f"GDSStore: {backend.url} does not exist (no such {what}: {exc})") from exc
+    except Exception:  # listing refused (no ListBucket right, a plain web server): nothing to add
+        return
+
+
+def _move(src: str, dest: str) -> None:
+    """zarr's ``LocalStore.move``: the whole root to ``dest``, which must not exist yet."""
+    os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
+    if os.path.lexists(dest):
+        raise FileExistsError(f"GDSStore.move(): the destination {dest!r} already exists")
+    shutil.move(src, dest)
+
+
 def _dir_prefix(prefix: str) -> str:
     return prefix if prefix == "" or prefix.endswith("/") else prefix + "/"
 
@@ -398,6 +433,10 @@ class GDSStore(Store):
         self.backend = backend
         # Local roots: the absolute directory; remote roots: the URL as given.
         self.root = getattr(backend, "root", None) or self._root_arg
+        # Whether a metadata miss should ask if the remote root exists (once): read-only stores, and S3,
+        # whose missing bucket is an error in any mode (a writable WebHDFS directory is made on write).
+        self._root_unchecked = backend.waves and backend.listable and (self.read_only or backend.url.startswith("s3://"))
+        self._node_misses: dict[str, set[str]] = {}  # node path -> its documents found missing
         # zarr's concurrent gets (and local sets) of one tick become engine batches or one wave.
         local = isinstance(backend, LocalBackend)
         self._gets = (
@@ -490,9 +529,23 @@ class GDSStore(Store):
         return store
 
     def _prepare(self) -> None:
-        # A writable local root is created on open, as zarr's LocalStore does.
+        # A writable local root is created on open, a read-only one must exist, as with zarr's LocalStore.
         if not self.read_only and self.backend.writable:
             self.backend.mkdir("")
+        elif isinstance(self.backend, LocalBackend):
+            _check_local_root(self.root)
+
+    def _missing(self, key: str) -> None:
+        """A key is missing. Once a node's v3 document and a v2 one are both missing (zarr finds no node
+        there), a remote root is listed, once per store, to tell a missing bucket or directory apart."""
+        node, _, name = key.rpartition("/")
+        if not self._root_unchecked or name not in _NODE_DOCUMENTS:
+            return
+        missed = self._node_misses.setdefault(node, set())
+        missed.add(name)
+        if "zarr.json" in missed and len(missed) > 1:
+            self._root_unchecked = False
+            _check_remote_root(self.backend)
 
     async def _open(self) -> None:
         if self._is_open:
@@ -524,10 +577,14 @@ class GDSStore(Store):
         br = to_byte_range(byte_range, "GDSStore.get()")
         await self._ensure_open()
         prototype = prototype or default_buffer_prototype()
+        buf: Buffer | None
         if self._gets is not None and not _is_device_buffer(prototype.buffer):
-            buf: Buffer | None = await self._gets.submit((key, br, prototype))
-            return buf
-        return await asyncio.to_thread(_get, self.backend, key, prototype, br)
+            buf = await self._gets.submit((key, br, prototype))
+        else:
+            buf = await asyncio.to_thread(_get, self.backend, key, prototype, br)
+        if buf is None and self._root_unchecked:
+            await asyncio.to_thread(self._missing, key)
+        return buf
 
     def get_sync(
         self,
@@ -540,7 +597,10 @@ class GDSStore(Store):
         check_key(key, "GDSStore.get_sync()")
         br = to_byte_range(byte_range, "GDSStore.get_sync()")
         self._ensure_open_sync()
-        return _get(self.backend, key, prototype or default_buffer_prototype(), br)
+        buf = _get(self.backend, key, prototype or default_buffer_prototype(), br)
+        if buf is None:
+            self._missing(key)
+        return buf
 
     async def get_partial_values(
         self,
@@ -678,18 +738,42 @@ class GDSStore(Store):
         self._check_value(value, where)
         _put(self.backend, key, value, False)
 
+    def _delete(self, key: str) -> None:
+        # "" is the root node (zarr's StorePath.delete() of a root array or group): every key goes, as
+        # zarr's LocalStore.delete("") removes the whole root.
+        if key == "":
+            self.backend.delete_prefix("")
+        else:
+            self.backend.delete(key)
+
     async def delete(self, key: str) -> None:
         # docstring inherited
         check_key(key, "GDSStore.delete()")
         self._check_writes("GDSStore.delete()")
-        await asyncio.to_thread(self.backend.delete, key)
+        await asyncio.to_thread(self._delete, key)
 
     def delete_sync(self, key: str) -> None:
         """Blocking :meth:`delete`."""
         check_key(key, "GDSStore.delete_sync()")
         self._ensure_open_sync()
         self._check_writes("GDSStore.delete_sync()")
-        self.backend.delete(key)
+        self._delete(key)
+
+    async def move(self, dest_root: str | os.PathLike[str]) -> None:
+        """Move a local store to ``dest_root``, which must not exist yet; the old root is gone (zarr's
+        ``LocalStore.move``). The store then reads and writes at its new root.
+
+        Raises:
+            FileExistsError: ``dest_root`` exists.
+            NotImplementedError: a remote store (object stores have no rename of a whole prefix).
+        """
+        self._check_writes("GDSStore.move()")
+        if not isinstance(self.backend, LocalBackend):
+            raise NotImplementedError(f"GDSStore.move(): {self} is remote; only local stores can be moved")
+        dest = os.path.abspath(os.fspath(dest_root))
+        await asyncio.to_thread(_move, self.root, dest)
+        self._root_arg = dest
+        self._attach(backend_for(dest, self._storage_options))
 
     async def delete_dir(self, prefix: str) -> None:
         # docstring inherited
