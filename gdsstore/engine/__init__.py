@@ -20,8 +20,10 @@ def open(path_or_url: str | os.PathLike[str], mode: str = "rb", **storage_option
 
     Args:
         path_or_url: a local path, ``file://``, ``s3://``, ``http(s)://`` or ``(s)webhdfs://`` URL.
-        mode: ``"rb"``, ``"wb"``, ``"r+b"`` (local also ``"xb"``: exclusive create); remote objects
-            ``"rb"`` or ``"wb"`` (S3 and WebHDFS: buffered, uploaded on close).
+        mode: ``"rb"``, ``"wb"``, ``"r+b"`` (local also ``"xb"``: exclusive create, and ``"ab"``:
+            append, every write at the end, ``offset`` 0); remote objects ``"rb"`` or ``"wb"`` (S3 and
+            WebHDFS: buffered, uploaded on close). Writers publish on a clean close only: an exception
+            or an interrupt discards their bytes (docs: "Writing: one contract").
         **storage_options: transport options for URLs (credentials, ``endpoint_url``, headers...).
 
     Returns:
