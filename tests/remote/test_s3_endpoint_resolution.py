@@ -13,6 +13,7 @@ from the machine running it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Iterator
@@ -150,26 +151,33 @@ def test_reads_and_writes_go_to_the_configured_endpoint(
     assert moto_client.get_object(Bucket=bucket, Key="w.zarr/c/1/2")["ContentLength"] > 0
 
 
-def _read_and_write(bucket: str, want: np.ndarray, opts: dict[str, Any], route: str, decoy: Decoy) -> None:
-    """Read ``a.zarr`` and ``raw.bin`` (:func:`_arrange`), write ``new.bin`` and ``w.zarr``: all of it through
-    ``route``, and nothing to the decoy (checked first, so a failed read names where its requests went)."""
+@contextlib.contextmanager
+def _nothing_sent_to(decoy: Decoy) -> Iterator[None]:
+    """Fail if the decoy receives anything in the block, also when the block raised (then it says where its
+    requests went)."""
     before = len(decoy.received)
     try:
-        with gdsstore.config.set(_mode(route)), gdsstore.trace() as t:
-            got = zarr.open_array(gdsstore.GDSStore(f"s3://{bucket}/a.zarr", read_only=True, storage_options=opts))
-            np.testing.assert_array_equal(got[:], want)
-            with gdsstore.open(f"s3://{bucket}/raw.bin", **opts) as f:
-                buf = np.empty(f.size, "u1")
-                f.read(buf)
-            assert buf.tobytes() == DATA
-            with gdsstore.open(f"s3://{bucket}/new.bin", "wb", **opts) as f:
-                f.write(DATA[:1000])
-            written = zarr.create_array(gdsstore.GDSStore(f"s3://{bucket}/w.zarr", storage_options=opts),
-                                        shape=(20, 30), chunks=(10, 10), dtype="i4")
-            written[:] = want
+        yield
     finally:
         stray = decoy.received[before:]
         assert stray == [], f"requests sent where botocore does not send them: {stray}"
+
+
+def _read_and_write(bucket: str, want: np.ndarray, opts: dict[str, Any], route: str, decoy: Decoy) -> None:
+    """Read ``a.zarr`` and ``raw.bin`` (:func:`_arrange`), write ``new.bin`` and ``w.zarr``: all of it through
+    ``route``, and nothing to the decoy (checked first, so a failed read names where its requests went)."""
+    with _nothing_sent_to(decoy), gdsstore.config.set(_mode(route)), gdsstore.trace() as t:
+        got = zarr.open_array(gdsstore.GDSStore(f"s3://{bucket}/a.zarr", read_only=True, storage_options=opts))
+        np.testing.assert_array_equal(got[:], want)
+        with gdsstore.open(f"s3://{bucket}/raw.bin", **opts) as f:
+            buf = np.empty(f.size, "u1")
+            f.read(buf)
+        assert buf.tobytes() == DATA
+        with gdsstore.open(f"s3://{bucket}/new.bin", "wb", **opts) as f:
+            f.write(DATA[:1000])
+        written = zarr.create_array(gdsstore.GDSStore(f"s3://{bucket}/w.zarr", storage_options=opts),
+                                    shape=(20, 30), chunks=(10, 10), dtype="i4")
+        written[:] = want
     _assert_route(t, route)
 
 
@@ -201,15 +209,10 @@ def test_multipart_upload_goes_to_the_configured_endpoint(
     bucket = _new_bucket(moto, moto_client)
     opts = _configure(way, moto.endpoint_url, aws_env, monkeypatch, decoy)
     big = payload((5 << 20) + 1000, seed=36)  # two parts of the smallest size S3 takes
-    before = len(decoy.received)
     small_parts = {"remote.multipart_threshold": 5 << 20, "remote.multipart_chunksize": 5 << 20}
-    try:
-        with gdsstore.config.set({**_mode(route), **small_parts}), gdsstore.trace() as t:
-            with gdsstore.open(f"s3://{bucket}/big.bin", "wb", **opts) as f:
-                f.write(big)
-    finally:
-        stray = decoy.received[before:]
-        assert stray == [], f"requests sent where botocore does not send them: {stray}"
+    with _nothing_sent_to(decoy), gdsstore.config.set({**_mode(route), **small_parts}), gdsstore.trace() as t:
+        with gdsstore.open(f"s3://{bucket}/big.bin", "wb", **opts) as f:
+            f.write(big)
     assert moto_client.get_object(Bucket=bucket, Key="big.bin")["Body"].read() == big
     writes = [e.reason for e in t.events if e.op == "write"]
     assert writes and all("multipart upload" in r for r in writes), writes

@@ -14,6 +14,12 @@ are switched off), so there is one retry policy.
 Without ``region_name``, each bucket's region is asked once (``HeadBucket``'s ``x-amz-bucket-region``)
 before anything is signed for it, and requests to that bucket are signed for that region.
 
+Where a bucket's requests go is botocore's resolution alone (the options, ``AWS_ENDPOINT_URL(_S3)``, the
+profile's ``endpoint_url`` or ``services`` section, the region's endpoint rules, the addressing style): it is
+read once per bucket off the URL botocore presigns for a probe key (:class:`S3Target`), and the native core's
+store and the pure-Python signer are both built from that URL, so no transport sends a request where
+botocore would not. Sessions and clients are cached per AWS environment (:func:`_aws_environment`).
+
 Storage options (s3fs-compatible names where they exist):
 
 - ``key``/``secret``/``token`` (or ``aws_access_key_id``/``aws_secret_access_key``/``aws_session_token``),
@@ -248,8 +254,8 @@ class S3Client:
             "endpoint_url": endpoint, "aws_access_key_id": key, "aws_secret_access_key": secret,
             "aws_session_token": token, "verify": verify, "config": Config(**cfg), **client_kwargs,
         }
-        # Until a bucket's region is known: the given one, else botocore's (AWS_REGION, AWS_DEFAULT_REGION, the
-        # profile's, or us-east-1); HeadBucket answers from there with the bucket's region.
+        # Until a bucket's region is known: the given one, else botocore's (AWS_DEFAULT_REGION, the profile's,
+        # or us-east-1); HeadBucket answers from there with the bucket's region.
         self.client = self._make(region)
         self._bucket_clients: dict[str, Any] = {}
         self._signers: dict[str, _QuerySigner | None] = {}
