@@ -96,9 +96,14 @@ class Setting:
         return "GDSSTORE_" + self.key.upper().replace(".", "__")
 
     def fail(self, must: str, value: object) -> SettingError:
-        return SettingError(
-            f"gdsstore setting {self.key!r} (environment variable {self.env}) must be {must}, got {value!r}"
-        )
+        return SettingError(f"gdsstore setting {self.key!r} ({self.source}) must be {must}, got {value!r}")
+
+    @property
+    def source(self) -> str:
+        """Where a bad value came from, for messages: the environment variable when it is set."""
+        if self.env in os.environ:
+            return f"environment variable {self.env}"
+        return f"gdsstore.config, a YAML config file or environment variable {self.env}"
 
 
 def _int(minimum: int, maximum: int | None = None) -> Callable[[Setting, object], int]:
@@ -341,12 +346,17 @@ class Settings:
         "HTTP status codes that are retried (timeouts and connection resets always are).",
     )  # fmt: skip
     remote_timeout: float = _setting(
-        "remote.timeout", 60.0, _float(0.0, _DAY),
-        "Seconds to wait for a response (read timeout) before the attempt counts as failed.",
-    )
+        "remote.timeout", 10.0, _float(0.0, _DAY),
+        """Seconds of silence that fail an attempt: no answer to a request, or no byte between two pieces of
+        its body (an idle timeout, not a limit on the whole request: a large body that keeps arriving is never
+        cut). A failed attempt is retried (`remote.max_attempts`), the first retry logged as a warning
+        (logger `gdsstore.remote`): with the defaults a silent server fails the call within a minute. Writes
+        get this plus a second per MiB of each request's body.""",
+    )  # fmt: skip
     remote_connect_timeout: float = _setting(
-        "remote.connect_timeout", 10.0, _float(0.0, _DAY), "Seconds to wait for a connection."
-    )
+        "remote.connect_timeout", 10.0, _float(0.0, _DAY),
+        "Seconds to wait for a connection (TCP and TLS handshakes); a failed connect is retried.",
+    )  # fmt: skip
     remote_concurrency: int = _setting(
         "remote.concurrency", default_threads(), _int(1, 4096),
         "Range requests in flight at once for one remote read.", _THREADS_DOC,
@@ -422,6 +432,14 @@ def _nest(flat: Mapping[str, object]) -> dict[str, Any]:
         for p in parents:
             node = node.setdefault(p, {})
         node[leaf] = value
+    return out
+
+
+def _nest_keys(d: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted keys (``{"remote.timeout": 5}``) nested as donfig stores them, nested ones kept."""
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        out = merge(out, _nest({str(key): value}))
     return out
 
 
@@ -512,8 +530,31 @@ def check_keys(cfg: Mapping[str, Any]) -> None:
             _warn_unknown(key, "config key", list(_ROWS))
 
 
+def check_values(updates: Mapping[str, Any]) -> None:
+    """Validate the settings ``config.set`` is given (flat or nested keys) before any is applied.
+
+    Raises:
+        SettingError: naming the first bad key and its value.
+    """
+    for key, value in _flat(updates):
+        row = _ROWS.get(key)
+        if row is None:
+            continue  # not a setting: warned about once where settings are read
+        try:
+            row.check(row, value)
+        except SettingError as exc:
+            must = str(exc).partition(" must be ")[2]
+            raise SettingError(f"gdsstore.config.set(): setting {key!r} must be {must}") from None
+
+
 class _Config(Config):  # type: ignore[misc]
-    """donfig's ``Config`` with the environment read through the settings table (see the module doc)."""
+    """donfig's ``Config`` with the environment read through the settings table (see the module doc), and
+    ``set`` refusing a bad value at once, naming its key (rather than at first use)."""
+
+    def set(self, arg: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        updates = {**(arg or {}), **{k.replace("__", "."): v for k, v in kwargs.items()}}
+        check_values(_nest_keys(updates))
+        return super().set(arg, **kwargs)
 
     def collect(self, paths: list[str] | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
         from_files = super().collect(paths=paths, env={})  # YAML files only

@@ -64,7 +64,7 @@ def test_defaults_are_valid_and_documented_values() -> None:
     ],
 )
 def test_every_setting_is_validated(key: str, bad: object, match: str) -> None:
-    with gdsstore.config.set({key: bad}), pytest.raises(ValueError, match=match.replace(".", r"\.")):
+    with pytest.raises(ValueError, match=match.replace(".", r"\.")), gdsstore.config.set({key: bad}):
         policy.settings()
 
 
