@@ -56,7 +56,8 @@ class GDSStorePlugin(WorkerPlugin):  # type: ignore[misc]
     """Apply gdsstore settings, and optionally zarr's GPU configuration, on every dask worker.
 
     ``setup`` runs on each worker when the plugin is registered, when a worker joins later and when a
-    worker is restarted, so every worker that runs a task has the configuration.
+    worker is restarted, so every worker that runs a task has the configuration. Registering it again with
+    other settings replaces it: the new settings are applied on every worker.
 
     Args:
         settings: gdsstore settings (keys of :data:`gdsstore.config`, e.g. ``{"num_threads": 8,
@@ -74,7 +75,9 @@ class GDSStorePlugin(WorkerPlugin):  # type: ignore[misc]
     """
 
     name = "gdsstore"
-    idempotent = True  # registering it again (same name) replaces it; setup is safe to run twice
+    # Not idempotent: distributed then replaces a plugin registered again under the same name (and runs the
+    # new one's setup on every worker) instead of keeping the first one, whatever its settings.
+    idempotent = False
 
     def __init__(self, settings: Mapping[str, Any] | None = None, *, gpu: bool = False,
                  buffers: bool = True) -> None:
