@@ -10,6 +10,8 @@ makes the first ``count`` GETs of that path misbehave (``count`` ``always`` → 
 - ``truncate``: declares the full ``Content-Length``, sends half, closes cleanly.
 - ``slow``: waits :attr:`FaultServer.slow_seconds` before the first byte.
 - ``wrong-range``: answers ``206`` with a Content-Range shifted by one byte (and those bytes).
+- ``wrong-end``: answers ``206`` with the bytes asked for and their Content-Length, under a Content-Range
+  that starts right and ends one byte late (only the range's end disagrees).
 - ``short-range``: answers ``206`` with a correct Content-Range but a shorter Content-Length.
 - ``chunked``: a correct ``206`` sent with ``Transfer-Encoding: chunked`` (no Content-Length).
 - ``chunked-extra``: the same with one byte more than the range.
@@ -176,6 +178,8 @@ class _Handler(BaseHTTPRequestHandler):
             first, last = min(first + 1, size - 1), min(last + 1, size - 1)
         headers = {"Content-Range": f"bytes {first}-{last}/{size}", "ETag": etag}
         part = data[first : last + 1]
+        if faulty and mode == "wrong-end":
+            headers["Content-Range"] = f"bytes {first}-{last + 1}/{size}"
         if faulty and mode == "short-range":
             headers["Content-Length"] = str(len(part) - 1)
             self._send(206, headers, part[:-1])
