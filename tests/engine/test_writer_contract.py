@@ -5,33 +5,20 @@ whole; a writer collected unclosed is discarded with a ``ResourceWarning`` namin
 from __future__ import annotations
 
 import gc
-import os
-import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from servers.moto_s3 import bucket_state, new_bucket
+from writing import OLD, Boom, leftovers, write_old
 
 import gdsstore
-from gdsstore.engine.localfs import TMP_SUFFIX
-
-OLD = b"OLD"
-
-
-class Boom(Exception):
-    """The error a test raises inside a writer's block."""
 
 
 @pytest.fixture
 def old_file(tmp_path: Path) -> Path:
-    p = tmp_path / "x.bin"
-    p.write_bytes(OLD)
-    return p
-
-
-def leftovers(d: Path) -> list[str]:
-    return sorted(n for n in os.listdir(d) if n.endswith(TMP_SUFFIX))
+    return write_old(tmp_path)
 
 
 # -- "ab" ------------------------------------------------------------------------------------------
@@ -149,22 +136,12 @@ def test_local_writer_errors(tmp_path: Path) -> None:
 
 @pytest.fixture
 def bucket(moto: Any) -> tuple[Any, str]:
-    """A new bucket on the session's moto server, and a botocore client to look at it."""
-    import botocore.session
-
-    client = botocore.session.Session().create_client(
-        "s3", region_name="us-east-1", endpoint_url=moto.endpoint_url,
-        aws_access_key_id=moto.storage_options["key"], aws_secret_access_key=moto.storage_options["secret"],
-    )
-    name = f"writers-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(Bucket=name)
-    client.put_object(Bucket=name, Key="x.bin", Body=OLD)
-    return client, name
+    """A new bucket holding ``x.bin`` = OLD on the session's moto server, and a botocore client."""
+    return new_bucket(moto, "writers", {"x.bin": OLD})
 
 
 def _s3_state(client: Any, name: str) -> tuple[bytes, list[Any]]:
-    body = client.get_object(Bucket=name, Key="x.bin")["Body"].read()
-    return body, client.list_multipart_uploads(Bucket=name).get("Uploads", [])
+    return bucket_state(client, name, "x.bin")
 
 
 SMALL_PARTS = {"remote.multipart_threshold": 5 << 20, "remote.multipart_chunksize": 5 << 20}

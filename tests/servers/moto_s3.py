@@ -6,10 +6,11 @@ import os
 import subprocess
 import sys
 import urllib.request
+from typing import Any
 
 from .net import free_port, stop_process, wait_port
 
-__all__ = ["MotoServer"]
+__all__ = ["MotoServer", "bucket_state", "new_bucket"]
 
 # Fake credentials: moto accepts any; tests assert these never leak into messages or the trace.
 ACCESS_KEY = "AKIAGDSSTORETESTKEY0"
@@ -44,3 +45,28 @@ class MotoServer:
 
     def close(self) -> None:
         stop_process(self._proc)
+
+
+def new_bucket(server: MotoServer, prefix: str, objects: dict[str, bytes]) -> tuple[Any, str]:
+    """A new bucket ``<prefix>-<random>`` on ``server`` holding ``objects``: a botocore client and its name
+    (no reset: other tests of the session keep their buckets)."""
+    import uuid
+
+    import botocore.session
+
+    client = botocore.session.Session().create_client(
+        "s3", region_name="us-east-1", endpoint_url=server.endpoint_url,
+        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+    )
+    name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=name)
+    for key, body in objects.items():
+        client.put_object(Bucket=name, Key=key, Body=body)
+    return client, name
+
+
+def bucket_state(client: Any, name: str, key: str) -> tuple[bytes, list[Any]]:
+    """What a reader finds at ``key`` and the multipart uploads left open in the bucket (none after a
+    finished or aborted upload)."""
+    body = client.get_object(Bucket=name, Key=key)["Body"].read()
+    return body, client.list_multipart_uploads(Bucket=name).get("Uploads", [])
