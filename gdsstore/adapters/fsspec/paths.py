@@ -24,6 +24,7 @@ Examples:
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,10 +55,18 @@ def _text(path: Any) -> str:
     return os.fspath(path) if isinstance(path, os.PathLike) else str(path)
 
 
+def _normalize_local(path: str) -> str:
+    """An absolute local path without ``.``, ``..`` or empty segments, as ``os.path.abspath`` writes it
+    (``/data/./a//b/../x`` -> ``/data/a/x``): fsspec's ``file://`` hands such paths to the OS, which
+    resolves them; the engine takes keys without them. ``..`` stops at ``/``."""
+    return "/" + posixpath.normpath(path).lstrip("/") if path.startswith("/") else posixpath.normpath(path)
+
+
 def strip_path(protocol: str, path_like: Any) -> str:
     """``path`` as a ``gds`` filesystem of ``protocol`` writes it (no ``gds``/target prefix).
 
-    Local (``protocol="file"``): absolute posix paths; ``"gds://"`` alone is ``""`` (a chain's head).
+    Local (``protocol="file"``): absolute posix paths, normalized (no ``.``, ``..`` or ``//``: ``..`` stops
+    at ``/``); ``"gds://"`` alone is ``""`` (a chain's head).
     ``s3``: ``bucket/key``. ``http(s)``: the whole URL. ``webhdfs``: ``/path`` (host and port are options).
     """
     path = _text(path_like)
@@ -70,7 +79,7 @@ def strip_path(protocol: str, path_like: Any) -> str:
                 break
         if path == "":
             return ""
-        return make_path_posix(path).rstrip("/") or "/"
+        return _normalize_local(make_path_posix(path))
     for prefix in ("gds::", "gds://"):
         if path.startswith(prefix):
             path = path[len(prefix) :]
