@@ -1,8 +1,9 @@
 """S3 requests go where botocore sends them, through the native core and without it.
 
 moto is the configured endpoint, set each way botocore can be told (``AWS_ENDPOINT_URL``,
-``AWS_ENDPOINT_URL_S3``, a profile's ``endpoint_url`` or ``services`` section chosen by ``AWS_PROFILE`` or by
-the ``profile`` storage option, the ``endpoint_url`` option, ``client_kwargs``). Every other host is the decoy:
+``AWS_ENDPOINT_URL_S3``, a profile's ``endpoint_url`` or ``services`` section chosen by ``AWS_PROFILE``, by
+the ``profile`` storage option or by a ``session`` of that profile, the ``endpoint_url`` option,
+``client_kwargs``). Every other host is the decoy:
 it is the HTTP(S) proxy of every host but moto's loopback address (the native core and botocore both honour
 the proxy variables), so a request for ``https://BUCKET.s3.REGION.amazonaws.com`` arrives there as a
 ``CONNECT``, and a test fails if the decoy received anything.
@@ -38,7 +39,7 @@ DATA = payload(200_000, seed=35)
 #: Each way botocore can be given the endpoint (see ``_configure``).
 WAYS = [
     "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "profile endpoint_url", "profile services", "profile option",
-    "endpoint_url option", "client_kwargs endpoint_url",
+    "session option", "endpoint_url option", "client_kwargs endpoint_url",
 ]
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 _buckets = itertools.count()
@@ -87,10 +88,14 @@ def _configure(way: str, endpoint: str, config: Path, monkeypatch: pytest.Monkey
         config.write_text(f"[profile moto]\n{_KEYS}services = local-s3\n\n[services local-s3]\ns3 =\n"
                           f"  endpoint_url = {endpoint}\n")
         monkeypatch.setenv("AWS_PROFILE", "moto")
-    elif way.startswith("profile"):
+    elif way.startswith(("profile", "session")):
         config.write_text(f"[profile moto]\n{_KEYS}endpoint_url = {endpoint}\n")
         if way == "profile option":
             return {"profile": "moto"}
+        if way == "session option":
+            import botocore.session
+
+            return {"session": botocore.session.Session(profile="moto")}
         monkeypatch.setenv("AWS_PROFILE", "moto")
     elif way == "endpoint_url option":
         monkeypatch.setenv("AWS_ENDPOINT_URL", decoy.url)  # an explicit endpoint wins over the environment
