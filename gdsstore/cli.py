@@ -179,6 +179,9 @@ def _bench(args: argparse.Namespace) -> int:
     device = False if args.host else None
     if path is not None and "://" in path and not path.startswith("file://"):
         return _bench_remote(args, path, device)
+    if args.storage_option or args.endpoint_url:
+        raise ValueError("--storage-option and --endpoint-url apply to URLs (s3://, http(s)://, webhdfs://), "
+                         f"not to the local {'file' if path else 'temporary file'}")
     if path is not None:
         path = path.removeprefix("file://")
         _check_bench_path(path)
@@ -205,18 +208,49 @@ def _bench_remote(args: argparse.Namespace, url: str, device: bool | None) -> in
     """A URL: a zarr array (a ``zarr.json`` under it) benchmarks as a local one does, else one object."""
     from gdsstore.bench import bench_url, bench_zarr, remote_zarr_node_type
 
+    opts = _storage_options(args)
     try:
-        node_type = remote_zarr_node_type(url)
+        node_type = remote_zarr_node_type(url, opts)
         if node_type == "array":
-            results = bench_zarr(url.rstrip("/"), repeat=args.repeat, device=device)
+            results = bench_zarr(url.rstrip("/"), repeat=args.repeat, device=device, storage_options=opts)
             return _report(args, results, f"z[:] of the zarr array {url}")
         if node_type is not None:
             raise ValueError(f"{url!r} is a zarr {node_type}, not an array: give the URL of one of its arrays")
-        results = bench_url(url, repeat=args.repeat, device=device)
+        results = bench_url(url, repeat=args.repeat, device=device, storage_options=opts)
     except OSError as exc:  # the URL itself: not found, refused, forbidden
         message = str(exc) if url in str(exc) else f"{url}: {exc}"
+        if isinstance(exc, PermissionError) and url.startswith(("s3://", "s3a://")):
+            message += f" ({_S3_OPTIONS_HINT})"
         raise ValueError(f"cannot read the URL: {message}") from None
     return _report(args, results, f"read of {url}")
+
+
+_S3_OPTIONS_HINT = (
+    "gdsstore bench takes them as --storage-option key=ID --storage-option secret=KEY (or profile=NAME, "
+    "anon=true) and --endpoint-url URL, or from botocore's environment: AWS_ACCESS_KEY_ID, "
+    "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_ENDPOINT_URL"
+)
+
+
+def _option_value(text: str) -> Any:
+    """``true``/``false``, numbers and JSON lists or objects as such; anything else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _storage_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--storage-option KEY=VALUE`` (repeated) and ``--endpoint-url`` as the transport's options."""
+    opts: dict[str, Any] = {}
+    for item in args.storage_option or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--storage-option {item!r}: expected KEY=VALUE, such as endpoint_url=http://host:9000")
+        opts[key.strip()] = _option_value(value)
+    if args.endpoint_url:
+        opts["endpoint_url"] = args.endpoint_url
+    return opts
 
 
 _BENCH_WHAT = "give a file, a zarr v3 array directory or a URL"
@@ -340,6 +374,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--cold", action="store_true", help="drop the file's page cache before each run")
     b.add_argument("--host", action="store_true", help="read into host memory even when a GPU is present")
     b.add_argument("--json", action="store_true", help="print the results as JSON")
+    b.add_argument(
+        "-o", "--storage-option", action="append", metavar="KEY=VALUE",
+        help="an option of the URL's transport, repeated for more: key=, secret=, profile=, anon=true, "
+        "endpoint_url= for S3 (botocore's AWS_* variables work too)",
+    )
+    b.add_argument("--endpoint-url", help="the S3 endpoint (MinIO, Ceph, moto): storage option endpoint_url")
     b.set_defaults(fn=_bench)
     args = p.parse_args(argv)
     try:
