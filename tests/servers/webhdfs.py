@@ -5,6 +5,13 @@ GETFILESTATUS, LISTSTATUS, MKDIRS, DELETE, OPEN (307 to the datanode, which serv
 ``offset``/``length``) and CREATE (307, or ``200 {"Location": ...}`` with ``noredirect=true``; the data
 goes to the datanode). With ``user`` set, every request must carry ``user.name=<user>`` or
 ``delegation=<token>``; errors are ``RemoteException`` JSON bodies.
+
+Faults (:meth:`WebHDFSServer.fail`): the next ``count`` requests of one operation at the namenode or the
+datanode misbehave:
+
+- ``503``: ``503`` with a ``RetriableException`` body (a busy or failing-over node);
+- ``reset``: the datanode sends the headers and half the body, then resets the connection (RST);
+- ``short``: the datanode declares the whole ``Content-Length``, sends half of it and closes cleanly.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
+import struct
 import tempfile
 import threading
 import time
@@ -48,7 +57,9 @@ def _status(path: str, suffix: str) -> dict[str, Any]:
 class _Base(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     srv: WebHDFSServer
+    node = "namenode"
     data: bytes = b""
+    fault: str | None = None
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -105,7 +116,23 @@ class _Base(BaseHTTPRequestHandler):
         if fn is None:
             self._error(400, "IllegalArgumentException", f'Invalid value for webhdfs parameter "op": {op}')
             return
+        self.fault = self.srv.take_fault(self.node, op)
+        if self.fault == "503":
+            self._error(503, "RetriableException", "the namenode is busy; retry")
+            return
         fn(hpath, q)
+
+    def _broken_body(self, data: bytes) -> None:
+        """Half of ``data`` under its whole Content-Length, then a clean close (``short``) or a reset."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.wfile.flush()
+        if self.fault == "reset":  # SO_LINGER 0: close sends RST
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
 
 
 class _NameNode(_Base):
@@ -194,6 +221,8 @@ class _NameNode(_Base):
 
 
 class _DataNode(_Base):
+    node = "datanode"
+
     def do_GET(self) -> None:
         self._route({"OPEN": self._open})
 
@@ -215,6 +244,9 @@ class _DataNode(_Base):
         with open(local, "rb") as f:
             f.seek(offset)
             data = f.read(length)
+        if self.fault in ("reset", "short"):
+            self._broken_body(data)
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(len(data)))
@@ -251,6 +283,8 @@ class WebHDFSServer:
         self.user = user
         self.token = token
         self.log: list[tuple[str, int, str]] = []
+        self._faults: dict[tuple[str, str], tuple[str, int]] = {}  # (node, op) -> (mode, requests left; -1: all)
+        self._lock = threading.Lock()
         nn = type("NameNode", (_NameNode,), {"srv": self})
         dn = type("DataNode", (_DataNode,), {"srv": self})
         self._nn = _QuietServer(("127.0.0.1", 0), nn)
@@ -268,6 +302,27 @@ class WebHDFSServer:
 
     def url(self, path: str = "/") -> str:
         return f"webhdfs://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def fail(self, node: str, op: str, mode: str, count: int = -1) -> None:
+        """Make the next ``count`` requests of ``op`` (``"OPEN"``, ...) at ``node`` (``"namenode"`` or
+        ``"datanode"``) misbehave as ``mode`` (see the module docstring); ``count`` -1: every one."""
+        if node not in ("namenode", "datanode") or mode not in ("503", "reset", "short"):
+            raise ValueError(f"WebHDFSServer.fail(): no fault {mode!r} at {node!r}")
+        with self._lock:
+            self._faults[(node, op.upper())] = (mode, count)
+
+    def take_fault(self, node: str, op: str) -> str | None:
+        """The fault of this request, if one is due (counts it)."""
+        with self._lock:
+            mode, left = self._faults.get((node, op), (None, 0))
+            if mode is None or left == 0:
+                return None
+            self._faults[(node, op)] = (mode, left - 1 if left > 0 else left)
+            return mode
+
+    def reset_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
 
     def close(self) -> None:
         for s in (self._nn, self._dn):
