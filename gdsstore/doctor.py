@@ -108,6 +108,27 @@ def _cufile() -> dict[str, Any]:
     }
 
 
+def _native_core(s: policy.Settings | None) -> dict[str, Any]:
+    """Whether the native core (``gdsstore_core``) loads, its version and file, and what that changes."""
+    from gdsstore.engine.remote import core
+
+    info: dict[str, Any] = {"installed": core.available()}
+    if not info["installed"]:
+        info["reason"] = core.unavailable_reason()
+        info["effect"] = ("HTTP(S) and S3 waves go through the pure-Python transports (urllib3, botocore: one "
+                          "request per object, the GIL held for each); local chunk batches run on Python threads")
+        return info
+    import gdsstore_core
+
+    info["version"] = _pkg("gdsstore-core") or getattr(gdsstore_core, "__version__", None)
+    info["location"] = os.path.dirname(gdsstore_core.__file__ or "")
+    remote = "off (remote.core=off): HTTP(S) and S3 waves use the pure-Python transports" if (
+        s is not None and s.remote_core == "off") else "HTTP(S) and S3 waves and uploads go through it"
+    info["effect"] = (f"{remote}; local chunk batches are read by it; each call releases the GIL and runs "
+                      "many requests at once")
+    return info
+
+
 def _probe_read(gpu: bool) -> dict[str, Any]:
     """Write a small file, read it back through the engine into host (and device) memory, traced."""
     import numpy as np
@@ -152,7 +173,9 @@ def doctor(probe: bool = True) -> dict[str, Any]:
         report["settings"] = {k: v for k, v in config.config.items()}
     except ValueError as exc:
         report["settings_error"] = str(exc)
+        report["native_core"] = _native_core(None)
         return report
+    report["native_core"] = _native_core(s)
     drv = cufile.driver_probe() if gpu["devices"] else policy.CuFileProbeResult(False, "no CUDA device")
     report["cufile"]["driver"] = {"ok": drv.ok, "reason": drv.reason}
     if drv.ok:  # what a registered handle would report: whether cuFile runs without nvidia-fs
@@ -224,6 +247,7 @@ def format_report(r: dict[str, Any]) -> str:
             lines.append(f"    {k}: " + ", ".join(f"{a}={b}" for a, b in cj[k].items()))
     if "driver" in c:
         lines.append(f"  driver: {'open' if c['driver']['ok'] else 'not used'} — {c['driver']['reason']}")
+    lines.extend(_format_core(r.get("native_core")))
     lines.extend(f"settings: {u}" for u in r.get("unknown_settings", []))
     if "settings_error" in r:
         lines.append(f"settings: INVALID — {r['settings_error']}")
@@ -251,6 +275,16 @@ def format_report(r: dict[str, Any]) -> str:
             lines.append(f"probe read (4 MiB, write then read back): {ok}")
             lines.extend("  " + ln for ln in p["trace"].splitlines())
     return "\n".join(lines)
+
+
+def _format_core(core: dict[str, Any] | None) -> list[str]:
+    if core is None:
+        return []
+    if core["installed"]:
+        head = f"native core: gdsstore_core {core['version'] or '(version unknown)'} at {core['location']}"
+    else:
+        head = f"native core: not installed ({core['reason']})"
+    return [head, f"  what it changes: {core['effect']}"]
 
 
 class _CallableModule(types.ModuleType):
