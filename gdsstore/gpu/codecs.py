@@ -409,7 +409,8 @@ class BloscCodec(_ZarrBlosc):
         return res  # type: ignore[return-value]
 
 
-#: zarr codec name -> our class, registered by :func:`gdsstore.enable_gpu`.
+#: zarr codec name -> our class (registered with zarr by :func:`gdsstore.enable_gpu`, selectable by name
+#: through zarr's ``codecs`` config; the pipeline upgrades zarr's own instances, :func:`upgrade`).
 CODECS: dict[str, type] = {
     "blosc": BloscCodec,
     "zstd": ZstdCodec,
@@ -419,9 +420,8 @@ CODECS: dict[str, type] = {
     "numcodecs.lz4": LZ4,
 }
 
-# (zarr's BloscCodec is not upgraded: from_dict(to_dict()) would pin its tunable typesize and shuffle;
-# the pipeline batches it by its format alike.)
-_UPGRADES: dict[type, Any] = {
+_UPGRADES: dict[type, type] = {
+    _ZarrBlosc: BloscCodec,
     _ZarrZstd: ZstdCodec,
     _ZarrGzip: GzipCodec,
     _ZarrCrc32c: Crc32cCodec,
@@ -431,11 +431,11 @@ _UPGRADES: dict[type, Any] = {
 
 
 def upgrade(codec: Any) -> Any:
-    """gdsstore's GPU-capable equivalent of a zarr codec instance (same ``to_dict``), recursing into
-    sharding codecs; other codecs are returned as they are.
+    """gdsstore's GPU-capable equivalent of a zarr codec instance, for the pipeline's own use, recursing
+    into sharding codecs (its ``subchunk_write_order`` kept); other codecs are returned as they are.
 
-    Arrays created with explicit codec objects (``compressors=[ZstdCodec()]``) carry zarr's classes,
-    not the ones the config names; the pipeline upgrades them so that they still run on the GPU.
+    The array's metadata keeps zarr's own objects (users compare, pickle and write them back, as xarray's
+    encodings do); only the pipeline's copies are gdsstore's classes, so that they run on the GPU.
     """
     from zarr.codecs.sharding import ShardingCodec
 
@@ -445,6 +445,16 @@ def upgrade(codec: Any) -> Any:
             codecs=[upgrade(c) for c in codec.codecs],
             index_codecs=[upgrade(c) for c in codec.index_codecs],
             index_location=codec.index_location,
+            subchunk_write_order=codec.subchunk_write_order,
         )
     cls = _UPGRADES.get(type(codec))
-    return codec if cls is None else cls.from_dict(codec.to_dict())
+    return codec if cls is None else _retyped(codec, cls)
+
+
+def _retyped(codec: Any, cls: type) -> Any:
+    """``codec`` as an instance of ``cls``, a subclass of its class that adds GPU routes and no state:
+    every attribute kept as it is (``from_dict(to_dict())`` would pin blosc's tunable ``typesize`` and
+    ``shuffle``, which zarr leaves open until the array's dtype is known)."""
+    new: Any = object.__new__(cls)
+    new.__dict__.update(codec.__dict__)
+    return new

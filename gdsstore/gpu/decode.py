@@ -104,6 +104,28 @@ class CodecChain:
         """:func:`bytes_swap_width` of this chain's array-to-bytes codec for ``spec``'s dtype."""
         return bytes_swap_width(self.array_part.codecs[-1], spec.dtype.to_native_dtype())
 
+    def stored_nbytes(self, spec: ArraySpec) -> int | None:
+        """The size of every stored chunk of ``spec`` where its codecs fix it, else ``None``: no
+        bytes-to-bytes stage and only codecs of fixed size (their ``compute_encoded_size``), or a zarr v2
+        chunk without compressor or filters of a fixed-size dtype. Variable-length strings and bytes
+        (``vlen-utf8``, ``vlen-bytes``) have none: a chunk's size follows its values."""
+        from zarr.codecs._v2 import V2Codec  # private: zarr's v2 codec has no public name
+
+        if self.bb_codecs:
+            return None
+        codecs = self.array_part.codecs
+        ab = codecs[-1]
+        if isinstance(ab, V2Codec):
+            plain = len(codecs) == 1 and ab.compressor is None and not ab.filters
+            return raw_nbytes(spec) if plain and spec.dtype.to_native_dtype().kind != "O" else None
+        if not all(c.is_fixed_size for c in codecs):
+            return None
+        n = raw_nbytes(spec)
+        for codec in codecs:
+            n = codec.compute_encoded_size(n, spec)
+            spec = codec.resolve_metadata(spec)
+        return n
+
     def view_layout(self, spec: ArraySpec) -> Layout | None:
         """Shape and byte strides of a decoded chunk as a view of its raw bytes (``bytes`` codec in
         the native byte order, then ``transpose`` codecs), or ``None`` when decoding is more than a view."""

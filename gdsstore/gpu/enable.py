@@ -60,13 +60,13 @@ def register() -> None:
 
 
 def config_for(*, gpu: bool = True) -> dict[str, Any]:
-    """The zarr settings :func:`enable_gpu` applies; ``gpu=False`` keeps host buffers (pipeline and
-    codecs only: batched reads through the engine, CPU decode)."""
-    from gdsstore.gpu.codecs import CODECS
+    """The zarr settings :func:`enable_gpu` applies; ``gpu=False`` keeps host buffers (the pipeline
+    only: batched reads through the engine, CPU decode).
 
+    zarr's ``codecs`` settings stay as they are: arrays keep zarr's own codec objects (equal to the
+    ones users made, pickled and compared as zarr's), and the pipeline runs gdsstore's equivalents of
+    them (:func:`gdsstore.gpu.codecs.upgrade`)."""
     settings: dict[str, Any] = {"codec_pipeline.path": PIPELINE_PATH}
-    for name, cls in CODECS.items():
-        settings[f"codecs.{name}"] = f"{cls.__module__}.{cls.__qualname__}"
     if gpu:
         settings["buffer"] = "zarr.buffer.gpu.Buffer"
         settings["ndbuffer"] = "zarr.buffer.gpu.NDBuffer"
@@ -74,7 +74,7 @@ def config_for(*, gpu: bool = True) -> dict[str, Any]:
 
 
 def enable_gpu(*, buffers: bool = True) -> ConfigSet:
-    """Switch zarr to GPU buffers, gdsstore's batched codec pipeline and its nvCOMP codecs.
+    """Switch zarr to GPU buffers and gdsstore's batched codec pipeline, which runs nvCOMP codecs.
 
     Returns zarr's ``ConfigSet``: it applies at once and, used as a context manager, undoes itself::
 

@@ -14,7 +14,9 @@ are assembled by one scatter kernel launch per window; every other output by zar
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import gc
 import os
 import threading
@@ -36,7 +38,7 @@ from gdsstore.gpu import decode as _decode
 from gdsstore.gpu import nvcomp_capi, staging
 from gdsstore.gpu import plan as _plan
 from gdsstore.gpu.decode import CodecChain, decode_window, device_pointer, is_device_spec, raw_nbytes
-from gdsstore.gpu.fetch import Fetcher
+from gdsstore.gpu.fetch import Fetcher, StoreFetcher
 from gdsstore.gpu.memory import call_memory, in_callers_allocator, trim_call_pool, window_budget
 from gdsstore.gpu.plan import (
     Blocks,
@@ -62,8 +64,8 @@ if TYPE_CHECKING:
     from zarr.core.indexing import SelectorTuple
 
 __all__ = [
-    "BatchItem", "collections_paused", "one_call", "read_chunks", "read_shards", "read_windows", "run_windows",
-    "window_bytes",
+    "BatchItem", "ShardRead", "collections_paused", "one_call", "plan_shard_read", "read_chunks", "read_loaded",
+    "read_shards", "read_windows", "run_shard_read", "run_windows", "shard_index_reads", "window_bytes",
 ]
 
 #: One item of zarr's read batch: ``(byte getter, chunk spec, chunk selection, output selection, is complete)``.
@@ -226,6 +228,32 @@ def run_windows[W, T](
                 release(nxt.result())
 
 
+async def read_loaded(
+    plan: str,
+    codecs: Sequence[Any],
+    batch: list[BatchItem],
+    out: NDBuffer,
+    drop_axes: tuple[int, ...],
+    fetch: StoreFetcher,
+) -> tuple[GetResult, ...]:
+    """A read through a store's own ``get`` (:class:`~gdsstore.gpu.fetch.StoreFetcher`): each step's
+    bytes are awaited on the event loop (whole chunks; or the shard indexes, then the inner chunks'
+    ranges), and only then the step's CPU part runs in the loop's executor, so no thread of that
+    executor waits for the loop. ``plan``: ``"chunks"`` or ``"shards"`` (``codecs[0]`` the sharding codec)."""
+    if plan == "chunks":
+        await fetch.load([(item[0], None) for item in batch])
+        return await asyncio.to_thread(one_call, read_chunks, codecs, batch, out, drop_axes, fetch)
+    sharding = codecs[0]
+    await fetch.load(shard_index_reads(sharding, batch))
+
+    def plan_it() -> ShardRead:
+        return plan_shard_read(sharding, batch, drop_axes, read_shard_indexes(sharding, batch, fetch))
+
+    sr = await asyncio.to_thread(plan_it)
+    await fetch.load(sr.range_reads())
+    return await asyncio.to_thread(one_call, run_shard_read, sharding, sr, batch, out, drop_axes, fetch)
+
+
 # -- output and scatter -----------------------------------------------------------------------------------
 
 
@@ -338,8 +366,9 @@ def read_chunks(
         chunk_sels = [item[2] for item in batch]
         geometry = plan_chunk_geometry(chunk_sels, [spec0.shape] * len(batch), [item[3] for item in batch], out_layout)
 
-    # Without bytes-to-bytes codecs a stored chunk is exactly its raw size: no size lookups.
-    raw_sizes = None if chain.bb_codecs else np.array(sizes, dtype=np.int64)
+    # Where the codecs fix a stored chunk's size (no compressor, no variable-length values): no size lookups.
+    stored = chain.stored_nbytes(spec0)
+    raw_sizes = None if stored is None else np.array(_stored_sizes(chain, batch, sizes, spec0, stored), np.int64)
     if chain.bb_codecs:
         fetch.chunk_bound = raw_nbytes(spec0)
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
@@ -399,6 +428,20 @@ def _raw_sizes(batch: Sequence[BatchItem]) -> list[int]:
             n = seen[id(spec)] = raw_nbytes(spec)
         sizes.append(n)
     return sizes
+
+
+def _stored_sizes(
+    chain: CodecChain, batch: Sequence[BatchItem], sizes: list[int], spec0: ArraySpec, stored0: int
+) -> list[int]:
+    """Each chunk's stored size where the codecs fix it (``stored0`` for ``spec0``'s chunks): its raw
+    size (``sizes``) under a ``bytes`` codec, else computed once per spec."""
+    if stored0 == sizes[0]:
+        return sizes
+    seen: dict[int, int] = {id(spec0): stored0}
+    for item in batch:
+        if id(item[1]) not in seen:
+            seen[id(item[1])] = chain.stored_nbytes(item[1]) or 0
+    return [seen[id(item[1])] for item in batch]
 
 
 def _numpy_output(out: NDBuffer) -> np.ndarray | None:
@@ -467,35 +510,49 @@ def inner_chunk_spec(codec: ShardingCodec, shard_spec: ArraySpec) -> ArraySpec:
     )
 
 
+def shard_index_reads(codec: ShardingCodec, batch: list[BatchItem]) -> list[tuple[Any, ByteRange | None]]:
+    """The read of each shard's index: ``(byte getter, byte range)`` per batch item."""
+    from zarr.abc.store import RangeByteRequest
+
+    ranges: dict[tuple[int, ...], ByteRange] = {}
+    items: list[tuple[Any, ByteRange | None]] = []
+    for item in batch:
+        chunks_per_shard = _chunks_per_shard(codec, item)
+        br = ranges.get(chunks_per_shard)
+        if br is None:
+            # private: the index's size and place follow its codecs, which zarr exposes through no public call
+            req = codec._shard_index_byte_range(chunks_per_shard)
+            br = ranges[chunks_per_shard] = (
+                ByteRange("range", req.start, req.end)
+                if isinstance(req, RangeByteRequest)
+                else ByteRange("suffix", req.suffix)
+            )
+        items.append((item[0], br))
+    return items
+
+
+def _chunks_per_shard(codec: ShardingCodec, item: BatchItem) -> tuple[int, ...]:
+    return tuple(s // c for s, c in zip(item[1].shape, codec.chunk_shape))
+
+
 def read_shard_indexes(
     codec: ShardingCodec, batch: list[BatchItem], fetch: Fetcher
 ) -> list[np.ndarray | None]:
     """Every shard's index table (``offsets_and_lengths``; ``None`` for a missing shard) in one batched read."""
-    from zarr.abc.store import RangeByteRequest
     from zarr.core.buffer.cpu import Buffer as CPUBuffer
 
-    per_shard = [tuple(s // c for s, c in zip(item[1].shape, codec.chunk_shape)) for item in batch]
-    ranges: dict[tuple[int, ...], ByteRange] = {}
-    for chunks_per_shard in set(per_shard):
-        # private: the index's size and place follow its codecs, which zarr exposes through no public call
-        req = codec._shard_index_byte_range(chunks_per_shard)
-        ranges[chunks_per_shard] = (
-            ByteRange("range", req.start, req.end)
-            if isinstance(req, RangeByteRequest)
-            else ByteRange("suffix", req.suffix)
-        )
-    staged = fetch(
-        [(item[0], ranges[shape_in_chunks]) for item, shape_in_chunks in zip(batch, per_shard)], False
-    )
+    staged = fetch(shard_index_reads(codec, batch), False)
     try:
         tables: list[np.ndarray | None] = []
-        for i, chunks_per_shard in enumerate(per_shard):
+        for i, item in enumerate(batch):
             view = staged.view(i)
             if view is None:
                 tables.append(None)
                 continue
             # private: decoding an index (its codecs, its size check) has no public zarr call
-            index = codec._decode_shard_index_sync(CPUBuffer.from_array_like(view.copy()), chunks_per_shard)
+            index = codec._decode_shard_index_sync(
+                CPUBuffer.from_array_like(view.copy()), _chunks_per_shard(codec, item)
+            )
             tables.append(index.offsets_and_lengths)
     finally:
         staged.release()
@@ -513,14 +570,31 @@ def _members(plan: ShardReadPlan, w: range, staged: staging.Staged) -> tuple[sta
     return sub, np.arange(lo, hi, dtype=np.int64)
 
 
-def read_shards(
-    codec: ShardingCodec, batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
-) -> tuple[GetResult, ...]:
-    """Read the inner chunks a selection touches in each shard, coalesced into few reads per shard,
-    decode them window by window, and place them in ``out``."""
+@dataclasses.dataclass
+class ShardRead:
+    """A planned read of a batch of shards: the inner chunks it touches, the coalesced byte ranges
+    that hold them (:func:`gdsstore.gpu.plan.plan_shard_reads`) and how they are decoded and placed."""
+
+    tables: list[np.ndarray | None]
+    shards: list[InnerChunks | None]
+    plan: ShardReadPlan
+    chain: CodecChain
+    inner_spec: ArraySpec
+    layout: Layout | None  # set: device output, placed by the scatter kernel
+    getters: list[Any]  # the byte getter of each coalesced read
+
+    def range_reads(self) -> list[tuple[Any, ByteRange]]:
+        """Every coalesced read as ``(byte getter, byte range)``."""
+        starts, stops = self.plan.read_start.tolist(), self.plan.read_stop.tolist()
+        return [(g, ByteRange("range", a, b)) for g, a, b in zip(self.getters, starts, stops)]
+
+
+def plan_shard_read(
+    codec: ShardingCodec, batch: list[BatchItem], drop_axes: tuple[int, ...], tables: list[np.ndarray | None]
+) -> ShardRead:
+    """Plan the inner-chunk reads of ``batch`` from its shards' index ``tables``."""
     spec0 = batch[0][1]
     device = is_device_spec(spec0)
-    tables = read_shard_indexes(codec, batch, fetch)
     # private: the inner codecs evolved for the inner chunk spec; zarr has no public accessor
     chain = CodecChain.of(codec._get_inner_chunk_transform(spec0).codecs)
     inner_spec = inner_chunk_spec(codec, spec0)
@@ -541,19 +615,42 @@ def read_shards(
         shards, tables, config.sharding_coalesce_max_gap_bytes, config.sharding_coalesce_max_bytes
     )
     getters = [batch[i][0] for i in plan.read_item.tolist()]
-    member = raw_nbytes(inner_spec)
-    windows = read_windows(plan.window_nbytes(member), chain, device, member)
-    on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
+    return ShardRead(tables, shards, plan, chain, inner_spec, layout, getters)
+
+
+def read_shards(
+    codec: ShardingCodec, batch: list[BatchItem], out: NDBuffer, drop_axes: tuple[int, ...], fetch: Fetcher
+) -> tuple[GetResult, ...]:
+    """Read the inner chunks a selection touches in each shard, coalesced into few reads per shard,
+    decode them window by window, and place them in ``out``."""
+    tables = read_shard_indexes(codec, batch, fetch)
+    return run_shard_read(codec, plan_shard_read(codec, batch, drop_axes, tables), batch, out, drop_axes, fetch)
+
+
+def run_shard_read(
+    codec: ShardingCodec,
+    sr: ShardRead,
+    batch: list[BatchItem],
+    out: NDBuffer,
+    drop_axes: tuple[int, ...],
+    fetch: Fetcher,
+) -> tuple[GetResult, ...]:
+    """Fetch, decode and place the inner chunks of a planned shard read, window by window."""
+    device = is_device_spec(batch[0][1])
+    plan = sr.plan
+    member = raw_nbytes(sr.inner_spec)
+    windows = read_windows(plan.window_nbytes(member), sr.chain, device, member)
+    on_gpu = output_device(out) if sr.layout is not None and sr.chain.device_staged() else None
 
     def read(w: range) -> staging.Staged:
         sl = slice(w.start, w.stop)
-        return fetch.ranges(getters[sl], plan.read_start[sl], plan.read_stop[sl], device, on_gpu)
+        return fetch.ranges(sr.getters[sl], plan.read_start[sl], plan.read_stop[sl], device, on_gpu)
 
-    if layout is not None:
-        _scatter_shards(plan, shards, chain, inner_spec, layout, batch, out, windows, read)
+    if sr.layout is not None:
+        _scatter_shards(plan, sr.shards, sr.chain, sr.inner_spec, sr.layout, batch, out, windows, read)
     else:
-        _assemble_shards(codec, plan, shards, chain, batch, out, drop_axes, windows, read, device)
-    return tuple(GetResult(status="missing" if t is None else "present") for t in tables)
+        _assemble_shards(codec, plan, sr.shards, sr.chain, batch, out, drop_axes, windows, read, device)
+    return tuple(GetResult(status="missing" if t is None else "present") for t in sr.tables)
 
 
 def _scatter_shards(

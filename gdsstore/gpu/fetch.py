@@ -4,12 +4,11 @@
   engine's batched ``preadv`` (no size lookups where sizes are known), on the GPU through the bounce
   ring when the plan says so;
 - :class:`StoreFetcher`: any other zarr store, through the byte getters' async ``get`` run
-  concurrently on the caller's event loop.
+  concurrently on the caller's event loop before the executor's thread runs (it never waits for the loop).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -152,33 +151,55 @@ def _to_zarr_request(br: ByteRange | None) -> Any:
 
 
 class StoreFetcher(Fetcher):
-    """Fetches through the byte getters' async ``get`` on the caller's event loop (any zarr store)."""
+    """Fetches through the byte getters' async ``get`` (any zarr store), on the event loop, before the
+    executor runs: :meth:`load` awaits the reads a plan step needs, and the executor's calls are then
+    served from what was loaded.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    Why not wait for the loop from the executor's thread: that thread is one of the loop's default
+    executor (zarr's pool), and the stores' ``get`` coroutines need threads of that same pool (zarr's
+    ``LocalStore``, fsspec's sync filesystems); with as many reads at once as the pool has threads,
+    each would wait for a thread that is waiting for it.
+    """
 
-    async def _get_all(self, items: list[tuple[Any, ByteRange | None]]) -> list[Any]:
+    def __init__(self) -> None:
+        self._loaded: dict[tuple[int, str, int, int | None], np.ndarray | None] = {}
+
+    @staticmethod
+    def _key(getter: Any, br: ByteRange | None) -> tuple[int, str, int, int | None]:
+        # the batch holds its byte getters for the whole read: their ids name them
+        return (id(getter), "", 0, None) if br is None else (id(getter), br.kind, br.start, br.end)
+
+    async def load(self, items: Sequence[tuple[Any, ByteRange | None]]) -> None:
+        """Read ``items`` concurrently on the running loop (``async.concurrency`` at a time) and keep
+        their bytes (``None``: missing) for the executor's calls."""
         from zarr.core.buffer.cpu import numpy_buffer_prototype
         from zarr.core.common import concurrent_map
         from zarr.core.config import config as zarr_config
 
         proto = numpy_buffer_prototype()
-        return await concurrent_map(
+        bufs = await concurrent_map(
             [(getter, _to_zarr_request(br)) for getter, br in items],
             lambda getter, req: getter.get(prototype=proto, byte_range=req),
             zarr_config.get("async.concurrency"),
         )
+        for (getter, br), buf in zip(items, bufs):
+            self._loaded[self._key(getter, br)] = None if buf is None else buf.as_numpy_array()
 
     def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> staging.Staged:
-        bufs = asyncio.run_coroutine_threadsafe(self._get_all(items), self.loop).result()
-        return staging.stage_from_host_buffers(
-            [None if b is None else b.as_numpy_array() for b in bufs], pinned=pinned
-        )
+        try:
+            bufs = [self._loaded[self._key(getter, br)] for getter, br in items]
+        except KeyError as exc:
+            raise RuntimeError(
+                f"StoreFetcher: {exc.args[0]!r} was not loaded before the executor asked for it "
+                "(a bug in gdsstore's pipeline: please report it)"
+            ) from None
+        return staging.stage_from_host_buffers(bufs, pinned=pinned)
 
 
-def fetcher_for(getters: Sequence[Any], loop: asyncio.AbstractEventLoop) -> Fetcher:
-    """The engine when every byte getter is a path of one ``GDSStore``, else the store's ``get``."""
+def fetcher_for(getters: Sequence[Any]) -> Fetcher:
+    """The engine when every byte getter is a path of one ``GDSStore``, else the store's ``get``
+    (:class:`StoreFetcher`: its reads are loaded on the event loop before the executor runs)."""
     backend = backend_of(getters[0])
     if backend is not None and all(backend_of(g) is backend for g in getters):
         return EngineFetcher(backend)
-    return StoreFetcher(loop)
+    return StoreFetcher()

@@ -42,13 +42,14 @@ __all__ = ["GDSCodecPipeline"]
 
 
 def _upgrade(codecs: Iterable[Codec]) -> list[Codec]:
-    """zarr's codecs swapped for gdsstore's GPU-capable equivalents (loaded only when one is there)."""
-    from zarr.codecs import Crc32cCodec, GzipCodec, ShardingCodec, ZstdCodec
+    """zarr's codecs swapped for gdsstore's GPU-capable equivalents (loaded only when one is there): the
+    pipeline's copies; the array's metadata keeps zarr's own."""
+    from zarr.codecs import BloscCodec, Crc32cCodec, GzipCodec, ShardingCodec, ZstdCodec
     from zarr.codecs.numcodecs import LZ4, Zstd
 
     codecs = list(codecs)
     if not any(
-        isinstance(c, Crc32cCodec | GzipCodec | ShardingCodec | ZstdCodec | LZ4 | Zstd) for c in codecs
+        isinstance(c, BloscCodec | Crc32cCodec | GzipCodec | ShardingCodec | ZstdCodec | LZ4 | Zstd) for c in codecs
     ):
         return codecs
     from gdsstore.gpu.codecs import upgrade
@@ -184,12 +185,14 @@ class GDSCodecPipeline(CodecPipeline):
             _trace.record("read-plan", "zarr-pipeline", reason, 0, 0.0)
             return await self.delegate.read(batch, out, drop_axes)
         from gdsstore.gpu import execute
-        from gdsstore.gpu.fetch import fetcher_for
+        from gdsstore.gpu.fetch import StoreFetcher, fetcher_for
 
-        fetch = fetcher_for([item[0] for item in batch], asyncio.get_running_loop())
+        fetch = fetcher_for([item[0] for item in batch])
+        sharding = self.delegate.array_bytes_codec
+        codecs = self.delegate.codecs if plan == "chunks" else (sharding,)
+        if isinstance(fetch, StoreFetcher):  # awaited on the loop, step by step: see read_loaded
+            return await execute.read_loaded(plan, codecs, batch, out, drop_axes, fetch)
         run = execute.one_call
         if plan == "chunks":
-            codecs = self.delegate.codecs
             return await asyncio.to_thread(run, execute.read_chunks, codecs, batch, out, drop_axes, fetch)
-        sharding = self.delegate.array_bytes_codec
         return await asyncio.to_thread(run, execute.read_shards, sharding, batch, out, drop_axes, fetch)

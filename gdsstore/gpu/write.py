@@ -246,9 +246,12 @@ def _all_zero(buf: Any) -> bool:
 
 def encode_or_elide(transform: Any, array: Any, spec: ArraySpec) -> Any:
     """zarr's ``encode_or_elide_chunk`` for one host chunk: ``None`` when the chunk is empty (see
-    :func:`is_empty`), else its encoded bytes. With an all-zero fill value the emptiness check runs
-    on the contiguous bytes the array-to-bytes codec made anyway, instead of on the strided view."""
-    if spec.config.write_empty_chunks or not _zero_fill(spec):
+    :func:`is_empty`), else its encoded bytes. With an all-zero fill value and a ``bytes`` codec, the
+    emptiness check runs on the contiguous bytes that codec made anyway, instead of on the strided view
+    (other array-to-bytes codecs, such as a zarr v2 chunk's with its compressor, do not make raw bytes)."""
+    from zarr.codecs import BytesCodec
+
+    if spec.config.write_empty_chunks or not _zero_fill(spec) or not isinstance(transform._ab_codec, BytesCodec):
         return None if is_empty(array, spec) else transform.encode_chunk(array, spec)
     aa_specs, ab_spec = transform._resolve_specs(spec)
     data = array
