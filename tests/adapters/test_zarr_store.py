@@ -154,8 +154,9 @@ class TestGDSStoreHost(StoreTests[GDSStore, cpu.Buffer]):
                 store.get_ranges("nope", [RangeByteRequest(0, 1)], prototype=default_buffer_prototype())
             )
         assert ei.group_contains(FileNotFoundError)
-        with pytest.raises(BaseExceptionGroup):
+        with pytest.raises(BaseExceptionGroup) as ei:
             store.get_ranges_sync("nope", [None], prototype=default_buffer_prototype())
+        assert ei.group_contains(FileNotFoundError)
 
     async def test_get_partial_values_missing_and_repeated(self, store: GDSStore) -> None:
         await store.set("a", cpu.Buffer.from_bytes(b"0123456789"))

@@ -119,10 +119,12 @@ class _SlotSink:
     piece=st.sampled_from([4096, 8192, 65536]),
     threads=st.integers(1, 4),
 )
-def test_read_batch_through_slots_equals_read_batch_in_place(
+def test_read_batch_through_slots_and_in_place_read_the_files(
     files: tuple[list[str], list[bytes]], data: st.DataObject, piece: int, threads: int
 ) -> None:
-    """Reads cut at piece boundaries, several per slot, land exactly where read_batch puts them."""
+    """Reads cut at piece boundaries, several per slot, land where the reference says: each read's bytes
+    sliced from its file's contents (short at the end of the file, -1 for a missing file), in place and
+    through slots alike."""
     paths, datas = files
     n = data.draw(st.integers(0, 12))
     which = [data.draw(st.integers(0, len(paths) - 1)) for _ in range(n)]
@@ -131,26 +133,39 @@ def test_read_batch_through_slots_equals_read_batch_in_place(
         flen = len(datas[w]) if w < len(datas) else 10
         o = data.draw(st.integers(0, flen + 5))
         offs.append(o)
-        sizes.append(data.draw(st.integers(-1, 30_000)))
+        sizes.append(data.draw(st.one_of(st.sampled_from([-1, 0]), st.integers(1, 30_000))))
     offsets = np.array(offs, dtype=np.int64)
     sz = np.array(sizes, dtype=np.int64)
     pad = data.draw(st.integers(0, 3000))
     dst = (np.cumsum(sz.clip(0) + pad) - (sz.clip(0) + pad)).astype(np.int64)
     total = int((dst + sz.clip(0)).max()) if n else 0
     ps = [paths[w] for w in which]
-    ref = np.zeros(max(total, 1), np.uint8)
-    want = batch.read_batch(ps, offsets, sz, ref, dst, threads)
+    # the reference: each file's bytes, sliced
+    want = [_expected_read(datas, w, o, s) for w, o, s in zip(which, offs, sizes)]
+    in_place = np.zeros(max(total, 1), np.uint8)
+    got_in_place = batch.read_batch(ps, offsets, sz, in_place, dst, threads)
     out = np.zeros(max(total, 1), np.uint8)
     sink = _SlotSink(out, piece)
     got = batch.read_batch(ps, offsets, sz, sink, dst, threads)
-    assert got.tolist() == want.tolist()
+    expected_counts = [-1 if b is None else len(b) for b in want]
+    assert got.tolist() == expected_counts and got_in_place.tolist() == expected_counts
     assert sink.open == 0  # every slot went back
-    for i in range(n):
-        if got[i] > 0:
+    for i, b in enumerate(want):
+        if b:
             a = int(dst[i])
-            assert bytes(out[a : a + int(got[i])]) == bytes(ref[a : a + int(got[i])])
+            assert bytes(out[a : a + len(b)]) == b and bytes(in_place[a : a + len(b)]) == b
     assert all(hi - lo <= piece for _, lo, hi in sink.flushed)
     assert len({base for base, _, _ in sink.flushed}) == len(sink.flushed)  # one copy per piece
+
+
+def _expected_read(datas: list[bytes], which: int, offset: int, size: int) -> bytes | None:
+    """What a read of ``size`` bytes at ``offset`` of file ``which`` gives (``None``: the file is missing;
+    a read of no bytes is skipped, the file not even looked at)."""
+    if size <= 0:
+        return b""
+    if which >= len(datas):
+        return None
+    return datas[which][offset : offset + size]
 
 
 def test_read_batch_through_slots_checks_and_piece_size(files: tuple[list[str], list[bytes]]) -> None:

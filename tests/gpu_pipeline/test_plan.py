@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from zarr.core.chunk_grids import ChunkGrid
 from zarr.core.indexing import get_indexer
 
-from gdsstore.engine.ranges import coalesce_ranges
 from gdsstore.gpu import plan
 from gdsstore.gpu.memory import WINDOW_SHARE
 
@@ -262,8 +261,13 @@ def _index_table(
 
 
 @settings(max_examples=40, deadline=None)
-@given(case=_grid_and_selection(), seed=st.integers(0, 2**16), gap=st.sampled_from([0, 8, 1 << 20]))
-def test_shard_plan_assembles_the_selection(case: Any, seed: int, gap: int) -> None:
+@given(
+    case=_grid_and_selection(),
+    seed=st.integers(0, 2**16),
+    gap=st.sampled_from([0, 8, 1 << 20]),
+    max_bytes=st.sampled_from([64, 300, 1 << 20]),
+)
+def test_shard_plan_assembles_the_selection(case: Any, seed: int, gap: int, max_bytes: int) -> None:
     """A sharded array end to end on the plan alone: shards of 2x2 inner chunks (one shard missing),
     inner chunks stored at shuffled offsets, some absent; reads sliced out of each shard's bytes."""
     inner_shape, _, sel = case
@@ -297,8 +301,8 @@ def test_shard_plan_assembles_the_selection(case: Any, seed: int, gap: int) -> N
     out_sels = [p.out_selection for p in proj]
     start, count, step = plan.slice_arrays([p.chunk_selection for p in proj], [shard_shape] * len(proj))
     shards = [plan.inner_chunks_of_slices(start[i], count[i], step[i], inner_shape) for i in range(len(proj))]
-    reads = plan.plan_shard_reads(shards, tables, gap, 1 << 20)
-    _check_reads_against_coalesce(reads, shards, tables, gap)
+    reads = plan.plan_shard_reads(shards, tables, gap, max_bytes)
+    _check_reads(reads, shards, tables, gap, max_bytes)
     geometry, fills = plan.shard_geometry(shards, reads, out_sels, (out.shape, out.strides))
     if fills is not None:
         _emulate_scatter((fills[0], fills[1] + out.ctypes.data, *fills[2:]), "i4", FILL)
@@ -326,11 +330,24 @@ def _inner_out_regions(p: Any, inner_shape: tuple[int, ...]) -> list[tuple[tuple
     return regions
 
 
-def _check_reads_against_coalesce(
-    reads: plan.ShardReadPlan, shards: list[Any], tables: list[np.ndarray | None], gap: int
+def _reference_reads(ranges: list[tuple[int, int]], gap: int, max_bytes: int) -> list[tuple[int, int]]:
+    """The reads a shard's ranges need, as the sharding settings define them: in offset order, a range joins
+    the read before it when it starts at most ``gap`` bytes after that read's end and the joined read spans
+    at most ``max_bytes``; otherwise it starts a read of its own."""
+    reads: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if reads and a - reads[-1][1] <= gap and max(b, reads[-1][1]) - reads[-1][0] <= max_bytes:
+            reads[-1][1] = max(reads[-1][1], b)
+        else:
+            reads.append([a, b])
+    return [(a, b) for a, b in reads]
+
+
+def _check_reads(
+    reads: plan.ShardReadPlan, shards: list[Any], tables: list[np.ndarray | None], gap: int, max_bytes: int
 ) -> None:
-    """Per shard, the reads are exactly coalesce_ranges' groups of the present inner chunks' ranges,
-    and each member points at its own index entry."""
+    """Per shard, the reads are the reference's for the present inner chunks' ranges, no joined read spans
+    more than ``max_bytes``, and each member points at its own index entry inside its read."""
     for i, (ic, table) in enumerate(zip(shards, tables)):
         mine = reads.member_of[i]
         if table is None:
@@ -348,25 +365,52 @@ def _check_reads_against_coalesce(
             r = int(reads.read[m])
             assert reads.read_item[r] == i and reads.row[m] == row
             assert int(reads.read_start[r] + reads.offset[m]) == a and int(reads.nbytes[m]) == n
-        groups = coalesce_ranges(ranges, gap, 1 << 20)
-        got = [
+            assert a + n <= int(reads.read_stop[r])
+        got = sorted(
             (int(a), int(b))
             for a, b, it in zip(reads.read_start, reads.read_stop, reads.read_item)
             if it == i
-        ]
-        assert got == [(a, b) for a, b, _ in groups]
+        )
+        assert got == _reference_reads(ranges, gap, max_bytes)
+        for a, b in got:  # a read longer than the bound is one range alone
+            assert b - a <= max_bytes or sum(1 for x, y in ranges if a <= x and y <= b) == 1
     assert np.all(np.diff(reads.read) >= 0)  # members grouped by read
     assert reads.bounds[-1] == len(reads.item)
 
 
+def _fewest_windows(sizes: list[int], limit: int) -> int:
+    """The fewest consecutive windows of at most ``limit`` bytes (an item larger than it alone), by dynamic
+    programming over every cut: ``best[j]`` windows cover the first ``j`` items."""
+    best = [0] + [len(sizes) + 1] * len(sizes)
+    for j in range(1, len(sizes) + 1):
+        for i in range(j):
+            if j - i == 1 or sum(sizes[i:j]) <= limit:
+                best[j] = min(best[j], best[i] + 1)
+    return best[len(sizes)]
+
+
+def _greedy_largest(sizes: list[int], limit: int) -> int:
+    """The largest window of a greedy cut: fill each window until the next item would overflow it."""
+    largest, acc, count = 0, 0, 0
+    for s in sizes:
+        if count and acc + s > limit:
+            largest, acc, count = max(largest, acc), 0, 0
+        acc, count = acc + s, count + 1
+    return max(largest, acc)
+
+
 @given(sizes=st.lists(st.integers(0, 100), max_size=30), limit=st.integers(1, 300))
-def test_split_windows_are_as_few_as_greedy_and_no_larger(sizes: list[int], limit: int) -> None:
-    """The windows are of about equal bytes, never more of them than a greedy cut, never a larger one."""
+def test_split_windows_are_as_few_as_possible_and_no_larger_than_greedy(sizes: list[int], limit: int) -> None:
+    """The windows are of about equal bytes: as few as any cut within the limit allows, never a larger one
+    than a greedy cut makes."""
     windows = plan.split_windows(sizes, limit)
-    greedy = plan._greedy_windows(sizes, limit)
-    assert len(windows) == len(greedy)
-    largest = max((sum(sizes[i] for i in w) for w in greedy), default=0)
-    assert max((sum(sizes[i] for i in w) for w in windows), default=0) <= largest
+    assert len(windows) == _fewest_windows(sizes, limit)
+    assert max((sum(sizes[i] for i in w) for w in windows), default=0) <= _greedy_largest(sizes, limit)
+
+
+def test_split_windows_even_out_where_greedy_would_not() -> None:
+    """Six items of 10 bytes under a limit of 50: a greedy cut makes 50 + 10, the windows here 30 + 30."""
+    assert plan.split_windows([10] * 6, 50) == [range(0, 3), range(3, 6)]
 
 
 def test_a_read_that_fits_alone_is_one_window() -> None:

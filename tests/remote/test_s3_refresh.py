@@ -77,6 +77,7 @@ def _new_key(iam: Any) -> dict[str, str]:
 
 @pytest.mark.skipif(not core.available(), reason=f"native core not built: {core.unavailable_reason()}")
 def test_core_reads_sign_with_refreshed_credentials(iam_moto: tuple[str, dict[str, Any]]) -> None:
+    import botocore.exceptions
     import botocore.session
 
     route = "core"
@@ -103,7 +104,7 @@ def test_core_reads_sign_with_refreshed_credentials(iam_moto: tuple[str, dict[st
     # The deleted key is refused: the second read did not pass by being unchecked.
     bad = botocore.session.Session().create_client(
         "s3", aws_access_key_id=first["key"], aws_secret_access_key=first["secret"], **kw)
-    with pytest.raises(Exception, match=r"InvalidAccessKeyId|Forbidden|403|AccessDenied"):
+    with pytest.raises(botocore.exceptions.ClientError, match=r"InvalidAccessKeyId|Forbidden|403|AccessDenied"):
         bad.get_object(Bucket="refresh", Key=f"{route}.bin")
 
 
