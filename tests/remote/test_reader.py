@@ -117,7 +117,7 @@ def test_policy_from_settings_follows_config() -> None:
     with gdsstore.config.set({"remote.max_attempts": 7, "remote.retry_status": "500, 503"}):
         p = RetryPolicy.from_settings()
     assert p.max_attempts == 7 and p.retry_status == (500, 503)
-    with gdsstore.config.set({"remote.max_attempts": 0}), pytest.raises(ValueError, match=r"remote\.max_attempts"):
+    with pytest.raises(ValueError, match=r"remote\.max_attempts"), gdsstore.config.set({"remote.max_attempts": 0}):
         RetryPolicy.from_settings()
 
 

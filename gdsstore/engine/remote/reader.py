@@ -15,6 +15,7 @@ therefore fails loudly (:class:`RangeNotSupportedError`) and never yields wrong 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -49,6 +50,23 @@ __all__ = [
     "read_exact",
     "split_ranges",
 ]
+
+
+#: What to do about a server that answers range requests with the whole object.
+RANGE_FIX = (
+    "this server does not support HTTP range requests (python -m http.server does not): read whole objects "
+    "(offset 0, f.size bytes: one request without a Range header), or serve the data with a server that "
+    "supports ranges (nginx, Apache, caddy, an object store)"
+)
+
+
+def with_range_fix(exc: RangeNotSupportedError) -> RangeNotSupportedError:
+    """``exc`` with :data:`RANGE_FIX` added (once) to its message."""
+    if RANGE_FIX in str(exc):
+        return exc
+    out = RangeNotSupportedError(f"{exc}; {RANGE_FIX}")
+    out.__cause__ = exc
+    return out
 
 
 def split_ranges(offset: int, nbytes: int, task_size: int) -> list[RangeRequest]:
@@ -137,7 +155,7 @@ def check_range_response(
         if not whole:
             raise RangeNotSupportedError(
                 f"{what}: the server ignored the Range header (200 with the whole object for {req.header}); "
-                "partial reads need a server that supports range requests"
+                + RANGE_FIX
             )
         if length is not None and length != size:
             raise RangeMismatchError(f"{what}: 200 with Content-Length {length} for an object of {size} bytes")
@@ -173,8 +191,7 @@ def check_first_response(
     if status == 200:
         if offset:
             raise RangeNotSupportedError(
-                f"{what}: the server ignored the Range header (200 with the whole object); "
-                "partial reads need a server that supports range requests"
+                f"{what}: the server ignored the Range header (200 with the whole object); " + RANGE_FIX
             )
         if length is None:
             raise RangeMismatchError(f"{what}: 200 without Content-Length: the object's size is unknown")
@@ -339,7 +356,13 @@ class RemoteFile(BaseFile):
         if target is not None:
             d = policy.Decision(d.route, f"{transport.reason}; {d.reason}")
         ranges = split_ranges(offset, avail, policy.remote_range_size(avail, s))
-        return self._run(b, ranges, offset, s, self._traced(d, b), core_target=target)
+        traced = self._traced(d, b)
+        first = self._run(b, ranges, offset, s, traced, core_target=target)
+        if offset == 0 and avail == self._size and len(ranges) > 1:
+            # The whole object, asked in ranges: a server that ignores Range still serves it in one request.
+            return _RangeFallback(first, lambda: self._run(b, [RangeRequest(0, avail)], 0, s, traced,
+                                                           core_target=target))
+        return _RangeFallback(first, None)
 
     def _transport(self, s: policy.Settings) -> tuple[policy.Decision, CoreTarget | None]:
         """Who fetches this read's ranges (the policy's decision, as for a wave) and, for the native core,
@@ -455,6 +478,46 @@ class RemoteFile(BaseFile):
         return req.nbytes if taken else self._fetch(req, retry, landing, failed)
 
 
+class _RangeFallback(Future[int]):
+    """The future of a read whose server may ignore ``Range``: its :class:`RangeNotSupportedError` carries
+    :data:`RANGE_FIX`, or, where ``whole`` is given (the read is the whole object), ``whole()`` reads it in
+    one request instead. ``result()`` runs the reads' pieces not yet started in the calling thread first,
+    as the engine's futures do, so a wait never depends on a free pool worker."""
+
+    def __init__(self, first: Future[int], whole: Callable[[], Future[int]] | None) -> None:
+        super().__init__()
+        self.set_running_or_notify_cancel()
+        self._first, self._whole = first, whole
+        self._second: Future[int] | None = None
+        first.add_done_callback(self._first_done)
+
+    def _first_done(self, f: Future[int]) -> None:
+        exc = f.exception()
+        if isinstance(exc, RangeNotSupportedError) and self._whole is not None:
+            try:
+                self._second = self._whole()
+            except BaseException as again:  # handed to the caller through the future
+                self.set_exception(again)
+                return
+            self._second.add_done_callback(self._settle)
+            return
+        self._settle(f)
+
+    def _settle(self, f: Future[int]) -> None:
+        exc = f.exception()
+        if exc is None:
+            self.set_result(f.result())
+        else:
+            self.set_exception(with_range_fix(exc) if isinstance(exc, RangeNotSupportedError) else exc)
+
+    def result(self, timeout: float | None = None) -> int:
+        for inner in (self._first, self._second):
+            if inner is not None and not inner.done():
+                with contextlib.suppress(BaseException):
+                    inner.result(timeout)  # drains its pieces here
+        return super().result(timeout)
+
+
 #: The native core's ``(store, base URL for messages, object path)`` of one object.
 CoreTarget = tuple[Any, str, str]
 
@@ -547,7 +610,8 @@ def get_object(
         nbytes = max(0, end - offset)
         if first.nbytes > nbytes:
             raise RangeNotSupportedError(
-                f"{what}: the server sent {first.nbytes} bytes for a {nbytes}-byte range (it ignored the Range header)"
+                f"{what}: the server sent {first.nbytes} bytes for a {nbytes}-byte range (it ignored the Range "
+                f"header); {RANGE_FIX}"
             )
         buf = alloc(nbytes)
         b = as_io_buffer(buf, writable=True, where="Backend.get()")
