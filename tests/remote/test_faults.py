@@ -54,14 +54,11 @@ def test_gives_up_after_max_attempts(srv: FaultServer, mode: str) -> None:
     with gdsstore.config.set({"remote.timeout": 0.3, "remote.concurrency": 1}):
         with gdsstore.open(srv.url("obj.bin", mode, "always")) as f:
             buf = np.full(f.size, FILL, "u1")
-            t0 = time.perf_counter()
             with pytest.raises(RemoteIOError, match=r"failed after 4 attempt\(s\) \(remote\.max_attempts=4\)"):
                 f.read(buf)
-            elapsed = time.perf_counter() - t0
     no_wrong_bytes(buf)
     # One range used its 4 attempts; the others stopped instead of retrying too (fail fast).
     assert ranged_gets(srv, mode) == 4
-    assert elapsed < 4 * 0.3 + 2
 
 
 def test_retry_resumes_where_the_body_broke(srv: FaultServer) -> None:
@@ -126,12 +123,11 @@ def test_closed_port_fails_fast() -> None:
 
 
 def test_silent_server_times_out(blackhole: Blackhole) -> None:
+    before = len(blackhole._conns)
     with gdsstore.config.set({"remote.connect_timeout": 0.3, "remote.timeout": 0.3, "remote.max_attempts": 2}):
-        t0 = time.perf_counter()
         with pytest.raises(RemoteIOError, match=r"timed out.*|Timeout"):
             gdsstore.open(f"http://127.0.0.1:{blackhole.port}/x.bin")
-        elapsed = time.perf_counter() - t0
-    assert 0.5 < elapsed < 2 * 0.3 + 1.5
+    assert len(blackhole._conns) - before == 2  # each attempt connected, waited for the timeout, gave up
 
 
 BIG = payload(6 << 20, seed=5)

