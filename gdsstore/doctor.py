@@ -108,13 +108,23 @@ def _cufile() -> dict[str, Any]:
     }
 
 
+#: Where the native core comes from (it is a wheel of its own, built from native/).
+_CORE_HINT = "build and install it with `bash scripts/build_core.sh` in a clone of gdsstore (docs/install.md)"
+
+
 def _native_core(s: policy.Settings | None) -> dict[str, Any]:
     """Whether the native core (``gdsstore_core``) loads, its version and file, and what that changes."""
     from gdsstore.engine.remote import core
 
     info: dict[str, Any] = {"installed": core.available()}
     if not info["installed"]:
-        info["reason"] = core.unavailable_reason()
+        try:  # the trace says "not installed"; the doctor gives the import error and the way to build it
+            import gdsstore_core
+        except ImportError as exc:
+            detail = f"{type(exc).__name__}: {exc}"
+        else:
+            detail = "it imports now"
+        info["reason"] = f"{core.unavailable_reason()}: {detail}; {_CORE_HINT}"
         info["effect"] = ("HTTP(S) and S3 waves go through the pure-Python transports (urllib3, botocore: one "
                           "request per object, the GIL held for each); local chunk batches run on Python threads")
         return info

@@ -8,6 +8,7 @@ import fsspec
 import pytest
 from servers.moto_s3 import MotoServer
 
+from gdsstore._optional import install_hint
 from gdsstore.engine import cuda
 
 # A checkout used without `pip install` (the GPU machine runs from PYTHONPATH) has no entry points,
@@ -31,7 +32,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _gpu_skip_reason() -> str | None:
     if cuda.cupy_or_none() is None:
-        return "needs a CUDA GPU: cupy is not installed (pip install \".[gpu]\" in the clone); run `pytest -m gpu` on the GPU machine"
+        return f"needs a CUDA GPU: cupy is not installed ({install_hint('cuda13')}); run `pytest -m gpu` on the GPU machine"
     if cuda.device_count() == 0:
         return "needs a CUDA GPU: cupy found no CUDA device / driver on this machine"
     return None

@@ -196,7 +196,8 @@ def _core_module() -> Any:
         try:
             import gdsstore_core
         except ImportError as exc:
-            _core_error = f"gdsstore_core not importable ({exc})"
+            _core_error = ("gdsstore_core not installed" if exc.name == "gdsstore_core"
+                           else f"gdsstore_core failed to import ({type(exc).__name__})")
         else:
             if hasattr(gdsstore_core, "read_files") and hasattr(gdsstore_core, "stat_files"):
                 _core = gdsstore_core

@@ -59,7 +59,9 @@ def device_of_pointer(ptr: int) -> int:
     """CUDA device ordinal owning ``ptr``."""
     cp = cupy_or_none()
     if cp is None:
-        raise TypeError("device memory given but CuPy is not installed (pip install gdsstore[gpu])")
+        from gdsstore._optional import install_hint
+
+        raise TypeError(f"device memory given but CuPy is not installed; {install_hint('cuda13')}")
     attrs = cp.cuda.runtime.pointerGetAttributes(ptr)
     return int(attrs.device)
 

@@ -59,7 +59,8 @@ def _import_nvcomp() -> tuple[Any, str]:
     try:
         from nvidia import nvcomp
     except Exception as exc:  # ImportError, or the shared library failing to load
-        return None, f"nvCOMP not available ({type(exc).__name__}: {exc}); pip install gdsstore[nvcomp]"
+        # A trace reason: a short phrase (the install command is in docs/install.md and gdsstore doctor).
+        return None, f"nvCOMP not available ({'not installed' if isinstance(exc, ImportError) else 'failed to load'})"
     return nvcomp, f"nvCOMP {getattr(nvcomp, '__version__', '?')}"
 
 

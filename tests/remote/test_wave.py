@@ -307,7 +307,7 @@ def test_a_wave_without_the_core_goes_through_urllib3(faults: FaultServer, objs:
     got = json.loads(out.stdout)
     assert got["md5"] == [hashlib.md5(v).hexdigest() for v in objs.values()]
     (reason,) = got["reasons"]
-    assert reason.startswith("wave: python: native core unavailable (gdsstore_core not importable"), reason
+    assert reason.startswith("wave: python: native core unavailable (gdsstore_core not installed),"), reason
     assert sum(1 for e in faults.log if e[0] == "GET") >= len(objs)
 
 

@@ -658,13 +658,9 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         with self._open_engine(backend, key, path, "GDSFileSystem.read_array()") as f:
             offset, nbytes = resolve_range(start, end, f.size)
             if device:
-                from gdsstore.engine.cuda import cupy_or_none
+                from gdsstore._optional import require
 
-                cp = cupy_or_none()
-                if cp is None:
-                    raise RuntimeError(
-                        "GDSFileSystem.read_array(): device=True needs cupy (pip install gdsstore[gpu])"
-                    )
+                cp = require("cupy", purpose="GDSFileSystem.read_array(device=True)")
                 arr = cp.empty(nbytes, dtype="u1")
             else:
                 import numpy as np

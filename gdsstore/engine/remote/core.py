@@ -62,7 +62,9 @@ def _load() -> Any:
 
                 _module = mod
             except ImportError as exc:
-                _reason = f"gdsstore_core not importable ({exc}); build it with `bash scripts/build_core.sh`"
+                # A trace reason: a short phrase (gdsstore doctor shows the import error and where to get the core).
+                _reason = ("gdsstore_core not installed" if exc.name == "gdsstore_core"
+                           else f"gdsstore_core failed to import ({type(exc).__name__})")
     return _module
 
 
