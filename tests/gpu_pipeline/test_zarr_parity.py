@@ -166,3 +166,13 @@ def test_xarray_compressor_encoding_round_trips_under_the_pipeline(tmp_path: Pat
         xr.Dataset({"var": ("x", np.arange(10.0))}).to_zarr(tmp_path / "d.zarr", encoding=encoding, consolidated=False)
         with xr.open_zarr(tmp_path / "d.zarr", consolidated=False) as ds:
             assert ds["var"].encoding["compressors"] == encoding["var"]["compressors"]
+
+
+def test_upgraded_blosc_keeps_its_open_settings() -> None:
+    """zarr leaves blosc's ``typesize`` and ``shuffle`` open until the dtype is known; the pipeline's copy too."""
+    from gdsstore.gpu import codecs as gcodecs
+
+    codec = BloscCodec(cname="lz4", clevel=3)
+    ours = gcodecs.upgrade(codec)
+    assert type(ours) is gcodecs.BloscCodec
+    assert (ours.typesize, ours.shuffle, ours.cname, ours.clevel) == (codec.typesize, codec.shuffle, codec.cname, codec.clevel)
