@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from servers.net import free_port, stop_process, wait_port
 
 import gdsstore
 from gdsstore.errors import RangeNotSupportedError
-from servers.net import free_port, stop_process, wait_port
 
 CORE = ["auto", "off"]  # through the native core where it is installed, and the pure-Python transport
 
