@@ -810,6 +810,8 @@ class GDSStore(Store):
 
     async def is_empty(self, prefix: str) -> bool:
         # docstring inherited
+        if prefix.strip("/") == "":
+            prefix = ""  # "/" is the root, as zarr's stores and its hierarchy state machine ask for it
         check_key(prefix, "GDSStore.is_empty()")
         self._check_listing("GDSStore.is_empty()")
         return await asyncio.to_thread(_is_empty, self.backend, _dir_prefix(prefix))

@@ -117,9 +117,7 @@ class _PipelineHierarchy(ZarrHierarchyStateMachine):  # type: ignore[misc]
         super().teardown()
 
 
-# (over GDSStore the machine's ``clear`` rule asks ``is_empty("/")``, which GDSStore refuses as an invalid key:
-# the store's side, issue 35's root-node item; add "gds" here once it takes what LocalStore takes)
-@pytest.mark.parametrize("kind", ["local"])
+@pytest.mark.parametrize("kind", ["gds", "local"])
 def test_hierarchy_state_machine(tmp_path: Path, kind: str) -> None:
     def machine() -> _PipelineHierarchy:
         root = tmp_path / f"m{next(_COUNTER)}"
