@@ -44,8 +44,6 @@ def _gpu_skip_reason() -> str | None:
 TIMED = (
     "tests/remote/test_wave.py::test_ten_thousand_chunks_cost_what_one_thousand_do_nginx",
     "tests/remote/test_wave.py::test_ten_thousand_chunks_cost_what_one_thousand_do_s3",
-    "tests/remote/test_s3_options.py::test_per_request_cost_does_not_grow_with_objects_read",
-    "tests/remote/test_s3_options.py::test_real_reads_of_many_objects_keep_their_speed",
     "tests/remote/test_http.py::test_nginx_throughput_is_sane",
 )
 
