@@ -37,7 +37,11 @@ def read_wave(
     ``expect[i]`` (-1: unknown) is the size the answer must have. ``if_match[i]`` (None: any): the ETag the
     object must have, sent as ``If-Match`` and checked before the body lands (kind changed). Error kinds: not_found, permission,
     changed, status, range, range_ignored, length, short, encoding, too_large, timeout, connect, io,
-    unsupported (object_store cannot take the item; read it another way), invalid, panic."""
+    tls (the server's certificate was refused: not worth another attempt),
+    unsupported (object_store cannot take the item; read it another way), invalid, panic.
+    Requests to one store wait for their answers a few at a time at first, more while the server keeps up.
+    Ctrl-C (SIGINT) stops the wave within a tick (50 ms) and raises ``KeyboardInterrupt`` once every request
+    is over: nothing writes into ``buffer`` after the call returns."""
 
 def write_objects(
     store: Store,
@@ -59,7 +63,9 @@ def write_objects(
     an object above ``threshold`` is refused, kind unsupported: object_store completes multipart uploads
     unconditionally).
     A request has ``timeout`` seconds plus one per MiB of its body. Returns ``(ETag, version id, error)`` per
-    item, error ``(kind, HTTP status or 0, message)`` or None; kinds as :func:`read_wave`'s plus exists."""
+    item, error ``(kind, HTTP status or 0, message)`` or None; kinds as :func:`read_wave`'s plus exists.
+    Ctrl-C (SIGINT) cuts the requests in flight, aborts the multipart uploads begun (never completed after
+    it) and raises ``KeyboardInterrupt``."""
 
 def versions() -> tuple[tuple[str, str], ...]: ...
 

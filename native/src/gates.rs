@@ -1,40 +1,86 @@
-//! What waves and uploads share: the two gates every request passes (the call's bound on requests in
-//! flight, then the store's on its connections, across concurrent calls), and the collection of one
-//! result per item from their tasks.
+//! What waves and uploads share: the gates every request passes (the call's bound on requests in flight,
+//! the store's on its connections across concurrent calls, then the store's ramp of requests waiting for an
+//! answer), and the collection of one result per item from their tasks.
 
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::ramp::{answer_of, Ramp, Ticket};
+use crate::stop::{interrupted, Stop};
 use crate::wave::Failure;
 
 /// The call's own bound on requests in flight, then the store's (its sockets, idle or not, across concurrent
-/// calls).
+/// calls), then its ramp; a stopped call's requests wait no more.
 #[derive(Clone)]
 pub struct Gates {
     call: Arc<Semaphore>,
     conn: Arc<Semaphore>,
+    ramp: Arc<Ramp>,
+    stop: Stop,
 }
 
-/// Held while a request is in flight.
-pub type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+/// Held while a request is in flight; `settle` tells the ramp how it went.
+pub struct Permits {
+    _call: OwnedSemaphorePermit,
+    _conn: OwnedSemaphorePermit,
+    ticket: Ticket,
+}
+
+impl Permits {
+    pub fn settle<T>(self, r: &Result<T, Failure>) {
+        self.ticket.settle(answer_of(r.as_ref().err()));
+    }
+}
 
 impl Gates {
-    pub fn new(concurrency: usize, conn: Arc<Semaphore>) -> Self {
+    pub fn new(concurrency: usize, built: &crate::store::Built, stop: Stop) -> Self {
         Gates {
             call: Arc::new(Semaphore::new(concurrency.max(1))),
-            conn,
+            conn: built.gate.clone(),
+            ramp: built.ramp.clone(),
+            stop,
+        }
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stop.is_set()
+    }
+
+    /// `f`'s result, or `interrupted()` as soon as the call is stopped (`f` is dropped).
+    pub async fn unless_stopped<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, Failure>>,
+    ) -> Result<T, Failure> {
+        tokio::select! {
+            biased;
+            _ = self.stop.wait() => Err(interrupted()),
+            r = f => r,
         }
     }
 
     pub async fn enter(&self) -> Result<Permits, Failure> {
+        tokio::select! {
+            biased;
+            _ = self.stop.wait() => Err(interrupted()),
+            p = self.places() => p,
+        }
+    }
+
+    async fn places(&self) -> Result<Permits, Failure> {
         let call = self.call.clone().acquire_owned();
         let call = call.await.map_err(|_| closed())?;
-        Ok((call, connection(&self.conn).await?))
+        let conn = connection(&self.conn).await?;
+        let ticket = self.ramp.enter().await.ok_or_else(closed)?;
+        Ok(Permits {
+            _call: call,
+            _conn: conn,
+            ticket,
+        })
     }
 }
 
-fn closed() -> Failure {
+pub fn closed() -> Failure {
     ("panic", 0, "the core's request gate closed".to_string())
 }
 

@@ -4,8 +4,10 @@
 mod gates;
 mod local;
 mod put;
+mod ramp;
 mod runtime;
 mod split;
+mod stop;
 mod store;
 mod wave;
 
@@ -157,14 +159,11 @@ fn read_wave<'py>(
     let rt = runtime::get()
         .map_err(|e| PyRuntimeError::new_err(format!("gdsstore_core: no runtime: {e}")))?;
     let read_timeout = Duration::from_secs_f64(timeout);
-    // `buf` stays alive (and the memory exported) until the wave is over.
-    let done = py.allow_threads(|| {
-        catch_unwind(AssertUnwindSafe(|| {
-            rt.block_on(wave::run(os, items, to, concurrency, read_timeout))
-        }))
-    });
-    let done = done
-        .map_err(|_| PyRuntimeError::new_err("gdsstore_core: the wave failed inside the core"))?;
+    // `buf` stays alive (and the memory exported) until the wave is over, interrupted or not.
+    let done = stop::run(py, &rt, |stop| {
+        wave::run(os, items, to, concurrency, read_timeout, stop)
+    })
+    .map_err(|_| PyRuntimeError::new_err("gdsstore_core: the wave failed inside the core"))??;
     for (i, o) in index.into_iter().zip(done) {
         outs[i] = o;
     }
@@ -396,16 +395,11 @@ fn write_objects<'py>(
     let os = store.get().map_err(PyRuntimeError::new_err)?;
     let rt = runtime::get()
         .map_err(|e| PyRuntimeError::new_err(format!("gdsstore_core: no runtime: {e}")))?;
-    // `buf` stays alive (and the memory exported) until every upload is over.
-    let done = py
-        .allow_threads(|| {
-            catch_unwind(AssertUnwindSafe(|| {
-                rt.block_on(put::run(os, items, from, plan))
-            }))
-        })
-        .map_err(|_| {
+    // `buf` stays alive (and the memory exported) until every upload is over, interrupted or not.
+    let done =
+        stop::run(py, &rt, |stop| put::run(os, items, from, plan, stop)).map_err(|_| {
             PyRuntimeError::new_err("gdsstore_core: the uploads failed inside the core")
-        })?;
+        })??;
     for (i, d) in index.into_iter().zip(done) {
         outs[i] = (d.etag, d.version, d.error);
     }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 
 use crate::gates::{collect, Gates};
+use crate::stop::Stop;
 use crate::wave::{classify, Failure, Target};
 
 /// One object: `path` gets the caller's bytes `[start, start + len)`.
@@ -81,16 +82,19 @@ async fn single(
         mode,
         ..Default::default()
     };
-    let _permits = gates.enter().await?;
+    let permits = gates.enter().await?;
     let payload = body(from, it.start, it.len);
-    timed(
+    let sent = timed(
         deadline(plan.timeout, it.len),
         store.put_opts(&it.path, payload, opts),
-    )
-    .await
+    );
+    // A stop drops the request before its body is all sent: the server keeps the old object.
+    let r = gates.unless_stopped(sent).await;
+    permits.settle(&r);
+    r
 }
 
-/// Send every part, `gates` bounding those in flight; the first failure stops the others.
+/// Send every part, `gates` bounding those in flight; the first failure (or a stop) stops the others.
 async fn parts(
     upload: &mut dyn MultipartUpload,
     gates: &Gates,
@@ -103,12 +107,18 @@ async fn parts(
     let mut failed = None;
     while at < it.len && failed.is_none() {
         let n = plan.part.min(it.len - at);
-        let permits = gates.enter().await?;
+        let permits = match gates.enter().await {
+            Ok(p) => p,
+            Err(f) => {
+                failed = Some(f);
+                break;
+            }
+        };
         let sent = upload.put_part(body(from, it.start + at, n));
         let limit = deadline(plan.timeout, n);
         tasks.spawn(async move {
             let r = timed(limit, sent).await;
-            drop(permits);
+            permits.settle(&r);
             r
         });
         at += n;
@@ -117,8 +127,16 @@ async fn parts(
         }
     }
     while failed.is_none() {
-        let Some(joined) = tasks.join_next().await else {
-            break;
+        let joined = match gates
+            .unless_stopped(async { Ok(tasks.join_next().await) })
+            .await
+        {
+            Ok(Some(joined)) => joined,
+            Ok(None) => break,
+            Err(f) => {
+                failed = Some(f);
+                break;
+            }
         };
         failed = joined_error(joined);
     }
@@ -143,12 +161,23 @@ async fn multipart(
     plan: Plan,
 ) -> Result<PutResult, Failure> {
     let mut upload = {
-        let _permits = gates.enter().await?;
-        timed(plan.timeout, store.put_multipart(&it.path)).await?
+        let permits = gates.enter().await?;
+        let r = gates
+            .unless_stopped(timed(plan.timeout, store.put_multipart(&it.path)))
+            .await;
+        permits.settle(&r);
+        r?
     };
     let res = match parts(upload.as_mut(), gates, it, from, plan).await {
+        // A stop before the completion answers aborts the upload: never published after Ctrl-C.
         Ok(()) => match gates.enter().await {
-            Ok(_permits) => timed(plan.timeout, upload.complete()).await,
+            Ok(permits) => {
+                let r = gates
+                    .unless_stopped(timed(plan.timeout, upload.complete()))
+                    .await;
+                permits.settle(&r);
+                r
+            }
             Err(f) => Err(f),
         },
         Err(f) => Err(f),
@@ -161,24 +190,35 @@ async fn multipart(
 
 /// Aborts tried per failed multipart upload: the server keeps (and bills) its parts until one succeeds.
 const ABORT_ATTEMPTS: u32 = 4;
+/// The time an abort has once the call was stopped (Ctrl-C): the caller is waiting for the interrupt.
+const ABORT_WHEN_STOPPED: Duration = Duration::from_secs(1);
 
 /// Drop the parts sent. Tried again on a transient failure (the abort often races the cancelled parts'
 /// requests, and a busy server may miss the deadline); an upload the server no longer knows is gone already.
-/// Best effort after that: a lifecycle rule cleans what a lost abort leaves.
+/// Best effort after that: a lifecycle rule cleans what a lost abort leaves. A stopped call tries once,
+/// briefly, past the gates (their places may all be held by requests being cancelled).
 async fn abort(upload: &mut dyn MultipartUpload, gates: &Gates, plan: Plan) {
+    if gates.stopped() {
+        let _ = timed(plan.timeout.min(ABORT_WHEN_STOPPED), upload.abort()).await;
+        return;
+    }
     for attempt in 0..ABORT_ATTEMPTS {
         let over = match gates.enter().await {
             Err(_) => true,
             // The permits go before the pause below.
-            Ok(_permits) => matches!(
-                timed(plan.timeout, upload.abort()).await,
-                Ok(()) | Err(("not_found" | "permission", ..))
-            ),
+            Ok(permits) => {
+                let r = timed(plan.timeout, upload.abort()).await;
+                permits.settle(&r);
+                matches!(r, Ok(()) | Err(("not_found" | "permission", ..)))
+            }
         };
         if over {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
+    }
+    if gates.stopped() {
+        let _ = timed(plan.timeout.min(ABORT_WHEN_STOPPED), upload.abort()).await;
     }
 }
 
@@ -188,9 +228,10 @@ pub async fn run(
     items: Vec<Put>,
     from: Target,
     plan: Plan,
+    stop: Stop,
 ) -> Vec<Done> {
     let n = items.len();
-    let gates = Gates::new(plan.concurrency, built.gate.clone());
+    let gates = Gates::new(plan.concurrency, &built, stop);
     let mut tasks = JoinSet::new();
     for (i, it) in items.into_iter().enumerate() {
         let store = built.store.clone();
@@ -244,7 +285,13 @@ mod tests {
         crate::store::Built {
             store: Arc::new(InMemory::new()),
             gate: Arc::new(Semaphore::new(4)),
+            ramp: crate::ramp::Ramp::new(4),
         }
+    }
+
+    /// A stop signal nobody sets.
+    fn go() -> Stop {
+        Stop::new().1
     }
 
     fn plan(create: bool) -> Plan {
@@ -292,6 +339,7 @@ mod tests {
             items,
             Target(data.as_ptr() as usize),
             plan(false),
+            go(),
         ));
         assert!(outs.iter().all(|o| o.error.is_none()));
         let get = |p: &str| {
@@ -323,9 +371,9 @@ mod tests {
             }]
         };
         let to = Target(data.as_ptr() as usize);
-        let first = rt.block_on(run(b.clone(), one(), to, plan(true)));
+        let first = rt.block_on(run(b.clone(), one(), to, plan(true), go()));
         assert!(first[0].error.is_none() && first[0].etag.is_some());
-        let second = rt.block_on(run(b.clone(), one(), to, plan(true)));
+        let second = rt.block_on(run(b.clone(), one(), to, plan(true), go()));
         assert_eq!(second[0].error.as_ref().map(|e| e.0), Some("exists"));
         let big = vec![Put {
             path: Path::from("big"),
@@ -333,7 +381,51 @@ mod tests {
             len: 20,
         }];
         let data = [1u8; 20];
-        let refused = rt.block_on(run(b, big, Target(data.as_ptr() as usize), plan(true)));
+        let refused = rt.block_on(run(
+            b,
+            big,
+            Target(data.as_ptr() as usize),
+            plan(true),
+            go(),
+        ));
         assert_eq!(refused[0].error.as_ref().map(|e| e.0), Some("unsupported"));
+    }
+
+    #[test]
+    fn a_stopped_call_publishes_nothing() {
+        let data = [3u8; 40];
+        let b = built();
+        let (switch, stop) = Stop::new();
+        switch.send(true).unwrap();
+        let items = vec![
+            Put {
+                path: Path::from("small"),
+                start: 0,
+                len: 8,
+            },
+            Put {
+                path: Path::from("parts"),
+                start: 0,
+                len: 40,
+            },
+        ];
+        let rt = rt();
+        let outs = rt.block_on(run(
+            b.clone(),
+            items,
+            Target(data.as_ptr() as usize),
+            plan(false),
+            stop,
+        ));
+        for o in &outs {
+            assert_eq!(o.error.as_ref().map(|e| e.0), Some("interrupted"));
+        }
+        for p in ["small", "parts"] {
+            assert!(
+                rt.block_on(b.store.head(&Path::from(p))).is_err(),
+                "{p} published"
+            );
+        }
+        drop(switch);
     }
 }

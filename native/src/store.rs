@@ -41,6 +41,8 @@ pub struct Store {
 pub struct Built {
     pub store: Arc<dyn ObjectStore>,
     pub gate: Arc<tokio::sync::Semaphore>,
+    /// How many of its requests wait for an answer at once (`ramp`): shared by every call on the store.
+    pub ramp: Arc<crate::ramp::Ramp>,
 }
 
 fn client_options(c: &Client) -> ClientOptions {
@@ -117,6 +119,7 @@ impl Store {
         Ok(Built {
             store: build(&self.spec, &self.client)?,
             gate: Arc::new(tokio::sync::Semaphore::new(self.client.pool_idle.max(1))),
+            ramp: crate::ramp::Ramp::new(self.client.pool_idle),
         })
     }
 

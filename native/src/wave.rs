@@ -15,6 +15,9 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::ramp::{answer_of, Ramp, Ticket};
+use crate::stop::Stop;
+
 /// One request: `range` (None: the whole object), where its body goes, and the size it must have.
 pub struct Item {
     pub path: Path,
@@ -81,9 +84,47 @@ fn http_kind(e: &(dyn std::error::Error + 'static)) -> Option<HttpErrorKind> {
     None
 }
 
+/// Every message of an error's chain, joined (object_store's own text says "error sending request" where
+/// its sources say why).
+fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        let t = err.to_string();
+        if !parts.iter().any(|p| p.contains(&t)) {
+            parts.push(t);
+        }
+        cur = err.source();
+    }
+    parts.join(": ")
+}
+
+/// A TLS failure that no retry mends (the server's certificate is not trusted, expired, for another name),
+/// named by its cause.
+fn tls_failure(e: &object_store::Error) -> Option<Failure> {
+    let text = chain_text(e);
+    let lower = text.to_ascii_lowercase();
+    let at = lower
+        .find("invalid peer certificate")
+        .or_else(|| lower.find("certificate"))?;
+    let cause = text[at..]
+        .split(": ")
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(": ");
+    Some((
+        "tls",
+        0,
+        format!("TLS: the server's certificate was refused ({cause})"),
+    ))
+}
+
 /// The kind of a failure, for Python's exception tree and retry policy.
 pub fn classify(e: &object_store::Error) -> Failure {
     use object_store::Error as E;
+    if let Some(f) = tls_failure(e) {
+        return f;
+    }
     let msg = scrub(&e.to_string());
     let (kind, status) = match e {
         E::NotFound { .. } => ("not_found", 404),
@@ -213,6 +254,7 @@ async fn fetch(
     it: Item,
     to: Target,
     read_timeout: Duration,
+    ticket: Ticket,
 ) -> Outcome {
     let opts = GetOptions {
         range: it.range.clone(),
@@ -220,16 +262,19 @@ async fn fetch(
         ..Default::default()
     };
     let mut out = Outcome::default();
-    let res = match tokio::time::timeout(read_timeout, store.get_opts(&it.path, opts)).await {
-        Err(_) => {
-            out.error = Some(fail("timeout", format!("no answer for {read_timeout:?}")));
+    let answer = match tokio::time::timeout(read_timeout, store.get_opts(&it.path, opts)).await {
+        Err(_) => Err(fail("timeout", format!("no answer for {read_timeout:?}"))),
+        Ok(Err(e)) => Err(classify(&e)),
+        Ok(Ok(res)) => Ok(res),
+    };
+    // The ramp counts requests until their answer: the body is not its business.
+    ticket.settle(answer_of(answer.as_ref().err()));
+    let res = match answer {
+        Err(f) => {
+            out.error = Some(f);
             return out;
         }
-        Ok(Err(e)) => {
-            out.error = Some(classify(&e));
-            return out;
-        }
-        Ok(Ok(res)) => res,
+        Ok(res) => res,
     };
     out.total = res.meta.size as i64;
     out.etag = res.meta.e_tag.clone();
@@ -261,6 +306,7 @@ pub async fn run(
     to: Target,
     concurrency: usize,
     read_timeout: Duration,
+    stop: Stop,
 ) -> Vec<Outcome> {
     let n = items.len();
     let concurrency = concurrency.max(1);
@@ -285,26 +331,42 @@ pub async fn run(
             queue: queue.clone(),
             store: built.store.clone(),
             conn: built.gate.clone(),
+            ramp: built.ramp.clone(),
             to,
             read_timeout,
         };
         tasks.spawn(lane.run(width));
     }
     let mut outs: Vec<Option<Outcome>> = (0..n).map(|_| None).collect();
-    while let Some(joined) = tasks.join_next().await {
-        for (i, out) in joined.unwrap_or_default() {
-            outs[i] = Some(out);
+    let mut stopped = false;
+    loop {
+        let joined = tokio::select! {
+            biased;
+            _ = stop.wait(), if !stopped => None,
+            j = tasks.join_next() => Some(j),
+        };
+        match joined {
+            Some(None) => break,
+            Some(Some(j)) => {
+                for (i, out) in j.unwrap_or_default() {
+                    outs[i] = Some(out);
+                }
+            }
+            None => {
+                // Cancelled at their next await; the loop waits until every lane is over, so none
+                // writes into the caller's buffer after the call returns.
+                tasks.abort_all();
+                stopped = true;
+            }
         }
     }
+    let lost: fn() -> Failure = if stopped {
+        crate::stop::interrupted
+    } else {
+        || fail("panic", "the request's task failed inside the core".into())
+    };
     outs.into_iter()
-        .map(|o| {
-            o.unwrap_or_else(|| {
-                failed(fail(
-                    "panic",
-                    "the request's task failed inside the core".into(),
-                ))
-            })
-        })
+        .map(|o| o.unwrap_or_else(|| failed(lost())))
         .collect()
 }
 
@@ -327,6 +389,8 @@ struct Lane {
     store: Arc<dyn ObjectStore>,
     /// The store's bound on its connections, across concurrent calls.
     conn: Arc<Semaphore>,
+    /// The store's ramp of requests waiting for an answer.
+    ramp: Arc<Ramp>,
     to: Target,
     read_timeout: Duration,
 }
@@ -341,7 +405,11 @@ impl Lane {
             Ok(permit) => permit,
             Err(f) => return (i, failed(f)),
         };
-        let fetched = fetch(self.store.clone(), it, self.to, self.read_timeout);
+        // Waiting for a place in the ramp is not the server's time: the timeouts start after it.
+        let Some(ticket) = self.ramp.enter().await else {
+            return (i, failed(crate::gates::closed()));
+        };
+        let fetched = fetch(self.store.clone(), it, self.to, self.read_timeout, ticket);
         let out = AssertUnwindSafe(fetched).catch_unwind().await;
         drop(permit);
         (

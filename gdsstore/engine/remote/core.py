@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from gdsstore import policy
 from gdsstore.engine.remote.redact import scrub_text
-from gdsstore.engine.remote.retry import RetryPolicy
+from gdsstore.engine.remote.retry import RetryPolicy, log_retry
 from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
 
 if TYPE_CHECKING:
@@ -51,6 +51,9 @@ _CREDENTIALS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token
 # Kinds the caller handles itself (the core cannot take the item, or its slot was too small).
 PASS_KINDS = frozenset({"unsupported", "too_large"})
 _TRANSIENT_KINDS = frozenset({"timeout", "connect", "io"})
+#: What to do about a certificate the core refused (it trusts the system's CA certificates).
+TLS_FIX = ("not retried: pass `verify=` the path of a CA bundle (PEM) that signed the server's certificate "
+           "(or set SSL_CERT_FILE), or `verify=False` to skip the check on a network you trust")
 
 
 def _load() -> Any:
@@ -177,6 +180,8 @@ def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> B
         return RangeMismatchError(f"{what}: answer is not the range asked: {scrub_text(msg)}")
     if kind in _TRANSIENT_KINDS:
         return TransientError(text)
+    if kind == "tls":
+        return RemoteIOError(f"{text}; {TLS_FIX}")
     if kind == "changed":
         why = "412 Precondition Failed" if status == 412 else scrub_text(msg)
         return RangeMismatchError(f"{what}: the object changed while it was being read ({why}); "
@@ -253,6 +258,7 @@ def read_wave(
     while todo:
         rows = _call(store, [current[i] for i in todo], buffer, concurrency, timeout)
         again: list[int] = []
+        why: tuple[str, BaseException] | None = None
         for i, row in zip(todo, rows, strict=True):
             res = results[i]
             res.attempts = attempt
@@ -269,6 +275,7 @@ def read_wave(
             if isinstance(exc, TransientError) and attempt < retry.max_attempts:
                 current[i] = _rest(pieces[i], res.size, res.total)
                 again.append(i)
+                why = why or (what, exc)
                 continue
             if isinstance(exc, TransientError):
                 exc = RemoteIOError(f"{what}: failed after {attempt} attempt(s) "
@@ -278,9 +285,17 @@ def read_wave(
             results[i].kind = None
         todo = again
         if todo:
-            time.sleep(retry.delay(attempt))
+            _pause(retry, attempt, why, len(todo))
             attempt += 1
     return results
+
+
+def _pause(retry: RetryPolicy, attempt: int, why: tuple[str, BaseException] | None, n: int) -> None:
+    """Wait before the next attempt of ``n`` requests, saying so (``why``: the first of them and its failure)."""
+    wait = retry.delay(attempt)
+    what, exc = why or ("request", TransientError("failed"))
+    log_retry(what, attempt, exc, wait, more=n - 1)
+    time.sleep(wait)
 
 
 def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> list[bytes | None]:
@@ -365,6 +380,7 @@ def write_objects(
             concurrency=concurrency, timeout=timeout,
         )
         again: list[int] = []
+        why: tuple[str, BaseException] | None = None
         for i, (etag, version, err) in zip(todo, rows, strict=True):
             res = results[i]
             res.attempts, res.etag, res.version, res.kind = attempt, etag, version, None
@@ -374,6 +390,7 @@ def write_objects(
             exc = _write_error(kind, status, msg, whats[i], retry)
             if isinstance(exc, TransientError) and attempt < retry.max_attempts:
                 again.append(i)
+                why = why or (whats[i], exc)
                 continue
             if isinstance(exc, TransientError):
                 exc = RemoteIOError(f"{whats[i]}: failed after {attempt} attempt(s) "
@@ -381,6 +398,6 @@ def write_objects(
             res.kind, res.error = kind, exc
         todo = again
         if todo:
-            time.sleep(retry.delay(attempt))
+            _pause(retry, attempt, why, len(todo))
             attempt += 1
     return results

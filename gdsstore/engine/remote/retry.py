@@ -32,7 +32,7 @@ from typing import TypeVar
 from gdsstore import policy
 from gdsstore.errors import RemoteIOError, TransientError
 
-__all__ = ["RemoteIOError", "RetryPolicy", "TransientError", "is_transient"]
+__all__ = ["RemoteIOError", "RetryPolicy", "TransientError", "is_transient", "log_retry"]
 
 log = logging.getLogger("gdsstore.remote")
 
@@ -56,6 +56,23 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, ue.SSLError):
         return False  # a certificate problem does not heal on its own
     return isinstance(exc, ue.TimeoutError | ue.ProtocolError | ue.NewConnectionError | ue.MaxRetryError)
+
+
+def log_retry(what: str, attempt: int, exc: BaseException, wait: float, *, more: int = 0) -> None:
+    """Say that an attempt failed and another follows: a WARNING at an operation's first retry (a stalled or
+    failing server shows itself at once, not after every attempt ran out), DEBUG after that.
+
+    Args:
+        what: the operation (no secrets); attempt: the attempt that failed, from 1.
+        exc: its failure; wait: seconds until the next attempt.
+        more: other requests of the same call retried with it (a wave's).
+    """
+    level = logging.WARNING if attempt == 1 else logging.DEBUG
+    if not log.isEnabledFor(level):
+        return
+    others = f" (and {more} more request(s) of this call)" if more else ""
+    log.log(level, "%s%s: attempt %d failed (%s: %s); retrying in %.2f s (remote.max_attempts, remote.timeout)",
+            what, others, attempt, type(exc).__name__, exc, wait)
 
 
 @dataclass(frozen=True)
@@ -116,7 +133,6 @@ class RetryPolicy:
                         f"{type(exc).__name__}: {exc}"
                     ) from exc
                 wait = self.delay(attempt, getattr(exc, "retry_after", None))
-                log.debug("%s: attempt %d failed (%s: %s); retrying in %.3f s", what, attempt,
-                          type(exc).__name__, exc, wait)
+                log_retry(what, attempt, exc, wait)
                 time.sleep(wait)
                 attempt += 1
