@@ -6,9 +6,10 @@ caller's ``prototype`` — host memory for zarr's default buffers, device memory
 ``zarr.core.buffer.gpu.Buffer`` — and the engine fills it directly (cuFile or POSIX route; no host
 copy first for device prototypes). Writes hand the buffer's own array, host or device, to the engine.
 
-As in zarr's ``LocalStore``: the blocking work sits in small module-level functions and Backend
-methods; each async method runs one of them through ``asyncio.to_thread``, each sync method
-(``get_sync``, ``set_sync``, ``delete_sync``, ``get_ranges_sync``) calls it directly.
+As in zarr's ``LocalStore``: the blocking work sits in small module-level functions (reads in
+:mod:`~gdsstore.adapters.zarr_reads`, writes in :mod:`~gdsstore.adapters.zarr_writes`, the root and
+listings here) and Backend methods; each async method runs one of them through ``asyncio.to_thread``,
+each sync method (``get_sync``, ``set_sync``, ``delete_sync``, ``get_ranges_sync``) calls it directly.
 """
 
 from __future__ import annotations
@@ -20,20 +21,26 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-import numpy as np
-from zarr.abc.store import (
-    ByteRequest,
-    OffsetByteRequest,
-    RangeByteRequest,
-    Store,
-    SuffixByteRequest,
-)
+from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.core.buffer.core import default_buffer_prototype
 
-from gdsstore.engine.backend import Backend, BatchResult, backend_for, check_key, host_alloc
+from gdsstore.adapters.zarr_reads import (
+    MAX_COALESCED_BYTES,
+    MAX_GAP_BYTES,
+    found,
+    get_batch,
+    get_key,
+    is_device_buffer,
+    read_ranges,
+    read_wave,
+)
+from gdsstore.adapters.zarr_writes import put_batch, put_key
+from gdsstore.engine.backend import Backend, backend_for, check_key
 from gdsstore.engine.localfs import LocalBackend
-from gdsstore.engine.ranges import ByteRange, start_range_reads
+from gdsstore.engine.ranges import ByteRange
+from gdsstore.engine.tick import TickGatherer
+from gdsstore.zarr_requests import to_byte_range
 
 if TYPE_CHECKING:
     from donfig.config_obj import ConfigSet
@@ -41,167 +48,14 @@ if TYPE_CHECKING:
 
 __all__ = ["GDSStore", "TickGatherer", "enable_pipeline", "to_byte_range"]
 
-# zarr's own defaults for Store.get_ranges (zarr/abc/store.py): merge ranges closer than 1 MiB,
-# into fetches of at most 16 MiB.
-_MAX_GAP_BYTES = 1 << 20
-_MAX_COALESCED_BYTES = 16 << 20
-
 # Local batches leave the event loop every few items: zarr copies each chunk on the loop thread (out
 # of a read, into a write), and one batch per tick would keep the files idle while it copies (measured
 # slower than these sizes). Remote gets of a tick form one wave: its requests are in flight together.
 _LOCAL_GETS = 4
 _LOCAL_SETS = 2
 
-# Buffer class -> its memory is on the device (decided once per class from a zero-length buffer).
-_DEVICE_BUFFER_CLASSES: dict[type[Buffer], bool] = {}
 
-
-# -- buffers ---------------------------------------------------------------------------------------
-
-
-def _is_device_buffer(cls: type[Buffer]) -> bool:
-    known = _DEVICE_BUFFER_CLASSES.get(cls)
-    if known is None:
-        known = hasattr(cls.create_zero_length().as_array_like(), "__cuda_array_interface__")
-        _DEVICE_BUFFER_CLASSES[cls] = known
-    return known
-
-
-def _allocator(prototype: BufferPrototype) -> Callable[[int], Any]:
-    """``alloc(nbytes)`` giving an uninitialised 1-d byte array in the prototype's memory."""
-    if _is_device_buffer(prototype.buffer):
-        from gdsstore._optional import require  # only reachable when the caller asked for device buffers
-
-        cupy = require("cupy", purpose="GDSStore reads into device buffers")
-
-        return lambda n: cupy.empty(n, dtype=np.uint8)
-    return lambda n: np.empty(n, dtype=np.uint8)
-
-
-def _engine_array(value: Buffer) -> Any:
-    """The memory behind a zarr Buffer, as the engine takes it (device array or host buffer)."""
-    arr = value.as_array_like()
-    if hasattr(arr, "__cuda_array_interface__"):
-        return arr
-    try:
-        memoryview(arr)  # type: ignore[arg-type]
-    except TypeError:
-        return value.as_numpy_array()
-    return arr
-
-
-def _check_int(where: str, name: str, v: object) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | np.integer):
-        raise TypeError(f"{where}: byte range `{name}` must be an int, got {v!r}")
-    if v < 0:
-        raise ValueError(f"{where}: byte range `{name}` must be >= 0, got {v}")
-    return int(v)
-
-
-def to_byte_range(byte_range: ByteRequest | None, where: str) -> ByteRange | None:
-    """zarr's ByteRequest -> the engine's ByteRange (validated)."""
-    if byte_range is None:
-        return None
-    if isinstance(byte_range, RangeByteRequest):
-        start = _check_int(where, "start", byte_range.start)
-        end = _check_int(where, "end", byte_range.end)
-        if end < start:
-            raise ValueError(f"{where}: byte range end {end} < start {start} in {byte_range!r}")
-        return ByteRange("range", start, end)
-    if isinstance(byte_range, OffsetByteRequest):
-        return ByteRange("offset", _check_int(where, "offset", byte_range.offset))
-    if isinstance(byte_range, SuffixByteRequest):
-        return ByteRange("suffix", _check_int(where, "suffix", byte_range.suffix))
-    raise TypeError(
-        f"{where}: Unexpected byte_range, got {byte_range!r}; "
-        "use RangeByteRequest, OffsetByteRequest, SuffixByteRequest or None"
-    )
-
-
-# -- blocking work (each async method runs one of these in a thread; sync methods call them) -------
-
-
-def _get(
-    backend: Backend, key: str, prototype: BufferPrototype, byte_range: ByteRange | None
-) -> Buffer | None:
-    try:
-        arr = backend.get(key, _allocator(prototype), byte_range)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
-    return prototype.buffer.from_array_like(arr)
-
-
-def _read_ranges(
-    backend: Backend,
-    key: str,
-    prototype: BufferPrototype,
-    ranges: Sequence[ByteRange | None],
-    max_gap: int = _MAX_GAP_BYTES,
-    max_coalesced: int = _MAX_COALESCED_BYTES,
-) -> list[list[tuple[int, Buffer]]] | None:
-    """Read many ranges of one key with few engine reads (the engine's range reader, shared with
-    the fsspec filesystem's ``cat_ranges``).
-
-    The object is opened once (one size lookup for all offset/suffix ranges and EOF clamping);
-    every group of nearby ranges is read into one buffer from the prototype, and each range is
-    returned as a view of it. Returns the groups as ``[(input_index, Buffer), ...]`` lists, or None
-    if ``key`` is absent.
-    """
-    try:
-        f = backend.open(key, "rb")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
-    with f:
-        size = f.size
-        spans = [r.resolve(size) if r is not None else (0, size) for r in ranges]
-        reads = start_range_reads(
-            f, spans, _allocator(prototype), max_gap=max_gap, max_bytes=max_coalesced,
-            where=f"GDSStore.get_ranges({key!r})",
-        )
-        return [
-            [(i, prototype.buffer.from_array_like(buf[a:b])) for i, a, b in read.slices()]
-            for read, buf in ((read, read.result()) for read in reads)
-        ]
-
-
-def _wave(
-    backend: Backend,
-    prototype: BufferPrototype,
-    keys: Sequence[str],
-    ranges: Sequence[ByteRange | None],
-    where: str,
-    max_gap: int = 0,
-    max_coalesced: int | None = None,
-) -> list[Buffer | None]:
-    """Many keys or ranges of a remote backend in one wave of concurrent requests, no size lookups
-    (:meth:`~gdsstore.engine.backend.Backend.get_many`); each item a view of the wave's one buffer
-    (None: missing)."""
-    w = backend.get_many(keys, ranges, host_alloc, max_gap=max_gap, max_bytes=max_coalesced, where=where)
-    views = [w.view(i) for i in range(len(keys))]
-    return [None if v is None else prototype.buffer.from_array_like(v) for v in views]
-
-
-def _wave_ranges(
-    backend: Backend,
-    key: str,
-    prototype: BufferPrototype,
-    ranges: Sequence[ByteRange | None],
-    max_gap: int = _MAX_GAP_BYTES,
-    max_coalesced: int = _MAX_COALESCED_BYTES,
-) -> list[list[tuple[int, Buffer]]] | None:
-    """:func:`_read_ranges` of a remote backend: one wave, one group; None if ``key`` is absent."""
-    where = f"GDSStore.get_ranges({key!r})"
-    bufs = _wave(backend, prototype, [key] * len(ranges), ranges, where, max_gap, max_coalesced)
-    if ranges and all(b is None for b in bufs):
-        return None
-    return [[(i, b) for i, b in enumerate(bufs) if b is not None]]
-
-
-def _found(groups: list[list[tuple[int, Buffer]]] | None, key: str) -> list[list[tuple[int, Buffer]]]:
-    """zarr's get_ranges contract: a missing key is a FileNotFoundError inside an exception group."""
-    if groups is None:
-        raise BaseExceptionGroup("chunk read failed", [FileNotFoundError(key)])
-    return groups
+# -- the root and listings (blocking; each async method runs one in a thread) ----------------------
 
 
 def _exists(backend: Backend, key: str) -> bool:
@@ -230,98 +84,6 @@ def _size_prefix(backend: Backend, prefix: str) -> int:
 
 def _is_empty(backend: Backend, prefix: str) -> bool:
     return next(iter(backend.list(prefix)), None) is None
-
-
-def _get_batch(backend: Backend, items: Sequence[tuple[str, ByteRange | None, BufferPrototype]]) -> BatchResult:
-    """The gets of one event-loop tick as one engine batch (host buffers): a local batch of reads,
-    or a remote wave. Each item comes back as a Buffer of its prototype, None (missing), or its error."""
-    out = backend.get_batch([key for key, _, _ in items], [br for _, br, _ in items])
-    bufs = out.bufs
-    for i, (_, _, prototype) in enumerate(items):
-        if bufs[i] is not None:
-            bufs[i] = prototype.buffer.from_array_like(bufs[i])
-    return out
-
-
-def _put_batch(backend: Backend, items: Sequence[tuple[str, Buffer, bool]]) -> BatchResult:
-    """The sets of one event-loop tick, published in parallel (each atomic on its own)."""
-    return backend.put_batch(
-        [key for key, _, _ in items], [_engine_array(v) for _, v, _ in items], [x for _, _, x in items]
-    )
-
-
-class TickGatherer:
-    """Calls of one store that arrive in the same event-loop tick, run as one batch in one thread.
-
-    zarr's pipeline reads (and writes) a selection's chunks as concurrent coroutines,
-    ``async.concurrency`` of them at once; one thread hop per chunk would cost more than a small
-    chunk's read. Here the first call of a tick schedules a flush at the end of that tick; the calls
-    that join before it go to the engine as one batch, each awaiting its own item (a failed item
-    fails its caller alone). Nothing is held between ticks, and each event loop has its own batch.
-    """
-
-    def __init__(
-        self, backend: Backend, run: Callable[[Backend, list[Any]], BatchResult], max_items: int = 1 << 30
-    ) -> None:
-        self._backend = backend
-        self._run = run
-        self._max_items = max_items
-        self._pending: dict[asyncio.AbstractEventLoop, tuple[list[Any], list[asyncio.Future[Any]]]] = {}
-
-    def submit(self, item: Any) -> asyncio.Future[Any]:
-        loop = asyncio.get_running_loop()
-        pending = self._pending.get(loop)
-        if pending is None:
-            pending = self._pending[loop] = ([], [])
-            loop.call_soon(self._flush, loop, pending)
-        fut: asyncio.Future[Any] = loop.create_future()
-        pending[0].append(item)
-        pending[1].append(fut)
-        if len(pending[0]) >= self._max_items:
-            self._flush(loop, pending)
-        return fut
-
-    def _flush(self, loop: asyncio.AbstractEventLoop, pending: tuple[list[Any], list[asyncio.Future[Any]]]) -> None:
-        if self._pending.get(loop) is not pending:
-            return  # flushed already (it filled up before the end of its tick)
-        del self._pending[loop]
-        items, futs = pending
-        try:
-            done = loop.run_in_executor(None, self._run, self._backend, items)
-        except RuntimeError:
-            # The executor is shut down (zarr's atexit cleanup): its queued work is cancelled, and so are
-            # these callers, instead of waiting forever and being reported at exit.
-            for f in futs:
-                f.cancel()
-            return
-        done.add_done_callback(lambda d: _settle(d, futs))
-
-
-def _settle(done: asyncio.Future[BatchResult], futs: list[asyncio.Future[Any]]) -> None:
-    """Hand each caller of a batch its item (callers cancelled meanwhile are skipped)."""
-    exc = None if done.cancelled() else done.exception()
-    if done.cancelled() or exc is not None:
-        for f in futs:
-            if not f.done():
-                f.set_exception(exc) if exc is not None else f.cancel()
-        return
-    out = done.result()
-    for i, f in enumerate(futs):
-        if f.done():
-            continue
-        err = out.errors.get(i)
-        if err is not None:
-            f.set_exception(err)
-        else:
-            f.set_result(out.bufs[i])
-
-
-def _put(backend: Backend, key: str, value: Buffer, exclusive: bool) -> None:
-    try:
-        backend.put(key, _engine_array(value), exclusive=exclusive)
-    except FileExistsError:
-        if not exclusive:
-            raise
 
 
 def enable_pipeline() -> ConfigSet:
@@ -440,12 +202,12 @@ class GDSStore(Store):
         # zarr's concurrent gets (and local sets) of one tick become engine batches or one wave.
         local = isinstance(backend, LocalBackend)
         self._gets = (
-            TickGatherer(backend, _get_batch, _LOCAL_GETS) if local else TickGatherer(backend, _get_batch) if backend.waves else None
+            TickGatherer(backend, get_batch, _LOCAL_GETS) if local else TickGatherer(backend, get_batch) if backend.waves else None
         )
         # Remote sets of a tick go as one batch where the backend has one (S3: one native-core call).
         batched = type(backend).put_batch is not Backend.put_batch
         self._sets = (
-            TickGatherer(backend, _put_batch, _LOCAL_SETS) if local else TickGatherer(backend, _put_batch) if batched else None
+            TickGatherer(backend, put_batch, _LOCAL_SETS) if local else TickGatherer(backend, put_batch) if batched else None
         )
 
     # -- identity ------------------------------------------------------------------------------------
@@ -578,10 +340,10 @@ class GDSStore(Store):
         await self._ensure_open()
         prototype = prototype or default_buffer_prototype()
         buf: Buffer | None
-        if self._gets is not None and not _is_device_buffer(prototype.buffer):
+        if self._gets is not None and not is_device_buffer(prototype.buffer):
             buf = await self._gets.submit((key, br, prototype))
         else:
-            buf = await asyncio.to_thread(_get, self.backend, key, prototype, br)
+            buf = await asyncio.to_thread(get_key, self.backend, key, prototype, br)
         if buf is None and self._root_unchecked:
             await asyncio.to_thread(self._missing, key)
         return buf
@@ -597,7 +359,7 @@ class GDSStore(Store):
         check_key(key, "GDSStore.get_sync()")
         br = to_byte_range(byte_range, "GDSStore.get_sync()")
         self._ensure_open_sync()
-        buf = _get(self.backend, key, prototype or default_buffer_prototype(), br)
+        buf = get_key(self.backend, key, prototype or default_buffer_prototype(), br)
         if buf is None:
             self._missing(key)
         return buf
@@ -621,11 +383,11 @@ class GDSStore(Store):
         if self._waves(prototype):
             keys = [key for key, _ in requests]
             ranges = [to_byte_range(r, where) for _, r in requests]
-            return await asyncio.to_thread(_wave, self.backend, prototype, keys, ranges, where)
+            return await asyncio.to_thread(read_wave, self.backend, prototype, keys, ranges, where)
 
         async def one(key: str, items: list[tuple[int, ByteRange | None]]) -> None:
             groups = await asyncio.to_thread(
-                _read_ranges, self.backend, key, prototype, [r for _, r in items]
+                read_ranges, self.backend, key, prototype, [r for _, r in items], one_wave=False
             )
             for group in groups or ():
                 for j, buf in group:
@@ -641,8 +403,8 @@ class GDSStore(Store):
         *,
         prototype: BufferPrototype,
         max_concurrency: int = 10,
-        max_gap_bytes: int = _MAX_GAP_BYTES,
-        max_coalesced_bytes: int = _MAX_COALESCED_BYTES,
+        max_gap_bytes: int = MAX_GAP_BYTES,
+        max_coalesced_bytes: int = MAX_COALESCED_BYTES,
     ) -> AsyncIterator[Sequence[tuple[int, Buffer | None]]]:
         """Read many ranges of ``key``: nearby ranges coalesce into one engine read each.
 
@@ -651,11 +413,11 @@ class GDSStore(Store):
         """
         ranges = self._ranges(key, byte_ranges, "GDSStore.get_ranges()")
         await self._ensure_open()
-        read = _wave_ranges if self._waves(prototype) else _read_ranges
         groups = await asyncio.to_thread(
-            read, self.backend, key, prototype, ranges, max_gap_bytes, max_coalesced_bytes
+            read_ranges, self.backend, key, prototype, ranges,
+            one_wave=self._waves(prototype), max_gap=max_gap_bytes, max_coalesced=max_coalesced_bytes,
         )
-        for group in _found(groups, key):
+        for group in found(groups, key):
             yield group
 
     def get_ranges_sync(
@@ -664,19 +426,21 @@ class GDSStore(Store):
         byte_ranges: Sequence[ByteRequest | None],
         *,
         prototype: BufferPrototype,
-        max_gap_bytes: int = _MAX_GAP_BYTES,
-        max_coalesced_bytes: int = _MAX_COALESCED_BYTES,
+        max_gap_bytes: int = MAX_GAP_BYTES,
+        max_coalesced_bytes: int = MAX_COALESCED_BYTES,
     ) -> Sequence[tuple[int, Buffer | None]]:
         """Blocking :meth:`get_ranges`, flattened (zarr's sync sharding path reads through it)."""
         ranges = self._ranges(key, byte_ranges, "GDSStore.get_ranges_sync()")
         self._ensure_open_sync()
-        read = _wave_ranges if self._waves(prototype) else _read_ranges
-        groups = read(self.backend, key, prototype, ranges, max_gap_bytes, max_coalesced_bytes)
-        return [item for group in _found(groups, key) for item in group]
+        groups = read_ranges(
+            self.backend, key, prototype, ranges,
+            one_wave=self._waves(prototype), max_gap=max_gap_bytes, max_coalesced=max_coalesced_bytes,
+        )
+        return [item for group in found(groups, key) for item in group]
 
     def _waves(self, prototype: BufferPrototype) -> bool:
         """Many-key reads go in one wave: a remote backend, into host buffers."""
-        return self.backend.waves and not _is_device_buffer(prototype.buffer)
+        return self.backend.waves and not is_device_buffer(prototype.buffer)
 
     @staticmethod
     def _ranges(key: str, byte_ranges: Sequence[ByteRequest | None], where: str) -> list[ByteRange | None]:
@@ -721,7 +485,7 @@ class GDSStore(Store):
         self._check_writes(where)
         self._check_value(value, where)
         if self._sets is None:
-            await asyncio.to_thread(_put, self.backend, key, value, exclusive)
+            await asyncio.to_thread(put_key, self.backend, key, value, exclusive)
             return
         try:
             await self._sets.submit((key, value, exclusive))
@@ -736,7 +500,7 @@ class GDSStore(Store):
         self._ensure_open_sync()
         self._check_writes(where)
         self._check_value(value, where)
-        _put(self.backend, key, value, False)
+        put_key(self.backend, key, value, False)
 
     def _delete(self, key: str) -> None:
         # "" is the root node (zarr's StorePath.delete() of a root array or group): every key goes, as

@@ -31,14 +31,15 @@ import numpy as np
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from gdsstore.adapters.zarr_store import TickGatherer, to_byte_range
 from gdsstore.archives.fetch import chunk_ends, chunk_positions, land
 from gdsstore.archives.plan import plan_reads
 from gdsstore.archives.reader import MAX_GAP, VirtualArray, VirtualGroup, open_virtual
 from gdsstore.archives.refs import INLINED, load_kerchunk_json
 from gdsstore.engine.backend import BatchResult
 from gdsstore.engine.ranges import ByteRange
+from gdsstore.engine.tick import TickGatherer
 from gdsstore.errors import ChunkDecodeError
+from gdsstore.zarr_requests import to_byte_range
 
 __all__ = ["VirtualStore"]
 
