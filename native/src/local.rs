@@ -5,72 +5,70 @@
 //! than asked lands its bytes and says how many; the rest of its slot is left as it was. An item that
 //! fails (missing, a directory, no permission) lands nothing and says why.
 
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
 use std::fs::File;
 use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::runtime::Runtime;
 
-use crate::wave::Target;
+use crate::error::{from_io, CallError, Failure, Kind};
+use crate::slots::{Held, Slot};
 
-/// One read: `size` bytes at `offset` of `path` into `[slot, slot + size)` of the caller's buffer.
+/// One read: `dest.cap()` bytes at `offset` of `path` into its slot of the caller's buffer.
 pub struct Read {
     pub path: PathBuf,
     pub offset: u64,
-    pub size: usize,
-    pub slot: usize,
+    pub dest: Slot,
 }
 
-/// What one read did: bytes landed (-1: the file is missing), or an error `(kind, errno, message)`.
+/// What one read did: bytes landed (-1: the file is missing), or an error.
 #[derive(Default, Debug, PartialEq)]
 pub struct Outcome {
     pub got: i64,
-    pub error: Option<(&'static str, i32, String)>,
+    pub error: Option<Failure>,
 }
 
 fn failed(e: &std::io::Error, what: &str, path: &std::path::Path) -> Outcome {
-    let kind = match e.kind() {
-        ErrorKind::NotFound | ErrorKind::NotADirectory => "not_found",
-        ErrorKind::IsADirectory => "is_directory",
-        ErrorKind::PermissionDenied => "permission",
-        _ => "io",
-    };
+    let f = from_io(e, what, path);
     Outcome {
-        got: if kind == "not_found" { -1 } else { 0 },
-        error: Some((
-            kind,
-            e.raw_os_error().unwrap_or(0),
-            format!("{what} {}: {e}", path.display()),
-        )),
+        got: if f.kind == Kind::NotFound { -1 } else { 0 },
+        error: Some(f),
     }
 }
 
 /// Read one item into its slot.
-fn read_one(r: &Read, to: Target) -> Outcome {
-    if r.size == 0 {
+fn read_one(r: Read) -> Outcome {
+    let Read {
+        path,
+        offset,
+        mut dest,
+    } = r;
+    let size = dest.cap();
+    if size == 0 {
         return Outcome::default();
     }
-    let file = match File::open(&r.path) {
+    let file = match File::open(&path) {
         Ok(f) => f,
-        Err(e) => return failed(&e, "open", &r.path),
+        Err(e) => return failed(&e, "open", &path),
     };
-    // SAFETY: [slot, slot + size) lies inside the caller's buffer (checked before the batch starts), no
-    // other read writes there (slots are disjoint), and the buffer stays exported until the batch ends.
-    let dest = unsafe { std::slice::from_raw_parts_mut((to.0 + r.slot) as *mut u8, r.size) };
+    let dest = dest.bytes_mut();
     let mut done = 0usize;
-    while done < r.size {
-        match file.read_at(&mut dest[done..], r.offset + done as u64) {
+    while done < size {
+        match file.read_at(&mut dest[done..], offset + done as u64) {
             Ok(0) => break,
             Ok(k) => {
                 done += k;
-                if done < r.size {
+                if done < size {
                     break; // short read of a regular file: its end, no second call to learn it
                 }
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return failed(&e, "pread", &r.path),
+            Err(e) => return failed(&e, "pread", &path),
         }
     }
     Outcome {
@@ -122,23 +120,28 @@ where
     outs
 }
 
-fn lost() -> (&'static str, i32, String) {
-    ("panic", 0, "the item failed inside the core".into())
+fn lost() -> Failure {
+    Failure::panic("the item failed inside the core")
 }
 
 /// Read every item, `threads` at a time; one outcome per item, in order.
-pub fn run(rt: &Runtime, reads: Vec<Read>, to: Target, threads: usize) -> Vec<Outcome> {
+pub fn run(rt: &Runtime, reads: Vec<Read>, threads: usize) -> Vec<Outcome> {
     let n = reads.len();
-    let reads = Arc::new(reads);
-    each(rt, n, threads, move |i| read_one(&reads[i], to))
-        .into_iter()
-        .map(|o| {
-            o.unwrap_or_else(|| Outcome {
-                got: 0,
-                error: Some(lost()),
-            })
+    // Each read is taken by the one thread that claims its index.
+    let reads: Arc<Vec<Mutex<Option<Read>>>> =
+        Arc::new(reads.into_iter().map(|r| Mutex::new(Some(r))).collect());
+    each(rt, n, threads, move |i| {
+        let taken = reads[i].lock().unwrap_or_else(|e| e.into_inner()).take();
+        taken.map_or_else(Outcome::default, read_one)
+    })
+    .into_iter()
+    .map(|o| {
+        o.unwrap_or_else(|| Outcome {
+            got: 0,
+            error: Some(lost()),
         })
-        .collect()
+    })
+    .collect()
 }
 
 /// Each path's size where it is a regular file (symbolic links followed), -1 where it is missing or is
@@ -175,6 +178,121 @@ pub fn sizes(rt: &Runtime, paths: Vec<PathBuf>, threads: usize) -> Vec<Outcome> 
     .collect()
 }
 
+/// A one-dimensional int64 array's values, `n` of them.
+fn int64s(
+    py: Python<'_>,
+    who: &str,
+    what: &str,
+    obj: &Bound<'_, PyAny>,
+    n: usize,
+) -> PyResult<Vec<i64>> {
+    let vals = PyBuffer::<i64>::get(obj)?.to_vec(py)?;
+    if vals.len() != n {
+        return Err(CallError::Args(format!("{who}: {n} paths but {} {what}", vals.len())).into());
+    }
+    Ok(vals)
+}
+
+/// The values as `usize`, each checked `>= 0`.
+fn nonneg(who: &str, what: &str, vals: Vec<i64>) -> Result<Vec<usize>, CallError> {
+    match vals.iter().find(|v| **v < 0) {
+        Some(v) => Err(CallError::Args(format!("{who}: negative {what} {v}"))),
+        None => Ok(vals.into_iter().map(|v| v as usize).collect()),
+    }
+}
+
+/// A failed item as Python receives it: `(index, kind, errno, message)`.
+type ItemError = (usize, &'static str, i32, String);
+
+/// An int64 array of `n` items that the core writes its counts into.
+fn counts_out(who: &str, obj: &Bound<'_, PyAny>, n: usize) -> PyResult<PyBuffer<i64>> {
+    let out = PyBuffer::<i64>::get(obj)?;
+    if out.readonly() || out.item_count() != n {
+        return Err(CallError::Args(format!(
+            "{who}: `got` must be a writable int64 array of {n} items"
+        ))
+        .into());
+    }
+    Ok(out)
+}
+
+/// Each item's count into `out`; the failed items as `(index, kind, errno, message)`.
+fn report(py: Python<'_>, done: Vec<Outcome>, out: &PyBuffer<i64>) -> PyResult<Vec<ItemError>> {
+    let counts: Vec<i64> = done.iter().map(|o| o.got).collect();
+    out.copy_from_slice(py, &counts)?;
+    Ok(done
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, o)| o.error.map(|f| (i, f.kind.name(), f.code, f.message)))
+        .collect())
+}
+
+/// Run `work` with the GIL released; a panic inside it is a `RuntimeError`.
+fn released<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> Result<T, CallError> {
+    py.allow_threads(|| catch_unwind(AssertUnwindSafe(work)))
+        .map_err(|_| CallError::Internal("gdsstore._core: the batch failed inside the core".into()))
+}
+
+/// Read local files into slots of one buffer; see `gdsstore/_core.pyi`.
+#[pyfunction]
+#[pyo3(signature = (paths, offsets, sizes, buffer, slots, got, *, threads = 1))]
+#[allow(clippy::too_many_arguments)]
+pub fn read_files<'py>(
+    py: Python<'py>,
+    paths: Vec<PathBuf>,
+    offsets: &Bound<'py, PyAny>,
+    sizes: &Bound<'py, PyAny>,
+    buffer: &Bound<'py, PyAny>,
+    slots: &Bound<'py, PyAny>,
+    got: &Bound<'py, PyAny>,
+    threads: usize,
+) -> PyResult<Vec<ItemError>> {
+    const WHO: &str = "read_files()";
+    let n = paths.len();
+    let offsets = int64s(py, WHO, "offsets", offsets, n)?;
+    // sizes <= 0 are skipped
+    let sizes = int64s(py, WHO, "sizes", sizes, n)?
+        .into_iter()
+        .map(|s| s.max(0) as usize);
+    let slots = int64s(py, WHO, "slots", slots, n)?;
+    let offsets = nonneg(WHO, "offset", offsets)?;
+    let slots = nonneg(WHO, "slot", slots)?;
+    let out = counts_out(WHO, got, n)?;
+    let held = Held::writable(WHO, "buffer", buffer)?;
+    let spans: Vec<(usize, usize)> = slots.into_iter().zip(sizes).collect();
+    let dests = held.slots(WHO, &spans)?;
+    let reads: Vec<Read> = paths
+        .into_iter()
+        .zip(offsets)
+        .zip(dests)
+        .map(|((path, offset), dest)| Read {
+            path,
+            offset: offset as u64,
+            dest,
+        })
+        .collect();
+    let rt = crate::runtime::get()?;
+    // `held` stays alive (and the memory exported) until every read is over.
+    let done = released(py, || run(&rt, reads, threads))?;
+    drop(held);
+    report(py, done, &out)
+}
+
+/// Sizes of local files; see `gdsstore/_core.pyi`.
+#[pyfunction]
+#[pyo3(signature = (paths, got, *, threads = 1))]
+pub fn stat_files(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    got: &Bound<'_, PyAny>,
+    threads: usize,
+) -> PyResult<Vec<ItemError>> {
+    let out = counts_out("stat_files()", got, paths.len())?;
+    let rt = crate::runtime::get()?;
+    let done = released(py, || sizes(&rt, paths, threads))?;
+    report(py, done, &out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,13 +314,14 @@ mod tests {
         crate::runtime::get().unwrap()
     }
 
-    fn read(path: PathBuf, offset: u64, size: usize, slot: usize) -> Read {
-        Read {
-            path,
-            offset,
-            size,
-            slot,
-        }
+    fn reads(buf: &mut [u8], items: Vec<(PathBuf, u64, usize, usize)>) -> Vec<Read> {
+        let spans: Vec<(usize, usize)> = items.iter().map(|i| (i.3, i.2)).collect();
+        let slots = Slot::over(buf, &spans);
+        items
+            .into_iter()
+            .zip(slots)
+            .map(|((path, offset, _, _), dest)| Read { path, offset, dest })
+            .collect()
     }
 
     #[test]
@@ -211,13 +330,16 @@ mod tests {
         let a = file("a", &data);
         let b = file("b", b"hello world");
         let mut buf = vec![0xA5u8; 200_000];
-        let reads = vec![
-            read(a.clone(), 0, data.len(), 0),
-            read(b.clone(), 6, 5, 100_000),
-            read(a, 1000, 64, 100_100),
-            read(b, 0, 0, 100_200),
-        ];
-        let outs = run(&rt(), reads, Target(buf.as_mut_ptr() as usize), 3);
+        let reads = reads(
+            &mut buf,
+            vec![
+                (a.clone(), 0, data.len(), 0),
+                (b.clone(), 6, 5, 100_000),
+                (a, 1000, 64, 100_100),
+                (b, 0, 0, 100_200),
+            ],
+        );
+        let outs = run(&rt(), reads, 3);
         let got: Vec<i64> = outs.iter().map(|o| o.got).collect();
         assert_eq!(got, vec![100_000, 5, 64, 0]);
         assert!(outs.iter().all(|o| o.error.is_none()));
@@ -234,13 +356,16 @@ mod tests {
         let d = dir().join("sub");
         std::fs::create_dir_all(&d).unwrap();
         let mut buf = vec![0xA5u8; 64];
-        let reads = vec![
-            read(short.clone(), 0, 16, 0),
-            read(dir().join("missing"), 0, 16, 16),
-            read(d, 0, 16, 32),
-            read(short.join("below-a-file"), 0, 16, 48),
-        ];
-        let outs = run(&rt(), reads, Target(buf.as_mut_ptr() as usize), 2);
+        let reads = reads(
+            &mut buf,
+            vec![
+                (short.clone(), 0, 16, 0),
+                (dir().join("missing"), 0, 16, 16),
+                (d, 0, 16, 32),
+                (short.join("below-a-file"), 0, 16, 48),
+            ],
+        );
+        let outs = run(&rt(), reads, 2);
         assert_eq!(
             outs[0],
             Outcome {
@@ -249,7 +374,10 @@ mod tests {
             }
         );
         assert_eq!(&buf[..3], b"abc");
-        let kinds: Vec<_> = outs.iter().map(|o| o.error.as_ref().map(|e| e.0)).collect();
+        let kinds: Vec<_> = outs
+            .iter()
+            .map(|o| o.error.as_ref().map(|e| e.kind.name()))
+            .collect();
         assert_eq!(
             kinds,
             vec![
@@ -263,7 +391,7 @@ mod tests {
             outs.iter().map(|o| o.got).collect::<Vec<_>>(),
             vec![3, -1, 0, -1]
         );
-        assert!(outs[2].error.as_ref().unwrap().2.contains("sub"));
+        assert!(outs[2].error.as_ref().unwrap().message.contains("sub"));
         assert!(buf[3..].iter().all(|&b| b == 0xA5));
     }
 

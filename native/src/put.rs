@@ -4,16 +4,18 @@
 //! upload completes, no part of it ever becomes visible. Nothing is retried here (as in `wave`): Python's
 //! retry policy decides from each item's error kind.
 
-use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{MultipartUpload, ObjectStore, PutMode, PutOptions, PutPayload, PutResult};
+use pyo3::prelude::*;
 use std::future::Future;
 use std::time::Duration;
 use tokio::task::JoinSet;
 
-use crate::gates::{collect, Gates};
+use crate::error::{CallError, Failure, FailureRow, Kind};
+use crate::limits::{collect, Limits};
+use crate::slots::{Held, Source};
 use crate::stop::Stop;
-use crate::wave::{classify, Failure, Target};
+use crate::store::{Built, Store};
 
 /// One object: `path` gets the caller's bytes `[start, start + len)`.
 pub struct Put {
@@ -51,26 +53,30 @@ async fn timed<T>(
     f: impl Future<Output = object_store::Result<T>>,
 ) -> Result<T, Failure> {
     match tokio::time::timeout(limit, f).await {
-        Err(_) => Err(("timeout", 0, format!("no answer in {limit:?}"))),
-        Ok(Err(e)) => Err(classify(&e)),
+        Err(_) => Err(Failure::new(
+            Kind::Timeout,
+            format!("no answer in {limit:?}"),
+        )),
+        Ok(Err(e)) => Err(Failure::from(&e)),
         Ok(Ok(v)) => Ok(v),
     }
 }
 
-/// The caller's bytes `[start, start + len)` as an owned body. Copied, not borrowed: the HTTP client may
-/// still hold a body after its request timed out, and the caller's buffer is released when the call returns.
-fn body(from: Target, start: usize, len: usize) -> PutPayload {
-    // SAFETY: [start, start + len) lies inside the caller's buffer (checked before the call), which stays
-    // alive and exported until every task of the call is over.
-    let bytes = unsafe { std::slice::from_raw_parts((from.0 + start) as *const u8, len) };
-    PutPayload::from(Bytes::copy_from_slice(bytes))
+/// The caller's bytes `[start, start + len)` as an owned body (see `Source::copy`).
+fn body(from: Source, start: usize, len: usize) -> Result<PutPayload, Failure> {
+    from.copy(start, len).map(PutPayload::from).ok_or_else(|| {
+        Failure::new(
+            Kind::Invalid,
+            format!("bytes {start}+{len} outside the caller's buffer"),
+        )
+    })
 }
 
 async fn single(
     store: &dyn ObjectStore,
-    gates: &Gates,
+    limits: &Limits,
     it: &Put,
-    from: Target,
+    from: Source,
     plan: Plan,
 ) -> Result<PutResult, Failure> {
     let mode = if plan.create {
@@ -82,24 +88,24 @@ async fn single(
         mode,
         ..Default::default()
     };
-    let permits = gates.enter().await?;
-    let payload = body(from, it.start, it.len);
+    let payload = body(from, it.start, it.len)?;
+    let permits = limits.enter().await?;
     let sent = timed(
         deadline(plan.timeout, it.len),
         store.put_opts(&it.path, payload, opts),
     );
     // A stop drops the request before its body is all sent: the server keeps the old object.
-    let r = gates.unless_stopped(sent).await;
+    let r = limits.unless_stopped(sent).await;
     permits.settle(&r);
     r
 }
 
-/// Send every part, `gates` bounding those in flight; the first failure (or a stop) stops the others.
+/// Send every part, `limits` bounding those in flight; the first failure (or a stop) stops the others.
 async fn parts(
     upload: &mut dyn MultipartUpload,
-    gates: &Gates,
+    limits: &Limits,
     it: &Put,
-    from: Target,
+    from: Source,
     plan: Plan,
 ) -> Result<(), Failure> {
     let mut tasks = JoinSet::new();
@@ -107,14 +113,21 @@ async fn parts(
     let mut failed = None;
     while at < it.len && failed.is_none() {
         let n = plan.part.min(it.len - at);
-        let permits = match gates.enter().await {
+        let payload = match body(from, it.start + at, n) {
             Ok(p) => p,
             Err(f) => {
                 failed = Some(f);
                 break;
             }
         };
-        let sent = upload.put_part(body(from, it.start + at, n));
+        let permits = match limits.enter().await {
+            Ok(p) => p,
+            Err(f) => {
+                failed = Some(f);
+                break;
+            }
+        };
+        let sent = upload.put_part(payload);
         let limit = deadline(plan.timeout, n);
         tasks.spawn(async move {
             let r = timed(limit, sent).await;
@@ -127,7 +140,7 @@ async fn parts(
         }
     }
     while failed.is_none() {
-        let joined = match gates
+        let joined = match limits
             .unless_stopped(async { Ok(tasks.join_next().await) })
             .await
         {
@@ -149,30 +162,30 @@ fn joined_error(joined: Result<Result<(), Failure>, tokio::task::JoinError>) -> 
     match joined {
         Ok(Ok(())) => None,
         Ok(Err(f)) => Some(f),
-        Err(_) => Some(("panic", 0, "a part's task failed inside the core".into())),
+        Err(_) => Some(Failure::panic("a part's task failed inside the core")),
     }
 }
 
 async fn multipart(
     store: &dyn ObjectStore,
-    gates: &Gates,
+    limits: &Limits,
     it: &Put,
-    from: Target,
+    from: Source,
     plan: Plan,
 ) -> Result<PutResult, Failure> {
     let mut upload = {
-        let permits = gates.enter().await?;
-        let r = gates
+        let permits = limits.enter().await?;
+        let r = limits
             .unless_stopped(timed(plan.timeout, store.put_multipart(&it.path)))
             .await;
         permits.settle(&r);
         r?
     };
-    let res = match parts(upload.as_mut(), gates, it, from, plan).await {
+    let res = match parts(upload.as_mut(), limits, it, from, plan).await {
         // A stop before the completion answers aborts the upload: never published after Ctrl-C.
-        Ok(()) => match gates.enter().await {
+        Ok(()) => match limits.enter().await {
             Ok(permits) => {
-                let r = gates
+                let r = limits
                     .unless_stopped(timed(plan.timeout, upload.complete()))
                     .await;
                 permits.settle(&r);
@@ -183,7 +196,7 @@ async fn multipart(
         Err(f) => Err(f),
     };
     if res.is_err() {
-        abort(upload.as_mut(), gates, plan).await;
+        abort(upload.as_mut(), limits, plan).await;
     }
     res
 }
@@ -196,20 +209,23 @@ const ABORT_WHEN_STOPPED: Duration = Duration::from_secs(1);
 /// Drop the parts sent. Tried again on a transient failure (the abort often races the cancelled parts'
 /// requests, and a busy server may miss the deadline); an upload the server no longer knows is gone already.
 /// Best effort after that: a lifecycle rule cleans what a lost abort leaves. A stopped call tries once,
-/// briefly, past the gates (their places may all be held by requests being cancelled).
-async fn abort(upload: &mut dyn MultipartUpload, gates: &Gates, plan: Plan) {
-    if gates.stopped() {
+/// briefly, past the limits (their places may all be held by requests being cancelled).
+async fn abort(upload: &mut dyn MultipartUpload, limits: &Limits, plan: Plan) {
+    if limits.stopped() {
         let _ = timed(plan.timeout.min(ABORT_WHEN_STOPPED), upload.abort()).await;
         return;
     }
     for attempt in 0..ABORT_ATTEMPTS {
-        let over = match gates.enter().await {
+        let over = match limits.enter().await {
             Err(_) => true,
             // The permits go before the pause below.
             Ok(permits) => {
                 let r = timed(plan.timeout, upload.abort()).await;
                 permits.settle(&r);
-                matches!(r, Ok(()) | Err(("not_found" | "permission", ..)))
+                match r {
+                    Ok(()) => true,
+                    Err(f) => matches!(f.kind, Kind::NotFound | Kind::Permission),
+                }
             }
         };
         if over {
@@ -217,48 +233,35 @@ async fn abort(upload: &mut dyn MultipartUpload, gates: &Gates, plan: Plan) {
         }
         tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
     }
-    if gates.stopped() {
+    if limits.stopped() {
         let _ = timed(plan.timeout.min(ABORT_WHEN_STOPPED), upload.abort()).await;
     }
 }
 
 /// Run the uploads; one result per item, in order.
-pub async fn run(
-    built: crate::store::Built,
-    items: Vec<Put>,
-    from: Target,
-    plan: Plan,
-    stop: Stop,
-) -> Vec<Done> {
+pub async fn run(built: Built, items: Vec<Put>, from: Source, plan: Plan, stop: Stop) -> Vec<Done> {
     let n = items.len();
-    let gates = Gates::new(plan.concurrency, &built, stop);
+    let limits = Limits::new(plan.concurrency, &built, stop);
     let mut tasks = JoinSet::new();
     for (i, it) in items.into_iter().enumerate() {
         let store = built.store.clone();
-        let gates = gates.clone();
+        let limits = limits.clone();
         tasks.spawn(async move {
             let r = if it.len > plan.threshold && plan.create {
                 // object_store completes multipart uploads unconditionally: never a silent overwrite.
-                Err((
-                    "unsupported",
-                    0,
-                    "a create-only multipart upload (object_store completes it without If-None-Match)".into(),
+                Err(Failure::new(
+                    Kind::Unsupported,
+                    "a create-only multipart upload (object_store completes it without If-None-Match)",
                 ))
             } else if it.len > plan.threshold {
-                multipart(store.as_ref(), &gates, &it, from, plan).await
+                multipart(store.as_ref(), &limits, &it, from, plan).await
             } else {
-                single(store.as_ref(), &gates, &it, from, plan).await
+                single(store.as_ref(), &limits, &it, from, plan).await
             };
             (i, r)
         });
     }
-    let lost = || {
-        Err((
-            "panic",
-            0,
-            "the upload's task failed inside the core".into(),
-        ))
-    };
+    let lost = || Err(Failure::panic("the upload's task failed inside the core"));
     let results = collect(tasks, n, lost).await;
     let done = |r: Result<PutResult, Failure>| match r {
         Ok(put) => Done {
@@ -274,6 +277,109 @@ pub async fn run(
     results.into_iter().map(done).collect()
 }
 
+/// One item's result as Python receives it: `(ETag, version id, error)`.
+type PutRow = (Option<String>, Option<String>, Option<FailureRow>);
+
+fn plan_of(mode: &str, part_size: usize, timeout: f64) -> Result<Plan, CallError> {
+    const WHO: &str = "write_objects()";
+    let create = match mode {
+        "overwrite" => false,
+        "create" => true,
+        m => {
+            return Err(CallError::Args(format!(
+                "{WHO}: `mode` must be 'overwrite' or 'create', got {m:?}"
+            )))
+        }
+    };
+    if part_size == 0 || !(timeout > 0.0 && timeout.is_finite()) {
+        return Err(CallError::Args(format!(
+            "{WHO}: `part_size` must be > 0 and `timeout` > 0, got {part_size} and {timeout}"
+        )));
+    }
+    Ok(Plan {
+        create,
+        threshold: 0,
+        part: part_size,
+        concurrency: 0,
+        timeout: Duration::from_secs_f64(timeout),
+    })
+}
+
+/// Each item's span checked inside the buffer of `len` bytes.
+fn check_spans(starts: &[usize], lengths: &[usize], n: usize, len: usize) -> Result<(), CallError> {
+    const WHO: &str = "write_objects()";
+    if starts.len() != n || lengths.len() != n {
+        return Err(CallError::Args(format!(
+            "{WHO}: {n} paths but {} starts and {} lengths",
+            starts.len(),
+            lengths.len()
+        )));
+    }
+    match (0..n).find(|&i| starts[i].checked_add(lengths[i]).is_none_or(|e| e > len)) {
+        Some(i) => Err(CallError::Args(format!(
+            "{WHO}: item {i}: bytes {}+{} outside the buffer of {len} bytes",
+            starts[i], lengths[i]
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Upload `buffer[starts[i]:starts[i] + lengths[i]]` as each path; see `gdsstore/_core.pyi`.
+#[pyfunction]
+#[pyo3(signature = (store, paths, buffer, starts, lengths, *, mode, threshold, part_size, concurrency = 256, timeout = 30.0))]
+#[allow(clippy::too_many_arguments)]
+pub fn write_objects<'py>(
+    py: Python<'py>,
+    store: &Store,
+    paths: Vec<String>,
+    buffer: &Bound<'py, PyAny>,
+    starts: Vec<usize>,
+    lengths: Vec<usize>,
+    mode: &str,
+    threshold: usize,
+    part_size: usize,
+    concurrency: usize,
+    timeout: f64,
+) -> PyResult<Vec<PutRow>> {
+    let n = paths.len();
+    let plan = Plan {
+        threshold,
+        concurrency,
+        ..plan_of(mode, part_size, timeout)?
+    };
+    let held = Held::readable("write_objects()", "buffer", buffer)?;
+    check_spans(&starts, &lengths, n, held.len())?;
+    let mut outs: Vec<PutRow> = vec![(None, None, None); n];
+    let mut items = Vec::with_capacity(n);
+    let mut index = Vec::with_capacity(n);
+    for (i, p) in paths.into_iter().enumerate() {
+        match Path::parse(&p) {
+            Ok(path) => {
+                items.push(Put {
+                    path,
+                    start: starts[i],
+                    len: lengths[i],
+                });
+                index.push(i);
+            }
+            Err(e) => outs[i].2 = Some(Failure::new(Kind::Unsupported, e.to_string()).row()),
+        }
+    }
+    let from = held.source();
+    let built = store.get()?;
+    let rt = crate::runtime::get()?;
+    // `held` stays alive (and the memory exported) until every upload is over, interrupted or not.
+    let done =
+        crate::stop::run(py, &rt, |stop| run(built, items, from, plan, stop)).map_err(|_| {
+            CallError::Internal("gdsstore._core: the uploads failed inside the core".into())
+        })??;
+    for (i, d) in index.into_iter().zip(done) {
+        outs[i] = (d.etag, d.version, d.error.map(Failure::row));
+    }
+    drop(held);
+    Ok(outs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,10 +387,10 @@ mod tests {
     use std::sync::Arc;
     use tokio::sync::Semaphore;
 
-    fn built() -> crate::store::Built {
-        crate::store::Built {
+    fn built() -> Built {
+        Built {
             store: Arc::new(InMemory::new()),
-            gate: Arc::new(Semaphore::new(4)),
+            connections: Arc::new(Semaphore::new(4)),
             ramp: crate::ramp::Ramp::new(4),
         }
     }
@@ -337,7 +443,7 @@ mod tests {
         let outs = rt.block_on(run(
             b.clone(),
             items,
-            Target(data.as_ptr() as usize),
+            Source::over(&data),
             plan(false),
             go(),
         ));
@@ -370,25 +476,25 @@ mod tests {
                 len: 8,
             }]
         };
-        let to = Target(data.as_ptr() as usize);
+        let to = Source::over(&data);
         let first = rt.block_on(run(b.clone(), one(), to, plan(true), go()));
         assert!(first[0].error.is_none() && first[0].etag.is_some());
         let second = rt.block_on(run(b.clone(), one(), to, plan(true), go()));
-        assert_eq!(second[0].error.as_ref().map(|e| e.0), Some("exists"));
+        assert_eq!(
+            second[0].error.as_ref().map(|e| e.kind.name()),
+            Some("exists")
+        );
         let big = vec![Put {
             path: Path::from("big"),
             start: 0,
             len: 20,
         }];
         let data = [1u8; 20];
-        let refused = rt.block_on(run(
-            b,
-            big,
-            Target(data.as_ptr() as usize),
-            plan(true),
-            go(),
-        ));
-        assert_eq!(refused[0].error.as_ref().map(|e| e.0), Some("unsupported"));
+        let refused = rt.block_on(run(b, big, Source::over(&data), plan(true), go()));
+        assert_eq!(
+            refused[0].error.as_ref().map(|e| e.kind.name()),
+            Some("unsupported")
+        );
     }
 
     #[test]
@@ -413,12 +519,12 @@ mod tests {
         let outs = rt.block_on(run(
             b.clone(),
             items,
-            Target(data.as_ptr() as usize),
+            Source::over(&data),
             plan(false),
             stop,
         ));
         for o in &outs {
-            assert_eq!(o.error.as_ref().map(|e| e.0), Some("interrupted"));
+            assert_eq!(o.error.as_ref().map(|e| e.kind.name()), Some("interrupted"));
         }
         for p in ["small", "parts"] {
             assert!(

@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::error::{Failure, Kind};
+
 /// Requests waiting for an answer at first.
 const START: usize = 2;
 /// Fewest answers a round measures.
@@ -69,6 +71,18 @@ pub enum Answer {
     Refused,
     /// Stopped or cancelled before an answer: says nothing of the server.
     Gone,
+}
+
+impl Answer {
+    /// How a request that ended with `failure` (None: answered) leaves the ramp.
+    pub fn of(failure: Option<&Failure>) -> Answer {
+        match failure.map(|f| f.kind) {
+            None => Answer::Answered,
+            Some(k) if k.is_refusal() => Answer::Refused,
+            Some(Kind::Interrupted | Kind::Panic) => Answer::Gone,
+            Some(_) => Answer::Answered,
+        }
+    }
 }
 
 /// A request's place in the ramp; given back by `settle` (or on drop, as `Gone`).
@@ -248,16 +262,6 @@ impl Drop for Ticket {
         if let Some(p) = self.permit.take() {
             self.ramp.settle(p, self.round, self.sent, Answer::Gone);
         }
-    }
-}
-
-/// How a request's failure (kind, as `wave::classify` names it) leaves the ramp.
-pub fn answer_of(failure: Option<&crate::wave::Failure>) -> Answer {
-    match failure.map(|f| f.0) {
-        None => Answer::Answered,
-        Some("connect" | "io" | "timeout") => Answer::Refused,
-        Some("interrupted" | "panic") => Answer::Gone,
-        Some(_) => Answer::Answered,
     }
 }
 

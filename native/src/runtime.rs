@@ -3,6 +3,8 @@
 use std::sync::{Arc, Mutex};
 use tokio::runtime::Runtime;
 
+use crate::error::CallError;
+
 struct Held {
     pid: u32,
     runtime: Arc<Runtime>,
@@ -10,8 +12,7 @@ struct Held {
 
 static RUNTIME: Mutex<Option<Held>> = Mutex::new(None);
 
-/// Worker threads: the cores, at most 16 (the work is I/O and copies, not compute). On the H200 beside nginx's
-/// 8 workers, 16 read 256 x 4 MiB at 21.7 GB/s and 4,096 x 256 KiB at 18.7, 8 threads 14.4 and 13.3.
+/// Worker threads: the cores, at most 16 (the work is I/O and copies, not compute).
 pub fn workers() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
@@ -20,7 +21,11 @@ pub fn workers() -> usize {
 }
 
 /// The runtime of this process; a new one after `fork()`.
-pub fn get() -> std::io::Result<Arc<Runtime>> {
+pub fn get() -> Result<Arc<Runtime>, CallError> {
+    build().map_err(|e| CallError::Internal(format!("gdsstore._core: no runtime: {e}")))
+}
+
+fn build() -> std::io::Result<Arc<Runtime>> {
     let pid = std::process::id();
     let mut held = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(h) = held.as_ref() {

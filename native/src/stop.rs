@@ -4,6 +4,9 @@
 //! Python's handler is the default one. An interrupt sets the call's `Stop`; its tasks end at their next await
 //! (an upload aborts its multipart upload first), and once every task is over the call raises
 //! `KeyboardInterrupt`: nothing of the call runs, or writes into the caller's buffer, after it returns.
+//!
+//! The hook is a C signal handler (`sigaction`): the one module beside `slots` with `unsafe` code.
+#![allow(unsafe_code)]
 
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
@@ -39,11 +42,6 @@ impl Stop {
             std::future::pending::<()>().await;
         }
     }
-}
-
-/// The failure of work a stop cut short.
-pub fn interrupted() -> crate::wave::Failure {
-    ("interrupted", 0, "interrupted (KeyboardInterrupt)".into())
 }
 
 /// SIGINTs seen by the hook since it was installed.
@@ -108,9 +106,9 @@ enum Watch {
 
 impl Watch {
     fn new(py: Python<'_>) -> PyResult<Self> {
-        // SAFETY: plain system calls; on Linux the main thread's id is the process id.
-        let main = unsafe { libc::gettid() == libc::getpid() };
-        if main {
+        let threading = py.import("threading")?;
+        let main = threading.getattr("main_thread")?.call0()?;
+        if threading.getattr("current_thread")?.call0()?.is(&main) {
             return Ok(Watch::Main);
         }
         let signal = py.import("signal")?;

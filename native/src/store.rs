@@ -4,11 +4,13 @@
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::http::HttpBuilder;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use crate::error::{scrub, CallError};
+use crate::ramp::Ramp;
 
 #[derive(Clone)]
 enum Spec {
@@ -28,21 +30,22 @@ struct Client {
 }
 
 /// A remote store; `Store.http(...)` or `Store.s3(...)`.
-#[pyclass(module = "gdsstore_core", frozen)]
+#[pyclass(module = "gdsstore._core", frozen)]
 pub struct Store {
     spec: Spec,
     client: Client,
     built: Mutex<Option<(u32, Built)>>,
 }
 
-/// A store of this process and the gate of its connections: at most `pool_idle` requests in flight on it,
+/// A store of this process and the bound on its connections: at most `pool_idle` requests in flight on it,
 /// whatever the number of concurrent waves, so its sockets stay bounded.
 #[derive(Clone)]
 pub struct Built {
     pub store: Arc<dyn ObjectStore>,
-    pub gate: Arc<tokio::sync::Semaphore>,
+    /// At most `pool_idle` requests in flight on the store, across calls.
+    pub connections: Arc<tokio::sync::Semaphore>,
     /// How many of its requests wait for an answer at once (`ramp`): shared by every call on the store.
-    pub ramp: Arc<crate::ramp::Ramp>,
+    pub ramp: Arc<Ramp>,
 }
 
 fn client_options(c: &Client) -> ClientOptions {
@@ -92,14 +95,18 @@ fn build(spec: &Spec, client: &Client) -> Result<Arc<dyn ObjectStore>, String> {
                 .with_retry(no_retries())
                 .build()
                 .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
-                .map_err(|e| crate::wave::scrub(&e.to_string()))
+                .map_err(|e| scrub(&e.to_string()))
         }
     }
 }
 
 impl Store {
     /// The store of this process, built again after a fork.
-    pub fn get(&self) -> Result<Built, String> {
+    pub fn get(&self) -> Result<Built, CallError> {
+        self.built_here().map_err(CallError::Internal)
+    }
+
+    fn built_here(&self) -> Result<Built, String> {
         let pid = std::process::id();
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((p, s)) = built.as_ref() {
@@ -118,8 +125,8 @@ impl Store {
     fn fresh(&self) -> Result<Built, String> {
         Ok(Built {
             store: build(&self.spec, &self.client)?,
-            gate: Arc::new(tokio::sync::Semaphore::new(self.client.pool_idle.max(1))),
-            ramp: crate::ramp::Ramp::new(self.client.pool_idle),
+            connections: Arc::new(tokio::sync::Semaphore::new(self.client.pool_idle.max(1))),
+            ramp: Ramp::new(self.client.pool_idle),
         })
     }
 
@@ -129,7 +136,7 @@ impl Store {
             client,
             built: Mutex::new(None),
         };
-        let s = store.fresh().map_err(PyValueError::new_err)?;
+        let s = store.fresh().map_err(CallError::Args)?;
         *store.built.lock().unwrap_or_else(|e| e.into_inner()) = Some((std::process::id(), s));
         Ok(store)
     }
@@ -162,9 +169,7 @@ impl Store {
     ) -> PyResult<Self> {
         for (k, _) in &options {
             if AmazonS3ConfigKey::from_str(k).is_err() {
-                return Err(PyValueError::new_err(format!(
-                    "Store.s3(): unknown option {k:?}"
-                )));
+                return Err(CallError::Args(format!("Store.s3(): unknown option {k:?}")).into());
             }
         }
         Self::new_checked(

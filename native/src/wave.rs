@@ -6,25 +6,28 @@
 
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use object_store::client::{HttpError, HttpErrorKind};
 use object_store::path::Path;
 use object_store::{Attribute, GetOptions, GetRange, GetResult, ObjectStore};
+use pyo3::prelude::*;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::ramp::{answer_of, Ramp, Ticket};
+use crate::error::{CallError, Failure, FailureRow, Kind};
+use crate::limits::{closed, connection};
+use crate::ramp::{Answer, Ramp, Ticket};
+use crate::slots::{Held, Slot};
 use crate::stop::Stop;
+use crate::store::{Built, Store};
 
 /// One request: `range` (None: the whole object), where its body goes, and the size it must have.
 pub struct Item {
     pub path: Path,
     pub range: Option<GetRange>,
     pub expect: Option<u64>,
-    pub slot: usize,
-    pub cap: usize,
+    pub dest: Slot,
     /// The ETag the object must have: sent as `If-Match`, and checked on the answer before its body
     /// lands (a server that ignores `If-Match` still fails the item, kind changed).
     pub if_match: Option<String>,
@@ -38,142 +41,22 @@ pub struct Outcome {
     pub etag: Option<String>,
     pub mtime_ns: i64,
     pub version: Option<String>,
-    pub error: Option<(&'static str, u16, String)>,
-}
-
-pub type Failure = (&'static str, u16, String);
-
-/// The base address of the caller's buffer, shared by the tasks; each writes only inside its own slot
-/// (slots are checked in bounds and disjoint before the wave starts).
-#[derive(Clone, Copy)]
-pub struct Target(pub usize);
-
-/// Remove what may be a secret from a message: a URL's query string (a signature or token).
-pub fn scrub(msg: &str) -> String {
-    let mut out = String::with_capacity(msg.len());
-    let mut skipping = false;
-    for c in msg.chars() {
-        if c == '?' {
-            skipping = true;
-            out.push_str("?<redacted>");
-            continue;
-        }
-        if skipping && (c.is_whitespace() || c == '"' || c == '\'' || c == ')') {
-            skipping = false;
-        }
-        if !skipping {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn status_in(msg: &str) -> Option<u16> {
-    let at = msg.find("status code: ")? + "status code: ".len();
-    msg.get(at..at + 3)?.parse().ok()
-}
-
-fn http_kind(e: &(dyn std::error::Error + 'static)) -> Option<HttpErrorKind> {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(h) = err.downcast_ref::<HttpError>() {
-            return Some(h.kind());
-        }
-        cur = err.source();
-    }
-    None
-}
-
-/// Every message of an error's chain, joined (object_store's own text says "error sending request" where
-/// its sources say why).
-fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        let t = err.to_string();
-        if !parts.iter().any(|p| p.contains(&t)) {
-            parts.push(t);
-        }
-        cur = err.source();
-    }
-    parts.join(": ")
-}
-
-/// A TLS failure that no retry mends (the server's certificate is not trusted, expired, for another name),
-/// named by its cause.
-fn tls_failure(e: &object_store::Error) -> Option<Failure> {
-    let text = chain_text(e);
-    let lower = text.to_ascii_lowercase();
-    let at = lower
-        .find("invalid peer certificate")
-        .or_else(|| lower.find("certificate"))?;
-    let cause = text[at..]
-        .split(": ")
-        .take(2)
-        .collect::<Vec<_>>()
-        .join(": ");
-    Some((
-        "tls",
-        0,
-        format!("TLS: the server's certificate was refused ({cause})"),
-    ))
-}
-
-/// The kind of a failure, for Python's exception tree and retry policy.
-pub fn classify(e: &object_store::Error) -> Failure {
-    use object_store::Error as E;
-    if let Some(f) = tls_failure(e) {
-        return f;
-    }
-    let msg = scrub(&e.to_string());
-    let (kind, status) = match e {
-        E::NotFound { .. } => ("not_found", 404),
-        E::PermissionDenied { .. } => ("permission", 403),
-        E::Unauthenticated { .. } => ("permission", 401),
-        E::Precondition { .. } => ("changed", 412),
-        E::AlreadyExists { .. } => ("exists", 412),
-        E::NotSupported { .. } => ("range_ignored", 200),
-        _ => match status_in(&msg) {
-            Some(404) => ("not_found", 404),
-            Some(s @ (401 | 403)) => ("permission", s),
-            Some(s) => ("status", s),
-            None if msg.contains("non-partial response") => ("range_ignored", 200),
-            None if msg.contains("Content-Length Header missing") => ("unsupported", 0),
-            None if msg.contains("Content-Range") || msg.contains("Requested ") => ("range", 206),
-            // object_store's RetryError hides its HttpError from `source()` (transparent): read the text too.
-            None => match http_kind(e) {
-                Some(HttpErrorKind::Timeout) => ("timeout", 0),
-                Some(HttpErrorKind::Connect) => ("connect", 0),
-                Some(_) => ("io", 0),
-                None if msg.contains("error sending request") => ("connect", 0),
-                None if msg.contains("timed out") => ("timeout", 0),
-                None if msg.contains("HTTP error") => ("io", 0),
-                None => ("invalid", 0),
-            },
-        },
-    };
-    (kind, status, msg)
-}
-
-fn fail(kind: &'static str, msg: String) -> Failure {
-    (kind, 0, msg)
+    pub error: Option<Failure>,
 }
 
 /// Write the body of `res` into the slot; the number of bytes it had. A body that breaks leaves its
 /// checked prefix landed; `partial` says how long it is, so a retry can ask for the rest only.
 async fn land(
     res: GetResult,
-    it: &Item,
-    to: Target,
+    dest: &mut Slot,
     read_timeout: Duration,
     partial: &mut u64,
 ) -> Result<u64, Failure> {
     let want = res.range.end - res.range.start;
-    if want > it.cap as u64 {
-        return Err((
-            "too_large",
-            0,
-            format!("{want} bytes do not fit its slot of {}", it.cap),
+    if want > dest.cap() as u64 {
+        return Err(Failure::new(
+            Kind::TooLarge,
+            format!("{want} bytes do not fit its slot of {}", dest.cap()),
         ));
     }
     let mut stream = res.into_stream();
@@ -181,31 +64,24 @@ async fn land(
     loop {
         let next = tokio::time::timeout(read_timeout, stream.next())
             .await
-            .map_err(|_| fail("timeout", format!("no body bytes for {read_timeout:?}")))?;
+            .map_err(|_| {
+                Failure::new(Kind::Timeout, format!("no body bytes for {read_timeout:?}"))
+            })?;
         let Some(chunk) = next else { break };
-        let chunk = chunk.map_err(|e| classify(&e))?;
+        let chunk = chunk.map_err(|e| Failure::from(&e))?;
         let n = chunk.len() as u64;
-        if off + n > want {
-            return Err(fail(
-                "length",
+        if off + n > want || !dest.write(off as usize, &chunk) {
+            return Err(Failure::new(
+                Kind::Length,
                 format!("body longer than the {want} bytes announced"),
             ));
-        }
-        // SAFETY: [slot, slot + cap) lies inside the caller's buffer, no other task writes there, and
-        // off + n <= want <= cap was checked above.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                chunk.as_ptr(),
-                (to.0 + it.slot + off as usize) as *mut u8,
-                chunk.len(),
-            );
         }
         off += n;
         *partial = off;
     }
     if off != want {
-        return Err(fail(
-            "short",
+        return Err(Failure::new(
+            Kind::Short,
             format!("body ended after {off} of {want} bytes"),
         ));
     }
@@ -221,9 +97,8 @@ fn check_answer(res: &GetResult, it: &Item) -> Result<(), Failure> {
     if let Some(want) = &it.if_match {
         let got = res.meta.e_tag.as_deref().unwrap_or("");
         if bare_etag(got) != bare_etag(want) {
-            return Err((
-                "changed",
-                0,
+            return Err(Failure::new(
+                Kind::Changed,
                 format!("ETag {got:?} answered, {want:?} asked (If-Match)"),
             ));
         }
@@ -231,8 +106,8 @@ fn check_answer(res: &GetResult, it: &Item) -> Result<(), Failure> {
     if let Some(enc) = res.attributes.get(&Attribute::ContentEncoding) {
         let enc: &str = enc.as_ref();
         if !enc.is_empty() && !enc.eq_ignore_ascii_case("identity") {
-            return Err(fail(
-                "encoding",
+            return Err(Failure::new(
+                Kind::Encoding,
                 format!("Content-Encoding {enc:?} (bytes would not be the object's)"),
             ));
         }
@@ -240,8 +115,8 @@ fn check_answer(res: &GetResult, it: &Item) -> Result<(), Failure> {
     let len = res.range.end - res.range.start;
     if let Some(e) = it.expect {
         if len != e {
-            return Err(fail(
-                "length",
+            return Err(Failure::new(
+                Kind::Length,
                 format!("answer of {len} bytes, {e} expected"),
             ));
         }
@@ -251,8 +126,7 @@ fn check_answer(res: &GetResult, it: &Item) -> Result<(), Failure> {
 
 async fn fetch(
     store: Arc<dyn ObjectStore>,
-    it: Item,
-    to: Target,
+    mut it: Item,
     read_timeout: Duration,
     ticket: Ticket,
 ) -> Outcome {
@@ -263,12 +137,15 @@ async fn fetch(
     };
     let mut out = Outcome::default();
     let answer = match tokio::time::timeout(read_timeout, store.get_opts(&it.path, opts)).await {
-        Err(_) => Err(fail("timeout", format!("no answer for {read_timeout:?}"))),
-        Ok(Err(e)) => Err(classify(&e)),
+        Err(_) => Err(Failure::new(
+            Kind::Timeout,
+            format!("no answer for {read_timeout:?}"),
+        )),
+        Ok(Err(e)) => Err(Failure::from(&e)),
         Ok(Ok(res)) => Ok(res),
     };
     // The ramp counts requests until their answer: the body is not its business.
-    ticket.settle(answer_of(answer.as_ref().err()));
+    ticket.settle(Answer::of(answer.as_ref().err()));
     let res = match answer {
         Err(f) => {
             out.error = Some(f);
@@ -285,7 +162,7 @@ async fn fetch(
         return out;
     }
     let mut partial = 0u64;
-    match land(res, &it, to, read_timeout, &mut partial).await {
+    match land(res, &mut it.dest, read_timeout, &mut partial).await {
         Ok(n) => out.got = n as i64,
         Err(f) => {
             out.got = partial as i64;
@@ -301,9 +178,8 @@ async fn fetch(
 /// a lane keeps its share of the requests in flight and takes the next item from the wave's queue as one
 /// finishes. A task and a permit per request cost two or three wake-ups of other threads per request.
 pub async fn run(
-    built: crate::store::Built,
+    built: Built,
     items: Vec<Item>,
-    to: Target,
     concurrency: usize,
     read_timeout: Duration,
     stop: Stop,
@@ -311,8 +187,8 @@ pub async fn run(
     let n = items.len();
     let concurrency = concurrency.max(1);
     // Items of 1 MiB and more: a lane each (a task per request costs nothing beside their copies, and tokio
-    // spreads the copies over every worker; 16 lanes read 256 x 4 MiB 10 % slower on the H200).
-    let big = items.iter().map(|it| it.cap).sum::<usize>() >= n * BIG_ITEM;
+    // spreads the copies over every worker).
+    let big = items.iter().map(|it| it.dest.cap()).sum::<usize>() >= n * BIG_ITEM;
     let lanes = if big {
         concurrency
     } else {
@@ -323,16 +199,15 @@ pub async fn run(
     let mut tasks = JoinSet::new();
     // A lane fills its width from the queue as soon as it starts: capped at its share of the items, or the
     // first lanes would take a short wave's items all (64 chunks of 4 MiB on 4 of 16 threads).
-    let share = n.div_ceil(lanes);
+    let per_lane = n.div_ceil(lanes);
     for l in 0..lanes {
         // the lanes' widths add up to `concurrency` (or to the items, for a short wave)
-        let width = (concurrency / lanes + usize::from(l < concurrency % lanes)).min(share);
+        let width = (concurrency / lanes + usize::from(l < concurrency % lanes)).min(per_lane);
         let lane = Lane {
             queue: queue.clone(),
             store: built.store.clone(),
-            conn: built.gate.clone(),
+            conn: built.connections.clone(),
             ramp: built.ramp.clone(),
-            to,
             read_timeout,
         };
         tasks.spawn(lane.run(width));
@@ -361,9 +236,9 @@ pub async fn run(
         }
     }
     let lost: fn() -> Failure = if stopped {
-        crate::stop::interrupted
+        Failure::interrupted
     } else {
-        || fail("panic", "the request's task failed inside the core".into())
+        || Failure::panic("the request's task failed inside the core")
     };
     outs.into_iter()
         .map(|o| o.unwrap_or_else(|| failed(lost())))
@@ -391,7 +266,6 @@ struct Lane {
     conn: Arc<Semaphore>,
     /// The store's ramp of requests waiting for an answer.
     ramp: Arc<Ramp>,
-    to: Target,
     read_timeout: Duration,
 }
 
@@ -401,22 +275,20 @@ impl Lane {
     }
 
     async fn one(&self, i: usize, it: Item) -> (usize, Outcome) {
-        let permit = match crate::gates::connection(&self.conn).await {
+        let permit = match connection(&self.conn).await {
             Ok(permit) => permit,
             Err(f) => return (i, failed(f)),
         };
         // Waiting for a place in the ramp is not the server's time: the timeouts start after it.
         let Some(ticket) = self.ramp.enter().await else {
-            return (i, failed(crate::gates::closed()));
+            return (i, failed(closed()));
         };
-        let fetched = fetch(self.store.clone(), it, self.to, self.read_timeout, ticket);
+        let fetched = fetch(self.store.clone(), it, self.read_timeout, ticket);
         let out = AssertUnwindSafe(fetched).catch_unwind().await;
         drop(permit);
         (
             i,
-            out.unwrap_or_else(|_| {
-                failed(fail("panic", "the request failed inside the core".into()))
-            }),
+            out.unwrap_or_else(|_| failed(Failure::panic("the request failed inside the core"))),
         )
     }
 
@@ -434,4 +306,153 @@ impl Lane {
             }
         }
     }
+}
+
+/// One item's answer as Python receives it: `(bytes landed, object size, ETag, last-modified ns, version
+/// id, error)`.
+type Row = (
+    i64,
+    i64,
+    Option<String>,
+    i64,
+    Option<String>,
+    Option<FailureRow>,
+);
+
+fn range_of(start: i64, end: i64) -> Result<Option<GetRange>, String> {
+    match (start, end) {
+        (0, e) if e < 0 => Ok(None),
+        (s, _) if s < 0 => Ok(Some(GetRange::Suffix(s.unsigned_abs()))),
+        (s, e) if e < 0 => Ok(Some(GetRange::Offset(s as u64))),
+        (s, e) if e > s => Ok(Some(GetRange::Bounded(s as u64..e as u64))),
+        (s, e) => Err(format!("empty range {s}..{e}")),
+    }
+}
+
+/// The items of a wave, in the order asked; each also says which entry it answers. Entries whose path
+/// object_store cannot take are answered "unsupported" at once, without a request.
+struct Plan {
+    items: Vec<Item>,
+    index: Vec<usize>,
+    outs: Vec<Outcome>,
+}
+
+fn plan(
+    paths: Vec<String>,
+    starts: &[i64],
+    ends: &[i64],
+    expect: &[i64],
+    dests: Vec<Slot>,
+    if_match: Option<Vec<Option<String>>>,
+) -> Plan {
+    let mut if_match = if_match.unwrap_or_default().into_iter();
+    let n = paths.len();
+    let mut p = Plan {
+        items: Vec::with_capacity(n),
+        index: Vec::with_capacity(n),
+        outs: (0..n).map(|_| Outcome::default()).collect(),
+    };
+    for (i, (path, dest)) in paths.into_iter().zip(dests).enumerate() {
+        let tag = if_match.next().flatten();
+        let parsed = Path::parse(&path).map_err(|e| e.to_string());
+        match (parsed, range_of(starts[i], ends[i])) {
+            (Ok(path), Ok(range)) => {
+                p.items.push(Item {
+                    path,
+                    range,
+                    expect: u64::try_from(expect[i]).ok(),
+                    dest,
+                    if_match: tag,
+                });
+                p.index.push(i);
+            }
+            (Err(e), _) | (_, Err(e)) => p.outs[i].error = Some(Failure::new(Kind::Unsupported, e)),
+        }
+    }
+    p
+}
+
+fn check_lists(
+    n: usize,
+    lens: &[usize],
+    if_match: Option<&Vec<Option<String>>>,
+    timeout: f64,
+) -> Result<(), CallError> {
+    if if_match.is_some_and(|m| m.len() != n) {
+        return Err(CallError::Args(
+            "read_wave(): `if_match` must have one entry per path".into(),
+        ));
+    }
+    if lens.iter().any(|l| *l != n) {
+        return Err(CallError::Args(
+            "read_wave(): all item lists must have one entry per path".into(),
+        ));
+    }
+    if !(timeout > 0.0 && timeout.is_finite()) {
+        return Err(CallError::Args(format!(
+            "read_wave(): `timeout` must be > 0, got {timeout}"
+        )));
+    }
+    Ok(())
+}
+
+/// Run one wave of GETs on `store`; see `gdsstore/_core.pyi`.
+#[pyfunction]
+#[pyo3(signature = (store, paths, starts, ends, expect, slots, caps, buffer, *, concurrency = 256, timeout = 30.0, if_match = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn read_wave<'py>(
+    py: Python<'py>,
+    store: &Store,
+    paths: Vec<String>,
+    starts: Vec<i64>,
+    ends: Vec<i64>,
+    expect: Vec<i64>,
+    slots: Vec<usize>,
+    caps: Vec<usize>,
+    buffer: &Bound<'py, PyAny>,
+    concurrency: usize,
+    timeout: f64,
+    if_match: Option<Vec<Option<String>>>,
+) -> PyResult<Vec<Row>> {
+    let lens = [
+        starts.len(),
+        ends.len(),
+        expect.len(),
+        slots.len(),
+        caps.len(),
+    ];
+    check_lists(paths.len(), &lens, if_match.as_ref(), timeout)?;
+    let held = Held::writable("read_wave()", "buffer", buffer)?;
+    let spans: Vec<(usize, usize)> = slots.into_iter().zip(caps).collect();
+    let dests = held.slots("read_wave()", &spans)?;
+    let Plan {
+        items,
+        index,
+        mut outs,
+    } = plan(paths, &starts, &ends, &expect, dests, if_match);
+    let built = store.get()?;
+    let rt = crate::runtime::get()?;
+    let read_timeout = Duration::from_secs_f64(timeout);
+    // `held` stays alive (and the memory exported) until the wave is over, interrupted or not.
+    let done = crate::stop::run(py, &rt, |stop| {
+        run(built, items, concurrency, read_timeout, stop)
+    })
+    .map_err(|_| CallError::Internal("gdsstore._core: the wave failed inside the core".into()))??;
+    for (i, o) in index.into_iter().zip(done) {
+        outs[i] = o;
+    }
+    drop(held);
+    Ok(outs
+        .into_iter()
+        .map(|o| {
+            (
+                o.got,
+                o.total,
+                o.etag,
+                o.mtime_ns,
+                o.version,
+                o.error.map(Failure::row),
+            )
+        })
+        .collect())
 }

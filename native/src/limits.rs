@@ -1,19 +1,19 @@
-//! What waves and uploads share: the gates every request passes (the call's bound on requests in flight,
-//! the store's on its connections across concurrent calls, then the store's ramp of requests waiting for an
-//! answer), and the collection of one result per item from their tasks.
+//! The limits every request of a wave or an upload passes, in order: the call's bound on requests in
+//! flight, the store's on its connections across concurrent calls, then the store's ramp of requests
+//! waiting for an answer. Also the collection of one result per item from a call's tasks.
 
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::ramp::{answer_of, Ramp, Ticket};
-use crate::stop::{interrupted, Stop};
-use crate::wave::Failure;
+use crate::error::Failure;
+use crate::ramp::{Answer, Ramp, Ticket};
+use crate::stop::Stop;
+use crate::store::Built;
 
-/// The call's own bound on requests in flight, then the store's (its sockets, idle or not, across concurrent
-/// calls), then its ramp; a stopped call's requests wait no more.
+/// The limits of one call on one store; a stopped call's requests wait no more.
 #[derive(Clone)]
-pub struct Gates {
+pub struct Limits {
     call: Arc<Semaphore>,
     conn: Arc<Semaphore>,
     ramp: Arc<Ramp>,
@@ -21,23 +21,23 @@ pub struct Gates {
 }
 
 /// Held while a request is in flight; `settle` tells the ramp how it went.
-pub struct Permits {
+pub struct InFlight {
     _call: OwnedSemaphorePermit,
     _conn: OwnedSemaphorePermit,
     ticket: Ticket,
 }
 
-impl Permits {
+impl InFlight {
     pub fn settle<T>(self, r: &Result<T, Failure>) {
-        self.ticket.settle(answer_of(r.as_ref().err()));
+        self.ticket.settle(Answer::of(r.as_ref().err()));
     }
 }
 
-impl Gates {
-    pub fn new(concurrency: usize, built: &crate::store::Built, stop: Stop) -> Self {
-        Gates {
+impl Limits {
+    pub fn new(concurrency: usize, built: &Built, stop: Stop) -> Self {
+        Limits {
             call: Arc::new(Semaphore::new(concurrency.max(1))),
-            conn: built.gate.clone(),
+            conn: built.connections.clone(),
             ramp: built.ramp.clone(),
             stop,
         }
@@ -47,32 +47,33 @@ impl Gates {
         self.stop.is_set()
     }
 
-    /// `f`'s result, or `interrupted()` as soon as the call is stopped (`f` is dropped).
+    /// `f`'s result, or `Failure::interrupted()` as soon as the call is stopped (`f` is dropped).
     pub async fn unless_stopped<T>(
         &self,
         f: impl std::future::Future<Output = Result<T, Failure>>,
     ) -> Result<T, Failure> {
         tokio::select! {
             biased;
-            _ = self.stop.wait() => Err(interrupted()),
+            _ = self.stop.wait() => Err(Failure::interrupted()),
             r = f => r,
         }
     }
 
-    pub async fn enter(&self) -> Result<Permits, Failure> {
+    /// Wait until a request may go, past every limit.
+    pub async fn enter(&self) -> Result<InFlight, Failure> {
         tokio::select! {
             biased;
-            _ = self.stop.wait() => Err(interrupted()),
+            _ = self.stop.wait() => Err(Failure::interrupted()),
             p = self.places() => p,
         }
     }
 
-    async fn places(&self) -> Result<Permits, Failure> {
+    async fn places(&self) -> Result<InFlight, Failure> {
         let call = self.call.clone().acquire_owned();
         let call = call.await.map_err(|_| closed())?;
         let conn = connection(&self.conn).await?;
         let ticket = self.ramp.enter().await.ok_or_else(closed)?;
-        Ok(Permits {
+        Ok(InFlight {
             _call: call,
             _conn: conn,
             ticket,
@@ -81,10 +82,10 @@ impl Gates {
 }
 
 pub fn closed() -> Failure {
-    ("panic", 0, "the core's request gate closed".to_string())
+    Failure::panic("the core's request limits closed")
 }
 
-/// A permit of the store's gate on its connections (held while one request is in flight).
+/// A permit of the store's bound on its connections (held while one request is in flight).
 pub async fn connection(conn: &Arc<Semaphore>) -> Result<OwnedSemaphorePermit, Failure> {
     conn.clone().acquire_owned().await.map_err(|_| closed())
 }
