@@ -87,7 +87,7 @@ def test_server_ignoring_range_never_yields_wrong_bytes(srv: FaultServer) -> Non
         assert buf.tobytes() == DATA
         # ... but a partial read of it, even from offset 0, is not.
         part = np.full(1000, FILL, "u1")
-        with pytest.raises(RangeNotSupportedError, match="ignored the Range header.*read whole objects"):
+        with pytest.raises(RangeNotSupportedError, match=r"ignored the Range header.*read whole objects"):
             f.read(part)
         no_wrong_bytes(part)
 
