@@ -3,7 +3,7 @@
 
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::http::HttpBuilder;
-use object_store::{ClientOptions, ObjectStore, RetryConfig};
+use object_store::{Certificate, ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
 use pyo3::prelude::*;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -23,10 +23,52 @@ enum Spec {
     },
 }
 
+/// How the store's HTTP client is made: what the caller's options ask beside the timeouts.
 #[derive(Clone)]
 struct Client {
     connect_timeout: f64,
     pool_idle: usize,
+    /// Headers sent with every request (values may be secrets: never in a message).
+    headers: Vec<(String, String)>,
+    /// object_store's client options by name (`allow_invalid_certificates`, `proxy_url`, ...).
+    options: Vec<(String, String)>,
+    /// PEM certificates trusted beside the system's (a CA bundle's contents).
+    ca_pem: Option<Vec<u8>>,
+}
+
+impl Client {
+    /// Checked once, where the store is asked for: a bad name or file fails `Store.http`/`Store.s3`.
+    fn new(
+        connect_timeout: f64,
+        pool_idle: usize,
+        headers: Vec<(String, String)>,
+        options: Vec<(String, String)>,
+        ca_bundle: Option<String>,
+    ) -> Result<Self, String> {
+        for (k, _) in &options {
+            ClientConfigKey::from_str(k).map_err(|_| format!("unknown client option {k:?}"))?;
+        }
+        for (k, v) in &headers {
+            http::HeaderName::from_str(k).map_err(|_| format!("bad header name {k:?}"))?;
+            http::HeaderValue::from_str(v).map_err(|_| format!("bad value of header {k:?}"))?;
+        }
+        let ca_pem = match ca_bundle {
+            None => None,
+            Some(path) => {
+                let pem = std::fs::read(&path).map_err(|e| format!("CA bundle {path:?}: {e}"))?;
+                Certificate::from_pem_bundle(&pem)
+                    .map_err(|e| format!("CA bundle {path:?} is not PEM certificates: {e}"))?;
+                Some(pem)
+            }
+        };
+        Ok(Client {
+            connect_timeout,
+            pool_idle,
+            headers,
+            options,
+            ca_pem,
+        })
+    }
 }
 
 /// A remote store; `Store.http(...)` or `Store.s3(...)`.
@@ -57,6 +99,29 @@ fn client_options(c: &Client) -> ClientOptions {
         .with_pool_max_idle_per_host(c.pool_idle);
     if c.connect_timeout > 0.0 {
         o = o.with_connect_timeout(Duration::from_secs_f64(c.connect_timeout));
+    }
+    for (k, v) in &c.options {
+        if let Ok(key) = ClientConfigKey::from_str(k) {
+            o = o.with_config(key, v.clone());
+        }
+    }
+    if !c.headers.is_empty() {
+        let mut map = http::HeaderMap::new();
+        for (k, v) in &c.headers {
+            if let (Ok(name), Ok(mut value)) = (
+                http::HeaderName::from_str(k),
+                http::HeaderValue::from_str(v),
+            ) {
+                value.set_sensitive(true); // kept out of debug output
+                map.insert(name, value);
+            }
+        }
+        o = o.with_default_headers(map);
+    }
+    if let Some(pem) = &c.ca_pem {
+        for cert in Certificate::from_pem_bundle(pem).unwrap_or_default() {
+            o = o.with_root_certificate(cert);
+        }
     }
     o
 }
@@ -145,40 +210,46 @@ impl Store {
 #[pymethods]
 impl Store {
     /// A store of the objects under `base` (`http(s)://host[:port]/`); paths are relative to it.
+    /// `headers` go with every request; `options` are object_store's client options by name
+    /// (`allow_invalid_certificates`, `proxy_url`, ...); `ca_bundle` is a PEM file trusted beside the
+    /// system's certificates. Proxies also come from `HTTP(S)_PROXY`/`ALL_PROXY`/`NO_PROXY`.
     #[staticmethod]
-    #[pyo3(signature = (base, *, connect_timeout = 10.0, pool_idle = 256))]
-    fn http(base: String, connect_timeout: f64, pool_idle: usize) -> PyResult<Self> {
-        Self::new_checked(
-            Spec::Http { base },
-            Client {
-                connect_timeout,
-                pool_idle,
-            },
-        )
+    #[pyo3(signature = (base, *, connect_timeout = 10.0, pool_idle = 256, headers = Vec::new(),
+                        options = Vec::new(), ca_bundle = None))]
+    fn http(
+        base: String,
+        connect_timeout: f64,
+        pool_idle: usize,
+        headers: Vec<(String, String)>,
+        options: Vec<(String, String)>,
+        ca_bundle: Option<String>,
+    ) -> PyResult<Self> {
+        let client = Client::new(connect_timeout, pool_idle, headers, options, ca_bundle)
+            .map_err(|e| CallError::Args(format!("Store.http(): {e}")))?;
+        Self::new_checked(Spec::Http { base }, client)
     }
 
     /// A store of one S3 bucket. `options` are object_store's `AmazonS3ConfigKey` names
     /// (`aws_endpoint`, `aws_region`, `aws_access_key_id`, ...); `from_env` adds the `AWS_*` environment.
     #[staticmethod]
-    #[pyo3(signature = (options, *, from_env = false, connect_timeout = 10.0, pool_idle = 256))]
+    #[pyo3(signature = (options, *, from_env = false, connect_timeout = 10.0, pool_idle = 256,
+                        headers = Vec::new(), ca_bundle = None))]
     fn s3(
         options: Vec<(String, String)>,
         from_env: bool,
         connect_timeout: f64,
         pool_idle: usize,
+        headers: Vec<(String, String)>,
+        ca_bundle: Option<String>,
     ) -> PyResult<Self> {
         for (k, _) in &options {
             if AmazonS3ConfigKey::from_str(k).is_err() {
                 return Err(CallError::Args(format!("Store.s3(): unknown option {k:?}")).into());
             }
         }
-        Self::new_checked(
-            Spec::S3 { options, from_env },
-            Client {
-                connect_timeout,
-                pool_idle,
-            },
-        )
+        let client = Client::new(connect_timeout, pool_idle, headers, Vec::new(), ca_bundle)
+            .map_err(|e| CallError::Args(format!("Store.s3(): {e}")))?;
+        Self::new_checked(Spec::S3 { options, from_env }, client)
     }
 
     fn __repr__(&self) -> String {
