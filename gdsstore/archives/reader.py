@@ -34,6 +34,7 @@ from gdsstore.archives import plan as _plan
 from gdsstore.archives.fetch import Targets, chunk_ends, chunk_positions, land
 from gdsstore.archives.refs import INLINED, MISSING, ArrayRefs, from_kerchunk, from_manifest_store
 from gdsstore.engine.batch import groups
+from gdsstore.engine.landing import alloc_host, release_host
 from gdsstore.engine.pool import map_all
 from gdsstore.errors import ChunkDecodeError
 from gdsstore.gpu.execute import run_windows
@@ -230,16 +231,11 @@ def _host_buffer(nbytes: int, *, pinned: bool) -> tuple[np.ndarray, Any]:
     (reused across reads, counted in ``pinned_memory_limit``; ``None`` owner: pageable, traced)."""
     if not pinned:
         return np.empty(max(nbytes, 1), dtype=np.uint8), None
-    from gdsstore.gpu import staging
-
-    return staging.alloc_staging(max(nbytes, 1), True)
+    return alloc_host(max(nbytes, 1), True)
 
 
 def _give_back(owner: Any) -> None:
-    if owner is not None:
-        from gdsstore.gpu import staging
-
-        staging.release_staging(owner)
+    release_host(owner)
 
 
 def _upload(buf: np.ndarray, owner: Any) -> Any:

@@ -13,18 +13,19 @@ from __future__ import annotations
 import abc
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from gdsstore.engine import registry
 from gdsstore.engine.file import BaseFile
+from gdsstore.engine.landing import MISSING_KEY, AddressTable, Alloc, Free, Landed, land_objects
 from gdsstore.engine.pool import map_all
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 
 __all__ = [
-    "Backend", "BatchResult", "ByteRange", "ObjectInfo", "Wave", "backend_for", "check_key", "coalesce_ranges",
+    "Backend", "BatchResult", "ByteRange", "ObjectInfo", "backend_for", "check_key", "coalesce_ranges",
     "host_alloc", "host_buffer",
 ]
 
@@ -62,9 +63,6 @@ def check_key(key: str, where: str) -> str:
     return key
 
 
-Alloc = Callable[[int], Any]
-
-
 def host_alloc(n: int) -> tuple[np.ndarray, None]:
     """A wave buffer in plain host memory (``alloc`` of :meth:`Backend.get_many`)."""
     return np.empty(n, dtype=np.uint8), None
@@ -73,47 +71,6 @@ def host_alloc(n: int) -> tuple[np.ndarray, None]:
 def host_buffer(n: int) -> np.ndarray:
     """``n`` uninitialised bytes of host memory (``alloc`` of :meth:`Backend.get`)."""
     return np.empty(n, dtype=np.uint8)
-
-
-@dataclass
-class Wave:
-    """Many objects or byte ranges read together into one buffer (:meth:`Backend.get_many`).
-
-    Attributes:
-        host: ``uint8`` numpy array holding every item.
-        offsets: ``int64`` array: where item ``i`` starts in ``host``.
-        sizes: ``int64`` array: its length; ``-1``: missing (or failed, with ``errors="return"``).
-        owner: what the caller's ``alloc`` returned beside the array (a pinned buffer to give back).
-        errors: per item, the exception that failed it (``errors="return"`` only), else None.
-        requests: how many requests the wave sent (retries not counted).
-        split: makes :meth:`all_bytes` (``(host, offsets, sizes)`` → list); None: one copy after the other.
-        etags: per key, the ETag every answer for it carried, where the transport saw them all (the native
-            core: an object whose answers disagree fails the wave); a key absent: not known.
-    """
-
-    host: Any
-    offsets: Any
-    sizes: Any
-    owner: Any = None
-    errors: list[BaseException | None] | None = None
-    requests: int = 0
-    split: Callable[[Any, Any, Any], list[bytes | None]] | None = None
-    etags: dict[str, str] = field(default_factory=dict)
-
-    def view(self, i: int) -> Any:
-        """Item ``i`` as a view of :attr:`host`, or None when missing or failed."""
-        n = int(self.sizes[i])
-        if n < 0:
-            return None
-        a = int(self.offsets[i])
-        return self.host[a : a + n]
-
-    def all_bytes(self) -> list[bytes | None]:
-        """Every item as ``bytes`` (None: missing or failed): through :attr:`split` where the wave's
-        transport gave one (the native core's copies on several threads), else one copy after the other."""
-        if self.split is not None:
-            return self.split(self.host, self.offsets, self.sizes)
-        return [None if v is None else v.tobytes() for v in map(self.view, range(len(self.sizes)))]
 
 
 class BatchResult:
@@ -137,6 +94,10 @@ class Backend(abc.ABC):
     listable: bool = True
     #: Reads many keys in one wave of concurrent requests (:meth:`get_many`): the remote backends.
     waves: bool = False
+    #: :meth:`land` can land straight on a GPU (through the bounce ring): local files.
+    lands_on_device: bool = False
+    #: The largest object of unknown size of the last wave (0: none yet): the next wave's room per object.
+    room_hint: int = 0
 
     @property
     @abc.abstractmethod
@@ -161,7 +122,7 @@ class Backend(abc.ABC):
             return False
         return True
 
-    def get(self, key: str, alloc: Alloc, byte_range: ByteRange | None = None) -> Any:
+    def get(self, key: str, alloc: Callable[[int], Any], byte_range: ByteRange | None = None) -> Any:
         """Read ``key`` (or a range of it) into a buffer from ``alloc(nbytes)``; returns the buffer.
 
         ``alloc`` decides host or device memory. Raises FileNotFoundError for a missing key.
@@ -176,14 +137,37 @@ class Backend(abc.ABC):
                     raise OSError(f"{type(self).__name__}.get(): short read of {key!r}: {got} of {nbytes} bytes")
             return buf
 
+    def land(
+        self, table: AddressTable, alloc: Alloc, free: Free, *, device: int | None = None, room: int | None = None,
+        where: str = "land()",
+    ) -> Landed:
+        """Land ``table`` in one buffer from ``alloc`` (``free`` gives it back when the landing fails); callers
+        use :func:`gdsstore.engine.landing.land`, which picks the memory. Here: one size lookup and one read
+        per item (:func:`~gdsstore.engine.landing.land_objects`); local files and remote waves do better.
+
+        Args:
+            table: the items.
+            alloc: ``alloc(nbytes) -> (uint8 array, owner)``.
+            free: gives an owner back.
+            device: land on that GPU (backends with :attr:`lands_on_device` only).
+            room: bytes a wave sets aside for whole objects of unknown size.
+            where: the caller, for messages.
+        """
+        return land_objects(self, table, alloc, free, where)
+
+    def core_paths(self, keys: Sequence[str], where: str) -> tuple[Any, str, list[str | None]] | None:
+        """The native core's ``(store, base, paths)`` for a wave of ``keys``; None: no core route for this
+        backend (or its settings keep the core off)."""
+        return None
+
     def get_many(
         self,
         keys: Sequence[str],
         ranges: Sequence[ByteRange | None] | None,
-        alloc: Callable[[int], tuple[Any, Any]],
-        free: Callable[[Any], None] = lambda owner: None,
+        alloc: Alloc,
+        free: Free = lambda owner: None,
         **options: Any,
-    ) -> Wave:
+    ) -> Landed:
         """Read ``keys`` (whole, or ``ranges[i]`` of each, zarr's clamping) into one buffer from
         ``alloc(nbytes) -> (uint8 array, owner)``, in one wave of concurrent requests with no size
         lookup (backends with :attr:`waves`; see ``gdsstore.engine.remote.wave.read_wave`` for
@@ -213,7 +197,7 @@ class Backend(abc.ABC):
         for i, (key, br) in enumerate(zip(keys, ranges, strict=True)):
             try:
                 out.bufs[i] = self.get(key, host_buffer, br)
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            except MISSING_KEY:
                 pass
             except Exception as exc:
                 out.errors[i] = exc

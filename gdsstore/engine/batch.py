@@ -6,7 +6,7 @@ checks, routing) that a batch into one host buffer does not need: its route is P
 memory, decided once per batch by the policy ("host buffer"). Here a pool of ``num_threads`` threads
 takes contiguous groups of the batch and runs ``open``/``preadv``/``close`` straight into each slot
 (the syscalls release the GIL); one trace event records the whole batch. Where the native core
-(``gdsstore_core``) is built, :func:`read_batch` hands it the whole batch (or each staging slot's reads)
+(``gdsstore._core``) is built, :func:`read_batch` hands it the whole batch (or each staging slot's reads)
 in one call that runs them in Rust with the GIL released (:func:`gdsstore.policy.decide_local_batch`;
 its reason is in the trace): no Python per file, no GIL hand-off between the reading threads.
 
@@ -42,7 +42,9 @@ import numpy as np
 
 import gdsstore.trace as _trace
 from gdsstore import policy
+from gdsstore.engine import native
 from gdsstore.engine.backend import BatchResult, check_key
+from gdsstore.engine.landing import MISSING_KEY
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange
 
@@ -51,7 +53,6 @@ __all__ = [
 ]
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-_MISSING = (FileNotFoundError, NotADirectoryError)
 _S_IFMT, _S_IFREG = 0o170000, 0o100000
 #: Bytes a pool task of :func:`read_objects` should have at least: below it, one more thread costs
 #: more in hand-offs than it saves (a batch of 64 KiB chunks runs in the calling thread).
@@ -107,7 +108,7 @@ def stat_batch(paths: Sequence[str], num_threads: int | None = None, *, core: bo
         for i in g:
             try:
                 st = stat(paths[i])
-            except _MISSING:
+            except MISSING_KEY:
                 continue
             if st.st_mode & 0o170000 == 0o100000:  # S_ISREG without a call per file
                 out[i] = st.st_size
@@ -175,7 +176,7 @@ def _pread_path(path: str, view: memoryview, d0: int, size: int, off: int) -> in
         return 0
     try:
         fd = os.open(path, _FLAGS)
-    except _MISSING:
+    except MISSING_KEY:
         return -1
     try:
         done = 0
@@ -190,29 +191,15 @@ def _pread_path(path: str, view: memoryview, d0: int, size: int, off: int) -> in
 
 
 def _core_module() -> Any:
-    """``gdsstore_core`` (the native core), or None where it is not built; imported once per process."""
-    global _core, _core_error
-    if _core is None and _core_error is None:
-        try:
-            import gdsstore_core
-        except ImportError as exc:
-            _core_error = ("gdsstore_core not installed" if exc.name == "gdsstore_core"
-                           else f"gdsstore_core failed to import ({type(exc).__name__})")
-        else:
-            if hasattr(gdsstore_core, "read_files") and hasattr(gdsstore_core, "stat_files"):
-                _core = gdsstore_core
-            else:  # a wheel built before the local batch calls: its remote waves still work
-                _core_error = "gdsstore_core has no local batch calls (an older build: run scripts/build_core.sh)"
-    return _core
+    """The native core (:func:`gdsstore.engine.native.load`), or None where it cannot be imported."""
+    return native.load()
 
 
 def _core_missing() -> str | None:
     """Why the native core cannot run a batch; None when it can."""
-    return None if _core_module() is not None else _core_error
+    return native.unavailable_reason()
 
 
-_core: Any = None
-_core_error: str | None = None
 
 
 def _overlapping(dst: np.ndarray, size: np.ndarray) -> bool:
@@ -456,7 +443,7 @@ def _read_object(path: str, br: ByteRange | None, alloc: Callable[[int], Any]) -
     missing or not a regular file (a directory is not a key)."""
     try:
         fd = os.open(path, _FLAGS)
-    except _MISSING:
+    except MISSING_KEY:
         return None
     try:
         st = os.fstat(fd)

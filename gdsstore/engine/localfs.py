@@ -34,6 +34,7 @@ import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine.backend import Backend, BatchResult, ObjectInfo, check_key, host_buffer
 from gdsstore.engine.batch import local_paths, read_objects
+from gdsstore.engine.landing import MISSING_KEY, AddressTable, Alloc, Free, Landed, land_files
 from gdsstore.engine.local import LocalFile, check_mode
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange
@@ -75,7 +76,7 @@ def _any_link(root: str, parts: list[str]) -> bool:
         try:
             if os.lstat(path).st_mode & 0o170000 == 0o120000:  # S_ISLNK
                 return True
-        except (FileNotFoundError, NotADirectoryError):
+        except MISSING_KEY:
             return False  # nothing below a missing name exists: makedirs creates real directories
     return False
 
@@ -322,6 +323,8 @@ class LocalBackend(Backend):
         # Absolute and normalised: equal roots compare equal, and a later chdir changes nothing.
         self.root = os.path.abspath(root) if root else os.getcwd()
 
+    lands_on_device = True
+
     #: The storage options a local root takes (``GDSStore(path, storage_options={...})``).
     OPTIONS = ("follow_symlinks",)
 
@@ -373,7 +376,7 @@ class LocalBackend(Backend):
                         f"{where}: {key!r} goes through the symbolic link {path!r}, and this store was "
                         "opened with follow_symlinks=False; pass follow_symlinks=True to follow links"
                     )
-            except (FileNotFoundError, NotADirectoryError):
+            except MISSING_KEY:
                 return  # nothing below a missing name exists either
 
     def __eq__(self, other: object) -> bool:
@@ -409,7 +412,7 @@ class LocalBackend(Backend):
         path = self._path(key, where)
         try:
             st = os.stat(path)
-        except (FileNotFoundError, NotADirectoryError):
+        except MISSING_KEY:
             raise FileNotFoundError(f"{where}: no such key {key!r} under {self.url}") from None
         if stat_mod.S_ISDIR(st.st_mode):
             return ObjectInfo(key, st.st_size, "directory", st.st_mtime)
@@ -432,6 +435,13 @@ class LocalBackend(Backend):
         else:
             paths = [self._path(k, where) for k in keys]
         return read_objects(paths, ranges, host_buffer, url=self.url)
+
+    def land(
+        self, table: AddressTable, alloc: Alloc, free: Free, *, device: int | None = None, room: int | None = None,
+        where: str = "land()",
+    ) -> Landed:
+        """Files into their slots by :func:`~gdsstore.engine.landing.land_files` (on a GPU: ``device``)."""
+        return land_files(self.root, self.url, table, alloc, free, device, where)
 
     # -- writes --------------------------------------------------------------------------------------
 
@@ -514,7 +524,7 @@ class LocalBackend(Backend):
             raise ValueError(f"{where}: refusing to delete the root {self.url!r}; use delete_prefix('')")
         try:
             st = os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
+        except MISSING_KEY:
             return
         if stat_mod.S_ISDIR(st.st_mode):
             shutil.rmtree(path, ignore_errors=False)
@@ -529,7 +539,7 @@ class LocalBackend(Backend):
         if path == self.root:
             try:
                 entries = list(os.scandir(path))
-            except (FileNotFoundError, NotADirectoryError):
+            except MISSING_KEY:
                 return
             for e in entries:
                 if e.is_dir(follow_symlinks=False):
@@ -583,7 +593,7 @@ class LocalBackend(Backend):
         path = self._path(prefix, "LocalBackend.list_dir()")
         try:
             names = [e.name for e in os.scandir(path) if self.follow_symlinks or not e.is_symlink()]
-        except (FileNotFoundError, NotADirectoryError):
+        except MISSING_KEY:
             return
         for name in names:
             if not _is_tmp(name):

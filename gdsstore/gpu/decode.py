@@ -19,6 +19,9 @@ import numpy as np
 from zarr.core.chunk_utils import ChunkTransform
 
 import gdsstore.trace as _trace
+from gdsstore import policy
+from gdsstore.engine.landing import Landed
+from gdsstore.engine.pool import map_all
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import nvcomp, staging
 from gdsstore.gpu.codecs import raw_nbytes
@@ -210,10 +213,10 @@ class RawChunks:
 def decode_bb_on_host(
     chain: CodecChain,
     specs: list[ArraySpec],
-    staged: staging.Staged,
+    staged: Landed,
     ids: list[int],
     names: Sequence[str] | None = None,
-) -> staging.Staged:
+) -> Landed:
     """Bytes-to-bytes codecs on the CPU, from the host staging buffer, on the engine's threads when there are
     several chunks: each chunk's raw bytes in its slot of one staging buffer (pinned where there is a GPU), for
     one copy to the device.
@@ -249,7 +252,7 @@ def decode_bb_on_host(
 
     try:
         if len(ids) > 1:
-            staging.map_parallel(one, ids)
+            map_all(one, ids, policy.settings().num_threads)
         else:
             for i in ids:
                 one(i)
@@ -274,7 +277,7 @@ def _zstd_into(frame: np.ndarray, dst: np.ndarray) -> bool:
 
 
 def _check_crc32c(
-    dev: Any, staged: staging.Staged, s_off: np.ndarray, s_len: np.ndarray, present: list[int]
+    dev: Any, staged: Landed, s_off: np.ndarray, s_len: np.ndarray, present: list[int]
 ) -> None:
     """Each present chunk's trailing crc32c against one GPU kernel launch over all of them.
 
@@ -299,7 +302,7 @@ def _check_crc32c(
 
 def _payloads(
     fmt: str,
-    staged: staging.Staged,
+    staged: Landed,
     s_off: np.ndarray,
     s_len: np.ndarray,
     present: list[int],
@@ -341,7 +344,7 @@ def _scratch(nbytes: int) -> Any:
 def _nvcomp_decode(
     fmt: str,
     dev: Any,
-    staged: staging.Staged,
+    staged: Landed,
     specs: list[ArraySpec],
     s_off: np.ndarray,
     s_len: np.ndarray,
@@ -371,7 +374,7 @@ def _nvcomp_decode(
     return on_cpu, None
 
 
-def _to_device_traced(staged: staging.Staged) -> Any:
+def _to_device_traced(staged: Landed) -> Any:
     t0 = time.perf_counter()
     staged_on_gpu = staged.dev is not None
     dev = staging.to_device(staged)
@@ -389,7 +392,7 @@ def _to_device_traced(staged: staging.Staged) -> Any:
 
 def _blosc_decode(
     dev: Any,
-    staged: staging.Staged,
+    staged: Landed,
     specs: list[ArraySpec],
     s_off: np.ndarray,
     s_len: np.ndarray,
@@ -419,7 +422,7 @@ def _blosc_decode(
 
 
 def decode_on_device(
-    chain: CodecChain, specs: list[ArraySpec], staged: staging.Staged, names: Sequence[str] | None = None
+    chain: CodecChain, specs: list[ArraySpec], staged: Landed, names: Sequence[str] | None = None
 ) -> RawChunks:
     """Decode a window's bytes-to-bytes stage on the device: every present chunk's raw
     (bytes-codec) bytes, located by a :class:`RawChunks` (``names``: the chunks' keys, for errors)."""
@@ -473,7 +476,7 @@ def decode_on_device(
 def decode_window(
     chain: CodecChain,
     specs: list[ArraySpec],
-    staged: staging.Staged,
+    staged: Landed,
     device: bool,
     names: Sequence[str] | None = None,
 ) -> list[NDBuffer | None]:
@@ -503,7 +506,7 @@ def decode_window(
             out[i] = chain.transform.decode_chunk(specs[i].prototype.buffer.from_array_like(view), specs[i])
 
     if len(present) > 1:
-        staging.map_parallel(one, present)
+        map_all(one, present, policy.settings().num_threads)
     else:
         for i in present:
             one(i)

@@ -31,11 +31,12 @@ from zarr.core.chunk_utils import fill_value_or_default, scatter_chunk
 
 import gdsstore.trace as _trace
 from gdsstore import policy
+from gdsstore.engine.landing import Landed
 from gdsstore.engine.pool import engine_pool
 from gdsstore.engine.ranges import ByteRange
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import decode as _decode
-from gdsstore.gpu import nvcomp_capi, staging
+from gdsstore.gpu import nvcomp_capi
 from gdsstore.gpu import plan as _plan
 from gdsstore.gpu.decode import CodecChain, decode_window, device_pointer, is_device_spec, raw_nbytes
 from gdsstore.gpu.fetch import Fetcher, StoreFetcher
@@ -319,7 +320,7 @@ def kernel_scatter_ok(batch: Sequence[BatchItem], drop_axes: tuple[int, ...]) ->
 def decode_scatter(
     chain: CodecChain,
     specs: list[ArraySpec],
-    staged: staging.Staged,
+    staged: Landed,
     layout: Layout,
     geometry: ChunkGeometry,
     out_ptr: int,
@@ -377,7 +378,7 @@ def read_chunks(
     host_out = None if device or not scatter_ok else _numpy_output(out)
     host_view = chain.view_layout(spec0) if host_out is not None and not chain.bb_codecs else None
 
-    def read(w: range) -> staging.Staged:
+    def read(w: range) -> Landed:
         if raw_sizes is not None or on_gpu is not None:
             expect = None if raw_sizes is None else raw_sizes[w.start : w.stop]
             st = fetch.whole([batch[i][0].path for i in w], expect, device, on_gpu)
@@ -385,7 +386,7 @@ def read_chunks(
                 return st
         return fetch([(batch[i][0], None) for i in w], device)
 
-    def process(w: range, staged: staging.Staged) -> None:
+    def process(w: range, staged: Landed) -> None:
         specs = [batch[i][1] for i in w]
         names = [batch[i][0].path for i in w]  # errors name the chunk
         if geometry is not None and layout is not None:
@@ -413,7 +414,7 @@ def read_chunks(
             )
 
     # The geometry is planned while the first window is read (a thread hop of about 0.1 ms; 1,024 chunks plan in ~4)
-    run_windows(windows, read, process, staging.Staged.release, prepare=None if layout is None else plan_geometry)
+    run_windows(windows, read, process, Landed.release, prepare=None if layout is None else plan_geometry)
     return tuple(results)
 
 
@@ -451,7 +452,7 @@ def _numpy_output(out: NDBuffer) -> np.ndarray | None:
 
 
 def _place_views(
-    batch: list[BatchItem], w: range, staged: staging.Staged, layout: Layout, out: np.ndarray,
+    batch: list[BatchItem], w: range, staged: Landed, layout: Layout, out: np.ndarray,
     results: list[GetResult],
 ) -> None:
     """Uncompressed chunks of a host window into ``out``: each a strided view of its staged bytes
@@ -559,7 +560,7 @@ def read_shard_indexes(
     return tables
 
 
-def _members(plan: ShardReadPlan, w: range, staged: staging.Staged) -> tuple[staging.Staged, np.ndarray]:
+def _members(plan: ShardReadPlan, w: range, staged: Landed) -> tuple[Landed, np.ndarray]:
     """The inner chunks of the reads ``w`` as items of their window's staging buffer, and their member ids."""
     lo, hi = int(plan.bounds[w.start]), int(plan.bounds[w.stop])
     local = plan.read[lo:hi] - w.start
@@ -642,7 +643,7 @@ def run_shard_read(
     windows = read_windows(plan.window_nbytes(member), sr.chain, device, member)
     on_gpu = output_device(out) if sr.layout is not None and sr.chain.device_staged() else None
 
-    def read(w: range) -> staging.Staged:
+    def read(w: range) -> Landed:
         sl = slice(w.start, w.stop)
         return fetch.ranges(sr.getters[sl], plan.read_start[sl], plan.read_stop[sl], device, on_gpu)
 
@@ -662,7 +663,7 @@ def _scatter_shards(
     batch: list[BatchItem],
     out: NDBuffer,
     windows: list[range],
-    read: Callable[[range], staging.Staged],
+    read: Callable[[range], Landed],
 ) -> None:
     """Device outputs: fills first, then per window one decode and one scatter launch."""
     out_ptr, out_layout = output_layout(out)
@@ -671,12 +672,12 @@ def _scatter_shards(
         itemsize = inner_spec.dtype.to_native_dtype().itemsize
         scatter((fills[0], fills[1] + out_ptr, *fills[2:]), itemsize, fill_bytes(inner_spec))
 
-    def process(w: range, staged: staging.Staged) -> None:
+    def process(w: range, staged: Landed) -> None:
         t0 = time.perf_counter()
         sub, ids = _members(plan, w, staged)
         decode_scatter(chain, [inner_spec] * len(ids), sub, layout, geometry.rows(ids), out_ptr, t0)
 
-    run_windows(windows, read, process, staging.Staged.release)
+    run_windows(windows, read, process, Landed.release)
     sync()
 
 
@@ -689,7 +690,7 @@ def _assemble_shards(
     out: NDBuffer,
     drop_axes: tuple[int, ...],
     windows: list[range],
-    read: Callable[[range], staging.Staged],
+    read: Callable[[range], Landed],
     device: bool,
 ) -> None:
     """Any output: decode every window to zarr buffers, then assemble each shard's selection with
@@ -704,13 +705,13 @@ def _assemble_shards(
     member_specs = [inner_spec_of(batch[i][1]) for i in plan.item.tolist()]
     decoded: list[NDBuffer | None] = [None] * len(plan.item)
 
-    def process(w: range, staged: staging.Staged) -> None:
+    def process(w: range, staged: Landed) -> None:
         sub, ids = _members(plan, w, staged)
         res = decode_window(chain, [member_specs[k] for k in ids.tolist()], sub, device)
         for k, arr in zip(ids.tolist(), res):
             decoded[k] = arr
 
-    run_windows(windows, read, process, staging.Staged.release)
+    run_windows(windows, read, process, Landed.release)
     for i, (_, spec, _, out_sel, _) in enumerate(batch):
         inner, mine = shards[i], plan.member_of[i]
         if inner is None or mine is None or inner.selectors is None:

@@ -1,8 +1,8 @@
-"""Fetchers: how the pipeline's reads become one staging buffer per window.
+"""Fetchers: how the pipeline's reads become one landed buffer per window.
 
-- :class:`EngineFetcher`: a gdsstore backend (``GDSStore.backend``); local files are read by the
-  engine's batched ``preadv`` (no size lookups where sizes are known), on the GPU through the bounce
-  ring when the plan says so;
+- :class:`EngineFetcher`: a gdsstore backend (``GDSStore.backend``), through the engine's one landing
+  function (:func:`gdsstore.engine.landing.land`): no size lookups where sizes are known, on the GPU
+  through the bounce ring when the plan says so and the backend can;
 - :class:`StoreFetcher`: any other zarr store, through the byte getters' async ``get`` run
   concurrently on the caller's event loop before the executor's thread runs (it never waits for the loop).
 """
@@ -10,11 +10,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from gdsstore.engine.backend import Backend
+from gdsstore.engine.landing import AddressTable, Landed, land
 from gdsstore.engine.ranges import ByteRange
 from gdsstore.gpu import staging
 
@@ -28,7 +29,7 @@ def backend_of(byte_getter: Any) -> Backend | None:
 
 
 class Fetcher:
-    """Reads a list of ``(byte getter, range or None)`` into one staging buffer.
+    """Lands a list of ``(byte getter, range or None)`` in one buffer.
 
     ``chunk_bound``: set by the pipeline before it reads compressed chunks: a chunk's raw size, about the
     most a stored chunk takes (the first guess of their sizes, before any was read).
@@ -36,13 +37,11 @@ class Fetcher:
 
     chunk_bound: int | None = None
 
-    def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> staging.Staged:
+    def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> Landed:
         raise NotImplementedError
 
-    def whole(
-        self, keys: list[str], expect: np.ndarray | None, pinned: bool, device: int | None = None
-    ) -> staging.Staged | None:
-        """Whole objects by key, read the fastest way this fetcher knows; ``None``: no such way
+    def whole(self, keys: list[str], expect: np.ndarray | None, pinned: bool, device: int | None = None) -> Landed | None:
+        """Whole objects by key, landed the fastest way this fetcher knows; ``None``: no such way
         (the caller uses ``__call__``)."""
         return None
 
@@ -53,7 +52,7 @@ class Fetcher:
         stops: np.ndarray,
         pinned: bool,
         device: int | None = None,
-    ) -> staging.Staged:
+    ) -> Landed:
         """Byte ranges known to lie inside their objects (shard index entries)."""
         items: list[tuple[Any, ByteRange | None]] = [
             (getter, ByteRange("range", a, b))
@@ -62,24 +61,26 @@ class Fetcher:
         return self(items, pinned)
 
 
+def _into(pinned: bool, device: int | None) -> Literal["host", "pinned"] | int:
+    return device if device is not None else "pinned" if pinned else "host"
+
+
 class EngineFetcher(Fetcher):
-    """Fetches through a gdsstore backend: local files by the batched ``preadv``, remote objects in
-    one wave of concurrent requests per window (:func:`gdsstore.gpu.staging.stage_wave`)."""
+    """Lands through a gdsstore backend (:func:`gdsstore.engine.landing.land`): local files by the batched
+    ``preadv``, remote objects in one wave of concurrent requests per window."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self._seen = [0, 0]  # bytes and objects of unknown size read so far: the room the next wave sets aside
 
-    def _local(self) -> bool:
-        from gdsstore.engine.localfs import LocalBackend
-
-        return isinstance(self.backend, LocalBackend)
-
     def _room(self, unknown: int, pinned: bool) -> int | None:
         """Room for ``unknown`` objects of unknown size, which also tells the wave how large they are
         expected to be (how many connections, which client): a quarter more than those seen so far
         average; before any was seen, the chunks' raw size (:attr:`chunk_bound`), else 256 KiB each
-        pinned (pinning is paid for every byte) or the wave's default in host memory (None)."""
+        pinned (pinning is paid for every byte) or the wave's default in host memory (None). Only waves
+        set room aside."""
+        if not self.backend.waves:
+            return None
         nbytes, count = self._seen
         if count:
             return unknown * (nbytes // count + nbytes // count // 4 + 64)
@@ -87,36 +88,27 @@ class EngineFetcher(Fetcher):
             return min(unknown * self.chunk_bound, 1 << 30)  # a first guess; more costs one copy, once
         return min(unknown * (256 << 10), 1 << 30) if pinned else None
 
-    def _learn(self, st: staging.Staged, unknown: np.ndarray) -> staging.Staged:
-        sizes = st.sizes[unknown]
-        self._seen[0] += int(sizes.clip(0).sum())
-        self._seen[1] += int((sizes >= 0).sum())
-        return st
+    def _land(self, table: AddressTable, unknown: np.ndarray | None, pinned: bool, device: int | None) -> Landed:
+        """Land ``table``; learn the sizes of its ``unknown`` items (objects of unknown size)."""
+        room = None if unknown is None else self._room(int(unknown.sum()), pinned)
+        landed = land(self.backend, table, into=_into(pinned, device), room=room, where="land(GDSCodecPipeline)")
+        if unknown is not None:
+            sizes = landed.sizes[unknown]
+            self._seen[0] += int(sizes.clip(0).sum())
+            self._seen[1] += int((sizes >= 0).sum())
+        return landed
 
-    def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> staging.Staged:
-        fetches = [staging.Fetch(getter.path, br) for getter, br in items]
-        if not self.backend.waves:
-            return staging.stage_from_backend(self.backend, fetches, pinned=pinned)
+    def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> Landed:
+        table = AddressTable.from_ranges([getter.path for getter, _ in items], [br for _, br in items])
         unknown = np.array([br is None or br.kind != "range" for _, br in items], dtype=bool)
-        room = self._room(int(unknown.sum()), pinned)
-        return self._learn(staging.stage_from_backend(self.backend, fetches, pinned=pinned, room=room), unknown)
+        return self._land(table, unknown, pinned, None)
 
-    def whole(
-        self, keys: list[str], expect: np.ndarray | None, pinned: bool, device: int | None = None
-    ) -> staging.Staged | None:
-        """Whole objects: local files of known size (``expect``, uncompressed chunks) without size
-        lookups, else sized by one batched ``stat`` (``device``: staged on that GPU); remote objects
-        in one wave, each one GET (``expect``: an object of another size is an error), landed in
-        pinned host memory when ``pinned``. ``None``: neither (the caller uses ``__call__``)."""
-        if self.backend.waves:
-            if expect is not None:
-                return staging.stage_wave(self.backend, keys, None, pinned=pinned, expect=expect)
-            unknown = np.ones(len(keys), dtype=bool)
-            room = self._room(len(keys), pinned)
-            return self._learn(staging.stage_wave(self.backend, keys, None, pinned=pinned, room=room), unknown)
-        if not self._local():
-            return None
-        return staging.stage_local(self.backend, keys, pinned=pinned, expect=expect, device=device)
+    def whole(self, keys: list[str], expect: np.ndarray | None, pinned: bool, device: int | None = None) -> Landed:
+        """Whole objects: of known size (``expect``, uncompressed chunks: no size lookup, an object of
+        another size is an error), else sized as they land (remote: each one GET) or by one batched ``stat``
+        (local files); ``device``: landed on that GPU where the backend can."""
+        unknown = None if expect is not None else np.ones(len(keys), dtype=bool)
+        return self._land(AddressTable(keys, expect=expect), unknown, pinned, device)
 
     def ranges(
         self,
@@ -125,16 +117,11 @@ class EngineFetcher(Fetcher):
         stops: np.ndarray,
         pinned: bool,
         device: int | None = None,
-    ) -> staging.Staged:
-        """Exact ranges without looking sizes up: local files (``device``: staged on that GPU), remote
-        objects in one wave (touching ranges of one object share a request)."""
-        keys = [getter.path for getter in getters]
-        if self.backend.waves:
-            brs = [ByteRange("range", a, b) for a, b in zip(starts.tolist(), stops.tolist())]
-            return staging.stage_wave(self.backend, keys, brs, pinned=pinned, exact=True)
-        if not self._local():
-            return super().ranges(getters, starts, stops, pinned)
-        return staging.stage_local(self.backend, keys, starts, stops, pinned=pinned, device=device)
+    ) -> Landed:
+        """Exact ranges without looking sizes up (remote: touching ranges of one object share a request;
+        ``device``: landed on that GPU where the backend can)."""
+        table = AddressTable([getter.path for getter in getters], starts, stops, exact=True)
+        return self._land(table, None, pinned, device)
 
 
 def _to_zarr_request(br: ByteRange | None) -> Any:
@@ -185,7 +172,7 @@ class StoreFetcher(Fetcher):
         for (getter, br), buf in zip(items, bufs):
             self._loaded[self._key(getter, br)] = None if buf is None else buf.as_numpy_array()
 
-    def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> staging.Staged:
+    def __call__(self, items: list[tuple[Any, ByteRange | None]], pinned: bool) -> Landed:
         try:
             bufs = [self._loaded[self._key(getter, br)] for getter, br in items]
         except KeyError as exc:
@@ -193,7 +180,7 @@ class StoreFetcher(Fetcher):
                 f"StoreFetcher: {exc.args[0]!r} was not loaded before the executor asked for it "
                 "(a bug in gdsstore's pipeline: please report it)"
             ) from None
-        return staging.stage_from_host_buffers(bufs, pinned=pinned)
+        return staging.from_host_buffers(bufs, pinned=pinned)
 
 
 def fetcher_for(getters: Sequence[Any]) -> Fetcher:

@@ -2,7 +2,7 @@
 
 Built only from GPU-tested pieces: :func:`gdsstore.gpu.codecs.gpu_encode_bytes` (nvCOMP zstd/lz4 in
 numcodecs' framing), :func:`gdsstore.gpu.kernels.crc32c_device`, the pinned staging buffers of
-:mod:`gdsstore.gpu.staging` and :func:`gdsstore.engine.cuda.memcpy_dtoh`.
+:mod:`gdsstore.engine.landing` and :func:`gdsstore.engine.cuda.memcpy_dtoh`.
 
 A chain runs here when its bytes-to-bytes stage is at most one compressor nvCOMP writes (``zstd``
 without checksum, ``numcodecs.lz4``) followed by at most one ``crc32c``; :func:`gpu_encode_plan`
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import gdsstore.trace as _trace
-from gdsstore.engine import cuda
+from gdsstore.engine import cuda, landing
 from gdsstore.gpu import nvcomp, write_plan
 from gdsstore.gpu.decode import bytes_swap_width, swap_bytes
 
@@ -39,9 +39,7 @@ class Encoded:
 
     def release(self) -> None:
         if self.pinned is not None:
-            from gdsstore.gpu import staging
-
-            staging._pinned_pool.put(self.pinned)
+            landing.release_host(self.pinned)
             self.pinned = None
 
 
@@ -183,15 +181,13 @@ def _to_pinned(
 ) -> tuple[np.ndarray, Any]:
     """Pack device byte arrays at ``offsets`` (leaving ``tail`` bytes after each for its crc32c) into
     one device buffer, then one device-to-host copy into a pinned staging buffer."""
-    from gdsstore.gpu import staging
-
     dev = cp.empty(max(total, 1), dtype=cp.uint8)
     if not tail and chunks:
         cp.concatenate(chunks, out=dev[:total])  # one kernel for the batch, not one copy per chunk
     else:
         for c, o in zip(chunks, offsets):
             dev[o : o + int(c.size)] = c
-    host, pinned = staging.alloc_staging(total, True)
+    host, pinned = landing.alloc_host(total, True)
     cp.cuda.get_current_stream().synchronize()
     if total:
         if pinned is not None:

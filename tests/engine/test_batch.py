@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import gdsstore
 from gdsstore import policy
 from gdsstore.engine import batch
-from gdsstore.gpu import staging
+from gdsstore.engine.landing import AddressTable, land
 
 
 @pytest.fixture
@@ -65,16 +65,16 @@ def test_stat_batch_and_local_paths(files: tuple[list[str], list[bytes]], tmp_pa
             batch.local_paths(str(tmp_path), ["ok", bad], "t")
 
 
-def test_stage_local_expect_checks_sizes(tmp_path: Path) -> None:
+def test_land_local_expect_checks_sizes(tmp_path: Path) -> None:
     backend = gdsstore.GDSStore(str(tmp_path)).backend
     (tmp_path / "a").write_bytes(b"x" * 10)
     (tmp_path / "b").write_bytes(b"y" * 12)
-    st = staging.stage_local(backend, ["a", "gone"], pinned=False, expect=np.array([10, 10]))
+    st = land(backend, AddressTable(["a", "gone"], expect=np.array([10, 10])))
     assert st.sizes.tolist() == [10, -1] and bytes(st.view(0)) == b"x" * 10
     with pytest.raises(OSError, match="larger than the 10 bytes"):
-        staging.stage_local(backend, ["b"], pinned=False, expect=np.array([10]))
+        land(backend, AddressTable(["b"], expect=np.array([10])))
     with pytest.raises(OSError, match="10 bytes, not the 11"):
-        staging.stage_local(backend, ["a"], pinned=False, expect=np.array([11]))
+        land(backend, AddressTable(["a"], expect=np.array([11])))
 
 
 class _SlotSink:

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from gdsstore.archives import reader
-from gdsstore.engine import cuda
-from gdsstore.gpu import staging
+from gdsstore.engine import cuda, landing
 
 pytestmark = pytest.mark.gpu
 
@@ -44,13 +43,13 @@ def test_an_upload_waits_for_kernels_still_reading_the_memory_it_reuses() -> Non
         _slow_copy(rows, out, n)  # the scatter, still queued
         ptr = rows.data.ptr
         del rows  # as _decode_batched returns with its scatter still queued
-        buf, owner = staging.alloc_staging(n, True)
+        buf, owner = landing.alloc_host(n, True)
         assert owner is not None
         buf[:] = 1  # the next window's landed bytes
         try:
             dev = reader._upload(buf, owner)
         finally:
-            staging.release_staging(owner)
+            landing.release_host(owner)
         assert dev.data.ptr == ptr  # the pool reused the block the kernel still reads
         cp.cuda.Device().synchronize()
         assert int((out != 7).sum()) == 0  # the kernel read the rows, not the upload
@@ -65,12 +64,12 @@ def test_a_copy_to_the_host_waits_for_the_kernel_that_writes_its_source() -> Non
     dst = cp.zeros(n, dtype=cp.uint8)
     cp.cuda.Device().synchronize()
     _slow_copy(src, dst, n)  # a kernel of the user's, producing what is then written out
-    buf, owner = staging.alloc_staging(n, True)
+    buf, owner = landing.alloc_host(n, True)
     try:
         cuda.memcpy_dtoh(dst.device.id, int(owner.ptr), int(dst.data.ptr), n)
         assert bool((np.asarray(buf) == 9).all())
     finally:
-        staging.release_staging(owner)
+        landing.release_host(owner)
 
 
 @pytest.mark.parametrize("compat", ["on", "auto"])

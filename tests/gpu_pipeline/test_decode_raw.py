@@ -66,7 +66,7 @@ def test_decode_raw_device_locates_every_chunk(host_device: dict[str, int], fmt:
     stored = [r if fmt is None else bytes(_NC[fmt].encode(r)) for r in raws]
     bufs: list[Any] = [np.frombuffer(b, np.uint8) for b in stored]
     bufs[2] = None  # a missing chunk
-    st = staging.stage_from_host_buffers(bufs, pinned=False)
+    st = staging.from_host_buffers(bufs, pinned=False)
     raw = gdecode.decode_on_device(chain, [spec] * 6, st)
     ptrs = raw.ptrs()
     assert ptrs[2] == 0 and raw.array(2) is None

@@ -16,8 +16,9 @@ from zarr.codecs.numcodecs import LZ4
 from zarr.storage import LocalStore
 
 import gdsstore
+from gdsstore.engine.landing import AddressTable, land
 from gdsstore.gpu import codecs as gcodecs
-from gdsstore.gpu import kernels, nvcomp, staging
+from gdsstore.gpu import kernels, nvcomp
 
 pytestmark = pytest.mark.gpu
 
@@ -128,7 +129,7 @@ def test_gpu_writes_read_by_plain_zarr(cp: Any, tmp_path: Path, name: str) -> No
 
 
 @pytest.mark.parametrize("piece", [4096, 1 << 20])
-def test_stage_local_on_device_equals_host(cp: Any, tmp_path: Path, piece: int) -> None:
+def test_land_local_on_device_equals_host(cp: Any, tmp_path: Path, piece: int) -> None:
     rng = np.random.default_rng(5)
     sizes = [0, 1, 100, 5000, (3 << 20) + 7, 64, 70_000]
     keys = []
@@ -137,9 +138,9 @@ def test_stage_local_on_device_equals_host(cp: Any, tmp_path: Path, piece: int) 
         keys.append(f"k{i}")
     keys.insert(3, "missing")
     backend = gdsstore.GDSStore(str(tmp_path)).backend
-    host = staging.stage_local(backend, keys, pinned=True)
+    host = land(backend, AddressTable(keys), into="pinned")
     with gdsstore.config.set({"bounce_buffer_size": max(piece, 4096), "task_size": max(piece, 4096)}):
-        dev = staging.stage_local(backend, keys, pinned=True, device=0)
+        dev = land(backend, AddressTable(keys), into=0)
     assert dev.dev is not None and dev.sizes.tolist() == host.sizes.tolist()
     for i in range(len(keys)):
         h = host.view(i)

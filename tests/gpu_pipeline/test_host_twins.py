@@ -24,7 +24,8 @@ from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, TransposeCodec, Zstd
 from zarr.core.chunk_utils import ChunkTransform
 
 import gdsstore
-from gdsstore.engine import cuda
+from gdsstore.engine import cuda, landing
+from gdsstore.engine.landing import Landed
 from gdsstore.gpu import codecs as gcodecs
 from gdsstore.gpu import decode as gdecode
 from gdsstore.gpu import execute as gexec
@@ -93,7 +94,7 @@ def fake_device(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     monkeypatch.setattr(cuda, "gpu_available", lambda: True)
     monkeypatch.setattr(kernels, "crc32c_device", crc32c_device)
     # pageable staging (pinned memory needs the real CuPy)
-    monkeypatch.setattr(staging, "alloc_staging", lambda total, pinned: (np.empty(total, np.uint8), None))
+    monkeypatch.setattr(landing, "alloc_host", lambda total, pinned: (np.empty(total, np.uint8), None))
     return calls
 
 
@@ -236,8 +237,8 @@ def test_few_chunks_per_call_moves_only_zstd_to_the_cpu(gpu_codecs: dict[str, in
         assert gexec.decode_side(_chain(ZstdCodec(level=1)), [MiB] * 4).host_reason is not None
 
 
-def _stage(stored: list[bytes | None]) -> staging.Staged:
-    return staging.stage_from_host_buffers(
+def _stage(stored: list[bytes | None]) -> Landed:
+    return staging.from_host_buffers(
         [None if b is None else np.frombuffer(b, np.uint8) for b in stored], pinned=False
     )
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import gdsstore
 from gdsstore.engine.bounce import BounceRing
-from gdsstore.gpu.staging import _PinnedPool, staging_size
+from gdsstore.engine.landing import PinnedPool, staging_size
 
 
 class Buf:
@@ -23,9 +23,9 @@ class Buf:
         self.view = memoryview(bytearray(1))
 
 
-def account(limit_mib: int) -> tuple[BounceRing, _PinnedPool]:
+def account(limit_mib: int) -> tuple[BounceRing, PinnedPool]:
     ring = BounceRing(alloc=Buf)
-    pool = _PinnedPool(keep=4, ring=ring, alloc=Buf)
+    pool = PinnedPool(keep=4, ring=ring, alloc=Buf)
     ring.set_reclaimer(pool.trim)
     return ring, pool
 
@@ -82,19 +82,19 @@ def test_staging_size_rounds_up_by_at_most_an_eighth_or_a_mib(n: int) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_starts_with_no_idle_buffers() -> None:
-    from gdsstore.gpu import staging
+    from gdsstore.engine import landing
 
     kept = Buf(1 << 20)
-    staging._pinned_pool.put(kept)
+    landing.pinned_pool.put(kept)
     try:
         pid = os.fork()
         if pid == 0:  # the child: nothing kept, and the parent's buffer was not freed from here
-            os._exit(0 if staging._pinned_pool.held() == 0 and kept.ptr == 0 else 1)
+            os._exit(0 if landing.pinned_pool.held() == 0 and kept.ptr == 0 else 1)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        assert kept.ptr == 1 and staging._pinned_pool.held() >= 1 << 20  # the parent keeps its own
+        assert kept.ptr == 1 and landing.pinned_pool.held() >= 1 << 20  # the parent keeps its own
     finally:
-        staging._pinned_pool.forget_after_fork()
+        landing.pinned_pool.forget_after_fork()
 
 
 def test_a_lowered_limit_is_reached_as_slots_come_back() -> None:

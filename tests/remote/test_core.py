@@ -16,7 +16,7 @@ import pytest
 from forked import run_forked
 from servers.faults import FaultServer
 
-from gdsstore.engine.backend import Wave
+from gdsstore.engine.landing import Landed
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.core import CorePiece
 from gdsstore.engine.remote.retry import RetryPolicy
@@ -420,4 +420,4 @@ def test_split_bytes_copies_every_item(threads: int) -> None:
     with pytest.raises(ValueError, match="outside the buffer"):
         gdsstore_core.split_bytes(buf, [len(buf) - 1], [2])
     # Without the core, the wave's one-by-one copies give the same.
-    assert Wave(buf, np.array(offs), np.array(sizes)).all_bytes() == got
+    assert Landed(buf, np.array(offs), np.array(sizes)).all_bytes() == got

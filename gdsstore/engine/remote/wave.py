@@ -44,25 +44,23 @@ import numpy as np
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.backend import Wave
+from gdsstore.engine.landing import ALIGN as _ALIGN
+from gdsstore.engine.landing import MISSING_KEY as _MISSING
+from gdsstore.engine.landing import AddressTable, Alloc, Free, Landed, slot_layout
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.reader import RangeSource, get_object
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
 
-__all__ = ["Wave", "WaveReads", "get_one", "read_wave"]
+__all__ = ["WaveReads", "get_one", "read_wave"]
 
-_ALIGN = 64  # slots start on a cache line (nvCOMP wants 8-16 bytes)
-_MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 # Room set aside per object of unknown size, and in all: host memory is only committed where bytes
 # land, so generous room costs nothing; more than this costs one copy at the end.
 _ROOM = 1 << 20
 _ROOM_MAX = 1 << 30
 _NO_HUGE = getattr(mmap, "MADV_NOHUGEPAGE", None)  # Linux only
 _HUGE = 4 << 20  # numpy asks huge pages for arrays from 4 MiB
-
-Alloc = Callable[[int], tuple[np.ndarray, Any]]
 
 
 def _pad(n: int) -> int:
@@ -206,12 +204,10 @@ def _plan(
         spans = [(ranges[i].start, max(ranges[i].start, ranges[i].end or 0)) for i in idxs]  # type: ignore[union-attr]
         for a, b, group in coalesce_ranges(spans, max_gap, max_bytes):
             reqs.append(_Request(key, a, b - a, [idxs[k] for k in group], expect=(b - a) if exact else None))
-    fixed = 0
-    for r in reqs:
-        n = r.expect if r.expect is not None else r.limit
-        if n is not None:
-            r.slot = fixed
-            fixed += _pad(n)
+    sized = [r for r in reqs if r.expect is not None or r.limit is not None]
+    slots, fixed = slot_layout(np.array([r.expect if r.expect is not None else r.limit for r in sized], np.int64))
+    for r, slot in zip(sized, slots.tolist()):
+        r.slot = slot
     return reqs, fixed
 
 
@@ -332,7 +328,7 @@ def _transport(backend: Any, reqs: list[_Request], where: str,
         target: tuple[Any, str, list[str | None]] | None = backend.core_paths([r.key for r in reqs], where)
         return target  # None: this backend's settings keep the core off
 
-    return core.decide(s, ask if reqs and hasattr(backend, "core_paths") else None, len(reqs))
+    return core.decide(s, ask if reqs else None, len(reqs))
 
 
 def _core(target: tuple[Any, str, list[str | None]], reqs: list[_Request], room: _Room, open_sized: int, where: str,
@@ -417,7 +413,7 @@ def read_wave(
     max_bytes: int | None = None,
     errors: Literal["raise", "return"] = "raise",
     where: str = "read_wave()",
-) -> Wave:
+) -> Landed:
     """Read ``keys`` (whole, or ``ranges[i]`` of each) of a remote ``backend`` in one wave.
 
     Args:
@@ -434,11 +430,12 @@ def read_wave(
             its share is asked again (through the core) or costs one copy (the pure-Python way).
         max_gap: ranges of one object at most this far apart share a request (0: touching ones).
         max_bytes: a shared request stays within this (default ``remote.max_range_size``).
-        errors: ``"raise"`` the first failure, or ``"return"`` each in :attr:`Wave.errors`.
+        errors: ``"raise"`` the first failure, or ``"return"`` each in
+            :attr:`Landed.errors <gdsstore.engine.landing.Landed.errors>`.
         where: the caller, for messages.
 
     Returns:
-        The :class:`Wave`.
+        The :class:`~gdsstore.engine.landing.Landed` items.
 
     Raises:
         OSError: a request failed for good (``errors="raise"``), naming its URL and the reason.
@@ -451,7 +448,7 @@ def read_wave(
     # Room for objects of unknown size: the caller's (the GPU pipeline's learned average, pinned: left as it
     # is), else the largest such object of this backend's last wave (objects of one dataset tend to be of
     # one size: slots packed, huge pages welcome), else a generous guess in mostly untouched, small pages.
-    hint = getattr(backend, "room_hint", 0) if room is None else 0
+    hint = backend.room_hint if room is None else 0
     share = min(_pad(hint) if hint else _ROOM, _ROOM_MAX // max(1, open_sized))
     spare = room if room is not None else open_sized * share
     buf = _Room(fixed, spare, alloc, sparse=room is None and not hint)
@@ -497,12 +494,12 @@ def read_wave(
         src = sources.get("route") or backend.source(reqs[0].key, where)
         reason = _reason(transport, bool(todo), s)
         _trace.record("read", src.route, reason, int(sizes.clip(0).sum()), time.perf_counter() - t0,
-                      getattr(backend, "url", ""), None, requests=len(reqs))
-    if room is None and open_sized and hasattr(backend, "room_hint"):
+                      backend.url, None, requests=len(reqs))
+    if room is None and open_sized:
         backend.room_hint = max([0, *(r.got for r in reqs if r.slot < 0)])
     split = core.split_bytes if core.available() else None  # else Wave.all_bytes copies one by one
-    return Wave(buf.buf[: buf.used], offsets, sizes, buf.owner, item_errors, len(reqs), split,
-                _etags(reqs, todo, seen))
+    return Landed(buf.buf[: buf.used], offsets, sizes, buf.owner, errors=item_errors, requests=len(reqs),
+                  split=split, etags=_etags(reqs, todo, seen))
 
 
 def _etags(reqs: list[_Request], todo: list[int], seen: dict[str, str]) -> dict[str, str]:
@@ -527,8 +524,6 @@ class WaveReads:
     """The remote backends' :meth:`~gdsstore.engine.backend.Backend.get_many`: one :func:`read_wave`."""
 
     waves = True
-    #: The largest object of unknown size of the last wave (0: none yet): the next wave's room per object.
-    room_hint = 0
 
     def source(self, key: str, where: str) -> RangeSource:
         raise NotImplementedError
@@ -545,6 +540,14 @@ class WaveReads:
         alloc: Alloc,
         free: Callable[[Any], None] = lambda owner: None,
         **options: Any,
-    ) -> Wave:
+    ) -> Landed:
         # docstring inherited
         return read_wave(self, keys, ranges, alloc, free, **options)
+
+    def land(
+        self, table: AddressTable, alloc: Alloc, free: Free, *, device: int | None = None, room: int | None = None,
+        where: str = "land()",
+    ) -> Landed:
+        """The table in one wave (:func:`read_wave`); ``device`` is not taken (waves land in host memory)."""
+        return read_wave(self, table.keys, table.byte_ranges(), alloc, free, expect=table.expect, exact=table.exact,
+                         room=room, where=where)

@@ -1,0 +1,487 @@
+"""The landing layer: an address table's bytes in one buffer of host, pinned or device memory.
+
+To *land* an :class:`AddressTable` (per item a key, a start, a stop or none, and the size it is expected
+to have) is to read every item into its own slot of one buffer (:func:`slot_layout`: 64-byte aligned, in
+order) and hand back one :class:`Landed`. :func:`land` is the one entry: it takes the memory (host, the
+pinned pool's, or a GPU's) and asks the backend to land the table
+(:meth:`gdsstore.engine.backend.Backend.land`): local files by the batched ``preadv`` or the native core
+(:func:`land_files`), remote objects in one wave (``gdsstore.engine.remote.wave.read_wave``), any other
+backend by one size lookup and one read per item (:func:`land_objects`).
+
+Pinned buffers come from one pool (:data:`pinned_pool`), counted in the bounce ring's account
+(:mod:`gdsstore.engine.bounce`): the ring's slots and the landing buffers stay within
+``pinned_memory_limit`` together.
+
+Examples:
+    >>> slot_layout(np.array([5, -1, 64, 0]))[0].tolist(), slot_layout(np.array([5, -1, 64, 0]))[1]
+    ([0, 64, 64, 128], 128)
+    >>> t = AddressTable.from_ranges(["a", "b", "c"], [None, ByteRange("range", 2, 4), ByteRange("suffix", 3)])
+    >>> t.clamp(np.array([10, 10, -1]))
+    (array([0, 2, 0]), array([10,  2, -1]))
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+import gdsstore.trace as _trace
+from gdsstore import policy
+from gdsstore.engine import bounce, cuda
+from gdsstore.engine.pool import map_all
+from gdsstore.engine.ranges import ByteRange
+
+__all__ = [
+    "ALIGN", "MISSING_KEY", "AddressTable", "Landed", "PinnedPool", "alloc_host", "land", "land_files",
+    "land_objects", "pinned_pool", "release_host", "slot_layout", "staging_size",
+]
+
+#: Slots start on a cache line (nvCOMP wants 8-16 bytes; 64 keeps every item on lines of its own).
+ALIGN = 64
+
+#: The exceptions that mean "no such key" (zarr's missing chunk): a file or object that is not there, a
+#: directory where a key was asked for, a file where a directory of the key's path should be.
+MISSING_KEY: tuple[type[OSError], ...] = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
+
+#: ``alloc(nbytes) -> (uint8 array, owner)``: the landing buffer and what to give back for it.
+Alloc = Callable[[int], tuple[np.ndarray, Any]]
+Free = Callable[[Any], None]
+
+
+def slot_layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Slot offsets (:data:`ALIGN`-byte aligned, in order) for ``sizes`` (``-1``: missing, no room), and
+    the bytes of the buffer that holds them all."""
+    padded = (np.asarray(sizes, dtype=np.int64).clip(0) + ALIGN - 1) // ALIGN * ALIGN
+    ends = np.cumsum(padded)
+    return ends - padded, int(ends[-1]) if len(ends) else 0
+
+
+class Landed:
+    """The items of an address table in one buffer: host memory (pinned or not), or device memory
+    (``dev``) when they were landed through the bounce ring straight on the GPU.
+
+    ``offsets[i]``/``sizes[i]`` (``int64``) locate item ``i``; ``sizes[i] == -1``: missing (or failed,
+    with ``errors="return"`` of a wave). ``host`` of a device landing is a copy made on first use.
+
+    Attributes:
+        pinned: the pool's pinned buffer behind ``host`` (given back by :meth:`release`), else None.
+        errors: per item, the exception that failed it (a wave's ``errors="return"``), else None.
+        requests: how many requests a wave sent (retries not counted).
+        etags: per key, the ETag every answer of a wave carried, where it saw them all.
+        split: makes :meth:`all_bytes` (the native core's copies on several threads); None: one by one.
+    """
+
+    __slots__ = ("_host", "dev", "errors", "etags", "offsets", "pinned", "requests", "sizes", "split")
+
+    def __init__(
+        self,
+        host: np.ndarray | None,
+        offsets: Any,
+        sizes: Any,
+        pinned: Any = None,
+        dev: Any = None,
+        *,
+        errors: list[BaseException | None] | None = None,
+        requests: int = 0,
+        etags: dict[str, str] | None = None,
+        split: Callable[[Any, Any, Any], list[bytes | None]] | None = None,
+    ) -> None:
+        if host is None and dev is None:
+            raise ValueError("Landed(): neither a host nor a device buffer")
+        self._host = host
+        self.dev = dev
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.pinned = pinned
+        self.errors = errors
+        self.requests = requests
+        self.etags = etags if etags is not None else {}
+        self.split = split
+
+    @property
+    def host(self) -> np.ndarray:
+        if self._host is None:
+            self._host = self.dev.get()
+        return self._host
+
+    @property
+    def present(self) -> np.ndarray:
+        """Indices of the items that exist."""
+        return np.flatnonzero(self.sizes >= 0)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.sizes.clip(0).sum())
+
+    def sub(self, offsets: Any, sizes: Any) -> Landed:
+        """Other items in the same buffer (inner chunks of coalesced reads); shares the memory."""
+        return Landed(self._host, offsets, sizes, self.pinned, self.dev)
+
+    def view(self, i: int) -> np.ndarray | None:
+        """Item ``i`` as a view of :attr:`host`, or None when missing or failed."""
+        n = int(self.sizes[i])
+        if n < 0:
+            return None
+        a = int(self.offsets[i])
+        return self.host[a : a + n]
+
+    def all_bytes(self) -> list[bytes | None]:
+        """Every item as ``bytes`` (None: missing or failed)."""
+        if self.split is not None:
+            return self.split(self.host, self.offsets, self.sizes)
+        return [None if v is None else v.tobytes() for v in map(self.view, range(len(self.sizes)))]
+
+    def release(self) -> None:
+        """Give the pinned buffer back to the pool and drop the device buffer."""
+        release_host(self.pinned)
+        self.pinned = None
+        self.dev = None
+
+
+@dataclass(frozen=True)
+class AddressTable:
+    """What to land: per item ``keys[i]``, from ``starts[i]`` to ``stops[i]``.
+
+    ``starts`` None: every item is a whole object. Else ``stops[i] == -1``: to the end of the object, and
+    ``starts[i] < 0``: its last ``-starts[i]`` bytes. Ranges are clamped to their objects as zarr says
+    (:meth:`clamp`), unless ``exact``: they lie inside them, and a shorter answer is an error. ``expect``:
+    whole objects' sizes when known (no size lookup; an object of another size is an error).
+    """
+
+    keys: Sequence[str]
+    starts: np.ndarray | None = None
+    stops: np.ndarray | None = None
+    expect: np.ndarray | None = None
+    exact: bool = False
+
+    @classmethod
+    def from_ranges(cls, keys: Sequence[str], ranges: Sequence[ByteRange | None] | None) -> AddressTable:
+        """The table of zarr's requests (``None``: the whole object)."""
+        if ranges is None:
+            return cls(keys)
+        starts = np.zeros(len(keys), dtype=np.int64)
+        stops = np.full(len(keys), -1, dtype=np.int64)
+        for i, br in enumerate(ranges):
+            if br is not None:
+                starts[i] = -br.start if br.kind == "suffix" else br.start
+                if br.kind == "range" and br.end is not None:
+                    stops[i] = br.end
+        return cls(keys, starts, stops)
+
+    def byte_ranges(self) -> list[ByteRange | None] | None:
+        """The items as zarr's requests (a wave's), ``None`` for all whole objects."""
+        if self.starts is None:
+            return None
+        assert self.stops is not None
+        out: list[ByteRange | None] = []
+        for a, b in zip(self.starts.tolist(), self.stops.tolist()):
+            out.append(ByteRange("suffix", -a) if a < 0 else ByteRange("offset", a) if b < 0 else ByteRange("range", a, b))
+        return out
+
+    def clamp(self, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each item's ``(offset, nbytes)`` in objects of ``sizes`` (``-1``: missing, kept), clamped as
+        :meth:`ByteRange.resolve <gdsstore.engine.ranges.ByteRange.resolve>` clamps one."""
+        sizes = np.asarray(sizes, dtype=np.int64)
+        if self.starts is None:
+            return np.zeros(len(sizes), dtype=np.int64), sizes
+        assert self.stops is not None
+        size = sizes.clip(0)
+        suffix = self.starts < 0
+        off = np.where(suffix, size - np.minimum(-self.starts, size), np.minimum(self.starts, size))
+        end = np.where(self.stops < 0, size, np.minimum(self.stops, size))
+        n = np.where(sizes < 0, -1, np.maximum(0, end - off))
+        return np.where(sizes < 0, 0, off), n
+
+
+def staging_size(nbytes: int) -> int:
+    """Bytes of a pinned buffer for ``nbytes``: at least 1 MiB, rounded up by at most an eighth or 1 MiB
+    (to a sixteenth of the next power of two), so that slightly larger windows reuse it without pinning up
+    to twice what a read needs.
+
+    Examples:
+        >>> [staging_size(n) >> 20 for n in (1, (16 << 20) + 1, 100 << 20)]
+        [1, 18, 104]
+    """
+    n = max(nbytes, 1 << 20)
+    step = max(1 << 20, 1 << max(0, (n - 1).bit_length() - 4))
+    return (n + step - 1) // step * step
+
+
+class PinnedPool:
+    """Reuses pinned landing buffers: ``cudaHostAlloc`` of hundreds of MiB costs more than reading them.
+
+    Every buffer it makes is counted in the bounce ring's pinned account (:mod:`gdsstore.engine.bounce`),
+    so the ring's slots and the landing buffers, in use or idle, stay within ``pinned_memory_limit``
+    together. A buffer that does not fit, even once the idle ones are freed, is not made: :meth:`get`
+    returns ``None`` and the items land in pageable memory (the trace says so). Idle buffers kept: at
+    most ``keep``; freed when the ring needs their room; emptied in a forked child (the parent's CUDA
+    context owns them).
+
+    Args:
+        keep: idle buffers kept at most.
+        ring: the account (tests pass their own).
+        alloc: makes a pinned buffer of ``nbytes`` (``.nbytes``, ``.ptr``); tests pass a host stand-in.
+    """
+
+    def __init__(
+        self, keep: int = 4, ring: bounce.BounceRing | None = None, alloc: Callable[[int], Any] | None = None
+    ) -> None:
+        self._free: list[Any] = []
+        self._lock = threading.Lock()
+        self._keep = keep
+        self._ring = ring if ring is not None else bounce.ring
+        self._make = alloc if alloc is not None else cuda.PinnedBuffer
+
+    def get(self, nbytes: int) -> Any | None:
+        """A pinned buffer of at least ``nbytes``, or ``None`` when ``pinned_memory_limit`` leaves no room."""
+        with self._lock:
+            fits = [b for b in self._free if b.nbytes >= nbytes]
+            if fits:
+                best = min(fits, key=lambda b: b.nbytes)
+                self._free.remove(best)
+                return best
+        size = staging_size(nbytes)
+        if not self._ring.take_external(size):
+            self.trim()
+            if not self._ring.take_external(size):
+                return None
+        generation = self._ring.generation
+        try:
+            buf: Any = self._make(size)
+        except BaseException:
+            self._ring.release_external(size, generation)
+            raise
+        buf.gdsstore_account = generation  # counted: give the room back when it is freed
+        return buf
+
+    def put(self, buf: Any) -> None:
+        """Take back a buffer from :meth:`get`: kept idle (the largest first, at most ``keep``) or freed."""
+        with self._lock:
+            self._free.append(buf)
+            self._free.sort(key=lambda b: -b.nbytes)
+            dropped = self._free[self._keep :]
+            self._free = self._free[: self._keep]
+        for b in dropped:
+            self._forget(b)
+
+    def trim(self) -> None:
+        """Free every idle buffer (the ring calls this when a bounce slot finds no room)."""
+        with self._lock:
+            dropped, self._free = self._free, []
+        for b in dropped:
+            self._forget(b)
+
+    def _forget(self, buf: Any) -> None:
+        generation = getattr(buf, "gdsstore_account", None)
+        if generation is not None:
+            self._ring.release_external(buf.nbytes, generation)
+        # The memory itself is freed with the last reference (PinnedBuffer.__del__).
+
+    def held(self) -> int:
+        """Bytes of idle pinned buffers kept for reuse."""
+        with self._lock:
+            return sum(b.nbytes for b in self._free)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: drop every buffer without freeing it (the parent's CUDA context owns it)."""
+        for b in self._free:
+            b.ptr = 0  # PinnedBuffer.__del__ frees nothing for ptr 0
+        self._free = []
+        self._lock = threading.Lock()
+
+
+#: The process's one pool of pinned landing buffers.
+pinned_pool = PinnedPool()
+bounce.ring.set_reclaimer(pinned_pool.trim)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=pinned_pool.forget_after_fork)
+
+
+def alloc_host(total: int, pinned: bool) -> tuple[np.ndarray, Any]:
+    """``total`` bytes of host memory and their owner: a :data:`pinned_pool` buffer when ``pinned`` and a
+    GPU is here (``None`` owner: pageable, also when ``pinned_memory_limit`` leaves no room, traced)."""
+    if pinned and cuda.gpu_available():
+        buf = pinned_pool.get(total)
+        if buf is not None:
+            return np.frombuffer(buf.view, dtype=np.uint8, count=total), buf
+        _trace.record("stage", "pageable", "pinned_memory_limit reached: staged in pageable memory", total, 0.0)
+    return np.empty(total, dtype=np.uint8), None
+
+
+def release_host(owner: Any) -> None:
+    """Give an :func:`alloc_host` owner back to the pinned pool (``None``: nothing to give back)."""
+    if owner is not None:
+        pinned_pool.put(owner)
+
+
+def land(
+    backend: Any,
+    table: AddressTable,
+    *,
+    into: Literal["host", "pinned"] | int = "host",
+    room: int | None = None,
+    where: str = "land()",
+) -> Landed:
+    """Land ``table``'s items of ``backend`` in one buffer (:func:`slot_layout`).
+
+    Args:
+        backend: a :class:`~gdsstore.engine.backend.Backend`; its :meth:`land` reads the items.
+        table: the items.
+        into: ``"host"`` (pageable), ``"pinned"`` (the pinned pool's, pageable where a GPU is missing or
+            ``pinned_memory_limit`` is reached), or a GPU ordinal: on that GPU, through the bounce ring,
+            where the backend lands on devices (:attr:`~gdsstore.engine.backend.Backend.lands_on_device`),
+            else in pinned memory (the caller copies it over).
+        room: bytes a wave sets aside for whole objects of unknown size (see ``read_wave``).
+        where: the caller, for messages.
+
+    Returns:
+        The :class:`Landed` items (``sizes[i] == -1``: missing).
+
+    Raises:
+        OSError: a short read, an object not of its expected size, or a request failed for good.
+    """
+    device = into if isinstance(into, int) and not isinstance(into, bool) else None
+    pinned = into == "pinned" or device is not None
+    if device is not None and not backend.lands_on_device:
+        device = None
+    landed: Landed = backend.land(table, lambda n: alloc_host(n, pinned), release_host, device=device, room=room,
+                                  where=where)
+    return landed
+
+
+def _short(keys: Sequence[str], got: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, where: str) -> None:
+    """Refuse items that got fewer bytes than their slots (a file or object shorter than asked)."""
+    short = np.flatnonzero((got >= 0) & (got < sizes.clip(0)))
+    if len(short):
+        i = int(short[0])
+        raise OSError(
+            f"{where}: short read of {keys[i]!r}: {int(got[i])} of {int(sizes[i])} bytes at offset {int(offsets[i])}"
+        )
+
+
+def checked_sizes(
+    table: AddressTable, offsets: np.ndarray, sizes: np.ndarray, got: np.ndarray, where: str
+) -> np.ndarray:
+    """The landed sizes after reads that returned ``got`` bytes per item (``-1``: missing).
+
+    With ``table.expect`` one byte more than expected was asked for, so that a larger object is seen.
+
+    Raises:
+        OSError: a short read, or an object not of its expected size.
+    """
+    gone = got < 0
+    if gone.any():
+        sizes = np.where(gone, -1, sizes)  # deleted since its size was looked up: missing, as zarr says
+    if table.expect is not None:
+        bad = np.flatnonzero((got >= 0) & (got != sizes - 1))
+        if len(bad):
+            i = int(bad[0])
+            what = "larger than" if got[i] == sizes[i] else f"{int(got[i])} bytes, not"
+            raise OSError(f"{where}: {table.keys[i]!r} is {what} the {int(sizes[i]) - 1} bytes expected")
+        sizes = np.where(gone, -1, sizes - 1)
+    _short(table.keys, got, sizes, offsets, where)
+    return sizes
+
+
+def _file_extents(paths: list[str], table: AddressTable, threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, sizes)`` to read from each file (``-1``: missing): no ``stat`` for known sizes or exact
+    ranges, else one batched ``stat``."""
+    from gdsstore.engine import batch
+
+    n = len(paths)
+    if table.expect is not None:
+        return np.zeros(n, dtype=np.int64), np.asarray(table.expect, dtype=np.int64) + 1
+    if table.exact and table.starts is not None:
+        assert table.stops is not None
+        offsets = np.asarray(table.starts, dtype=np.int64)
+        return offsets, np.asarray(table.stops, dtype=np.int64) - offsets
+    return table.clamp(batch.stat_batch(paths, threads))
+
+
+def land_files(
+    root: str, url: str, table: AddressTable, alloc: Alloc, free: Free, device: int | None, where: str
+) -> Landed:
+    """Local files under ``root``: every item by :func:`gdsstore.engine.batch.read_batch` straight into
+    its slot (``device``: on that GPU through the bounce ring's pinned slots, each copied while the next
+    is read, with no host buffer as large as the table)."""
+    from gdsstore.engine import batch
+
+    paths = batch.local_paths(root, table.keys, where)
+    threads = policy.settings().num_threads
+    offsets, sizes = _file_extents(paths, table, threads)
+    slots, total = slot_layout(sizes)
+    host, owner, dev = None, None, None
+    try:
+        if device is not None:
+            dev, sink = _device_sink(device, total, threads)
+            got = batch.read_batch(paths, offsets, sizes, sink, slots, threads, url=url)
+        else:
+            host, owner = alloc(total)
+            into = "pinned staging" if owner is not None else "host buffer"
+            got = batch.read_batch(paths, offsets, sizes, host, slots, threads, into=into, url=url)
+        sizes = checked_sizes(table, offsets, sizes, got, where)
+    except BaseException:
+        free(owner)
+        raise
+    return Landed(host, slots, sizes, owner, dev)
+
+
+def _device_sink(device: int, total: int, threads: int) -> tuple[Any, Any]:
+    """``total`` bytes on GPU ``device`` and the bounce ring's sink that lands reads there."""
+    from gdsstore.engine import batch
+
+    cp = cuda.cupy_or_none()
+    assert cp is not None
+    slot, limit = bounce.bounce_slots(policy.settings())
+    with cp.cuda.Device(device):
+        dev = cp.empty(max(total, 1), dtype=cp.uint8)
+    piece = batch.piece_size(total, threads, slot)
+    return dev, bounce.DeviceSink(device, int(dev.data.ptr), total, piece, slot, limit)
+
+
+def land_objects(backend: Any, table: AddressTable, alloc: Alloc, free: Free, where: str) -> Landed:
+    """Any backend: one size lookup per item, then one read per item into its slot, ``num_threads`` at a
+    time on the engine's pool (items missing or deleted meanwhile: ``-1``)."""
+    threads = policy.settings().num_threads
+    keys = table.keys
+
+    def size(key: str) -> int:
+        try:
+            return int(backend.size(key))
+        except MISSING_KEY:
+            return -1
+
+    found = np.array(map_all(size, keys, threads), dtype=np.int64)
+    if table.expect is not None:
+        bad = np.flatnonzero((found >= 0) & (found != table.expect))
+        if len(bad):
+            i = int(bad[0])
+            raise OSError(f"{where}: {keys[i]!r} is {int(found[i])} bytes, not the {int(table.expect[i])} expected")
+    offsets, sizes = table.clamp(found)
+    slots, total = slot_layout(sizes)
+    host, owner = alloc(total)
+    got = sizes.copy()
+    offs, lens, dests = offsets.tolist(), sizes.tolist(), slots.tolist()
+
+    def read(i: int) -> None:
+        if lens[i] <= 0:
+            return
+        try:
+            with backend.open(keys[i], "rb") as fh:
+                got[i] = fh.read(host[dests[i] : dests[i] + lens[i]], lens[i], offs[i])
+        except MISSING_KEY:
+            got[i] = -1
+
+    try:
+        map_all(read, range(len(keys)), threads)
+        sizes = np.where(got < 0, -1, sizes)
+        _short(keys, got, sizes, offsets, where)
+    except BaseException:
+        free(owner)
+        raise
+    return Landed(host, slots, sizes, owner)
