@@ -30,7 +30,6 @@ __all__ = [
     "InnerChunks",
     "Layout",
     "ShardReadPlan",
-    "blocks_from_rows",
     "c_order_layout",
     "chunk_blocks",
     "copies_2d",
@@ -264,18 +263,6 @@ def chunk_blocks(src_ptrs: np.ndarray, src_layout: Layout, geometry: ChunkGeomet
     src = np.where(have, src_ptrs + (geometry.start * s_str).sum(axis=1), 0)
     src_st = np.where(have[:, None], s_str * geometry.step, geometry.dst_strides)
     return src, out_ptr + geometry.dst, geometry.count, src_st, geometry.dst_strides
-
-
-def blocks_from_rows(rows: Sequence[tuple[int, int, Any, Any, Any]], nd: int) -> Blocks:
-    """Blocks from ``(src, dst, shape, src_strides, dst_strides)`` tuples."""
-    src, dst, shp, sst, dstr = zip(*rows)
-    return (
-        np.array(src, dtype=np.int64),
-        np.array(dst, dtype=np.int64),
-        np.array(shp, dtype=np.int64).reshape(len(rows), nd),
-        np.array(sst, dtype=np.int64).reshape(len(rows), nd),
-        np.array(dstr, dtype=np.int64).reshape(len(rows), nd),
-    )
 
 
 # -- shards: selection -> inner chunks -> byte ranges -> coalesced reads -------------------------------

@@ -1,0 +1,148 @@
+"""The landing layer (gdsstore.engine.landing): an address table of a local directory, a web server (nginx)
+and any other backend lands in one buffer whose items are the bytes of numpy slices of the sources."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from servers.nginx import NginxServer, nginx_binary
+
+import gdsstore
+from gdsstore.engine.backend import Backend, ByteRange, backend_for
+from gdsstore.engine.landing import ALIGN, AddressTable, Landed, land, land_objects, slot_layout
+from gdsstore.engine.localfs import LocalBackend
+
+SIZES = {"a": 100, "b": 0, "c/d": 5000, "e": 70_000}
+
+
+def _fill(root: Path) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    data = {}
+    for key, n in SIZES.items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        data[key] = rng.integers(0, 256, n, dtype=np.uint8)
+        (root / key).write_bytes(data[key].tobytes())
+    os.chmod(root, 0o755)
+    return data
+
+
+class _Plain(LocalBackend):
+    """A local directory seen as a backend with no batched reads of its own: Backend.land's default."""
+
+    lands_on_device = False
+
+    def land(self, table, alloc, free, *, device=None, room=None, where="land()"):  # type: ignore[no-untyped-def]
+        return land_objects(self, table, alloc, free, where)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, np.ndarray], NginxServer | None]]:
+    root = tmp_path_factory.mktemp("land")
+    data = _fill(root)
+    srv = NginxServer(str(root)) if nginx_binary() is not None else None
+    try:
+        yield root, data, srv
+    finally:
+        if srv is not None:
+            srv.close()
+
+
+@pytest.fixture(params=["local", "objects", "http"])
+def backend(request: pytest.FixtureRequest, site: tuple[Path, dict[str, np.ndarray], NginxServer | None]) -> Backend:
+    root, _, srv = site
+    if request.param == "local":
+        return LocalBackend(str(root))
+    if request.param == "objects":
+        return _Plain(str(root))
+    if srv is None:
+        pytest.skip("nginx is not installed here")
+    return backend_for(srv.url(""))
+
+
+def _bytes(landed: Landed, i: int) -> bytes | None:
+    v = landed.view(i)
+    return None if v is None else bytes(v)
+
+
+def test_slot_layout_is_aligned_and_in_order() -> None:
+    offsets, total = slot_layout(np.array([1, -1, 64, 65, 0]))
+    assert offsets.tolist() == [0, 64, 64, 128, 256] and total == 256
+    assert (offsets % ALIGN == 0).all()
+
+
+@pytest.mark.parametrize("into", ["host", "pinned"])
+def test_whole_objects_land_as_their_bytes(
+    backend: Backend, site: tuple[Path, dict[str, np.ndarray], NginxServer | None], into: str
+) -> None:
+    _, data, _ = site
+    keys = [*SIZES, "missing", "a"]
+    landed = land(backend, AddressTable(keys), into=into)  # type: ignore[arg-type]
+    assert landed.sizes.tolist() == [*SIZES.values(), -1, 100]
+    for i, key in enumerate(keys):
+        assert _bytes(landed, i) == (None if key == "missing" else data[key].tobytes())
+    assert (landed.offsets[landed.present] % ALIGN == 0).all()
+    landed.release()
+
+
+def test_ranges_are_clamped_as_zarr_says(
+    backend: Backend, site: tuple[Path, dict[str, np.ndarray], NginxServer | None]
+) -> None:
+    _, data, _ = site
+    brs = [ByteRange("range", 10, 20), ByteRange("offset", 4990), ByteRange("suffix", 7), ByteRange("range", 60, 500),
+           None, ByteRange("range", 5, 9)]
+    keys = ["a", "c/d", "e", "a", "b", "missing"]
+    landed = land(backend, AddressTable.from_ranges(keys, brs))
+    for i, (key, br) in enumerate(zip(keys, brs)):
+        if key == "missing":
+            assert landed.view(i) is None
+            continue
+        src = data[key]
+        a, n = br.resolve(src.size) if br is not None else (0, src.size)
+        assert _bytes(landed, i) == src[a : a + n].tobytes(), (key, br)
+
+
+def test_exact_ranges_land_without_size_lookups(
+    backend: Backend, site: tuple[Path, dict[str, np.ndarray], NginxServer | None]
+) -> None:
+    _, data, _ = site
+    starts, stops = np.array([0, 100, 69_000]), np.array([50, 4100, 70_000])
+    landed = land(backend, AddressTable(["a", "c/d", "e"], starts, stops, exact=True))
+    assert [_bytes(landed, i) for i in range(3)] == [
+        data["a"][0:50].tobytes(), data["c/d"][100:4100].tobytes(), data["e"][69_000:].tobytes()]
+
+
+def test_an_object_not_of_its_expected_size_is_refused(backend: Backend) -> None:
+    landed = land(backend, AddressTable(["a", "missing"], expect=np.array([100, 100])))
+    assert landed.sizes.tolist() == [100, -1]
+    with pytest.raises(OSError, match=r"100|99|101"):
+        land(backend, AddressTable(["a"], expect=np.array([99])))
+    with pytest.raises(OSError, match=r"100|101"):
+        land(backend, AddressTable(["a"], expect=np.array([101])))
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_a_short_local_read_is_refused_with_the_key(tmp_path: Path, plain: bool) -> None:
+    (tmp_path / "x").write_bytes(b"0123456789")
+    b = _Plain(str(tmp_path)) if plain else LocalBackend(str(tmp_path))
+    table = AddressTable(["x"], np.array([4]), np.array([30]), exact=True)  # says the range lies inside
+    if plain:  # a backend without exact reads clamps: 6 bytes
+        assert _bytes(land(b, table), 0) == b"456789"
+        return
+    with pytest.raises(OSError, match=r"short read of 'x': 6 of 26 bytes at offset 4"):
+        land(b, table)
+
+
+def test_a_gpu_landing_without_a_gpu_lands_in_host_memory(tmp_path: Path) -> None:
+    (tmp_path / "x").write_bytes(b"abc")
+    landed = land(backend_for(str(tmp_path)), AddressTable(["x"]), into="pinned")
+    assert landed.dev is None and landed.pinned is None and _bytes(landed, 0) == b"abc"
+
+
+def test_the_store_backend_lands_through_its_one_function(tmp_path: Path) -> None:
+    (tmp_path / "k").write_bytes(b"hello")
+    backend = gdsstore.GDSStore(str(tmp_path)).backend
+    assert _bytes(land(backend, AddressTable(["k"])), 0) == b"hello"
