@@ -224,13 +224,19 @@ def test_bad_mode_and_scheme(victim: Path) -> None:
         gdsstore.open(victim, foo=1)
 
 
-def test_invalid_settings_write_nothing(victim: Path) -> None:
-    with gdsstore.config.set({"task_size": 0}), gdsstore.open(victim, "r+b") as f:
-        with pytest.raises(ValueError, match="task_size"):
+def test_invalid_settings_write_nothing(victim: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A bad value given to config.set is refused there; one from the environment is found at first use.
+    for key, bad in (("task_size", 0), ("compat_mode", "maybe")):
+        with pytest.raises(ValueError, match=key):
+            gdsstore.config.set({key: bad})
+    monkeypatch.setenv("GDSSTORE_TASK_SIZE", "0")
+    gdsstore.config.refresh()
+    try:
+        with gdsstore.open(victim, "r+b") as f, pytest.raises(ValueError, match="GDSSTORE_TASK_SIZE"):
             f.write(b"zz")
-    with gdsstore.config.set({"compat_mode": "maybe"}), gdsstore.open(victim, "r+b") as f:
-        with pytest.raises(ValueError, match="compat_mode"):
-            f.write(b"zz")
+    finally:
+        monkeypatch.delenv("GDSSTORE_TASK_SIZE")
+        gdsstore.config.refresh()
     assert victim.read_bytes() == b"0123456789"
 
 
