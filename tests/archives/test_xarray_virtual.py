@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gdsstore.archives as ga
-from gdsstore import xarray_backend
+from gdsstore import xarray_backend, xarray_variables
 from gdsstore.archives import ArchiveChangedError
 from gdsstore.archives.reader import VirtualArray
 
@@ -248,8 +248,8 @@ def test_fill_values_keep_a_variable_on_the_host_only_when_masked(mask_and_scale
     """xarray masks fill values with numpy: a variable that has one goes to the device only when xarray
     does not mask (mask_and_scale=False); time units keep it on the host either way."""
     var = xr.Variable(("x",), np.zeros(3, "i2"), attrs={"_FillValue": np.int16(-1), "scale_factor": 0.5})
-    got = xarray_backend._settle_placement(var, "device", mask_and_scale)
+    got = xarray_variables.settle_placement(var, "device", mask_and_scale)
     assert got == ("host" if mask_and_scale else "device")
     assert ("gdsstore_placement_reason" in var.encoding) == mask_and_scale
     times = xr.Variable(("x",), np.zeros(3, "i4"), attrs={"units": "days since 2000-01-01", "_FillValue": -1})
-    assert xarray_backend._settle_placement(times, "device", mask_and_scale) == "host"
+    assert xarray_variables.settle_placement(times, "device", mask_and_scale) == "host"

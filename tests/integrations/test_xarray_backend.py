@@ -17,7 +17,7 @@ from servers.nginx import NginxServer  # noqa: E402
 from servers.webhdfs import WebHDFSServer  # noqa: E402
 
 import gdsstore  # noqa: E402
-from gdsstore import xarray_backend  # noqa: E402
+from gdsstore import xarray_backend, xarray_variables  # noqa: E402
 from gdsstore._optional import MissingOptionalDependencyError  # noqa: E402
 from gdsstore.engine import cuda  # noqa: E402
 
@@ -90,7 +90,7 @@ def test_cf_attributes_xarray_decodes_with_numpy_keep_a_variable_on_the_host() -
 
 def test_nan_fill_of_a_device_variable_moves_to_its_encoding() -> None:
     var = xr.Variable(("x",), np.arange(3.0), {"_FillValue": np.nan, "units": "K"})
-    xarray_backend._drop_nan_fill(var)
+    xarray_variables._drop_nan_fill(var)
     assert var.attrs == {"units": "K"} and np.isnan(var.encoding["_FillValue"])
 
 
