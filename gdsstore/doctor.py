@@ -7,6 +7,7 @@ take and why, and a traced probe read. On a machine without a GPU it says so and
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import platform
@@ -108,34 +109,33 @@ def _cufile() -> dict[str, Any]:
     }
 
 
-#: Where the native core comes from (it is a wheel of its own, built from native/).
-_CORE_HINT = "build and install it with `bash scripts/build_core.sh` in a clone of gdsstore (docs/install.md)"
+#: Where the native core comes from (built into gdsstore's wheel from native/).
+_CORE_HINT = ("reinstall gdsstore: `pip install gdsstore`, or `pip install -e .` in a clone, which compiles it "
+              "with cargo (docs/install.md)")
 
 
 def _native_core(s: policy.Settings | None) -> dict[str, Any]:
-    """Whether the native core (``gdsstore_core``) loads, its version and file, and what that changes."""
+    """Whether the native core (``gdsstore._core``) loads, its version and file, and what that changes."""
+    from gdsstore.engine import native
     from gdsstore.engine.remote import core
 
     info: dict[str, Any] = {"installed": core.available()}
     if not info["installed"]:
         try:  # the trace says "not installed"; the doctor gives the import error and the way to build it
-            import gdsstore_core
+            importlib.import_module(native.MODULE)
         except ImportError as exc:
             detail = f"{type(exc).__name__}: {exc}"
         else:
             detail = "it imports now"
         info["reason"] = f"{core.unavailable_reason()}: {detail}; {_CORE_HINT}"
-        info["effect"] = ("HTTP(S) and S3 waves go through the pure-Python transports (urllib3, botocore: one "
-                          "request per object, the GIL held for each); local chunk batches run on Python threads")
+        info["effect"] = ("HTTP(S) and S3 cannot be read or written (the core is their only transport); local "
+                          "chunk batches run on Python threads")
         return info
-    import gdsstore_core
-
-    info["version"] = _pkg("gdsstore-core") or getattr(gdsstore_core, "__version__", None)
-    info["location"] = os.path.dirname(gdsstore_core.__file__ or "")
-    remote = "off (remote.core=off): HTTP(S) and S3 waves use the pure-Python transports" if (
-        s is not None and s.remote_core == "off") else "HTTP(S) and S3 waves and uploads go through it"
-    info["effect"] = (f"{remote}; local chunk batches are read by it; each call releases the GIL and runs "
-                      "many requests at once")
+    mod = native.load()
+    info["version"] = getattr(mod, "__version__", None) or _pkg("gdsstore")
+    info["location"] = os.path.dirname(getattr(mod, "__file__", None) or "")
+    info["effect"] = ("every HTTP(S) and S3 request goes through it; local chunk batches are read by it; each "
+                      "call releases the GIL and runs many requests at once")
     return info
 
 
@@ -291,7 +291,7 @@ def _format_core(core: dict[str, Any] | None) -> list[str]:
     if core is None:
         return []
     if core["installed"]:
-        head = f"native core: gdsstore_core {core['version'] or '(version unknown)'} at {core['location']}"
+        head = f"native core: gdsstore._core {core['version'] or '(version unknown)'} at {core['location']}"
     else:
         head = f"native core: not installed ({core['reason']})"
     return [head, f"  what it changes: {core['effect']}"]

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set-up shared by scripts/demo.sh and scripts/test.sh: a Python >= 3.12 virtual environment in .venv
-# with gdsstore installed (editable) and at least the extras named in $GDSSTORE_EXTRAS (comma-separated).
-# Idempotent and quick when nothing changed: a stamp file records pyproject.toml's hash and the extras
-# installed. Extras only accumulate (the union of what was installed and what is asked for), so running
+# with gdsstore installed (editable; maturin compiles its native core, so cargo must be on PATH) and at
+# least the extras named in $GDSSTORE_EXTRAS (comma-separated). Idempotent and quick when nothing changed:
+# a stamp file records the hashes of pyproject.toml and of the core's sources, and the extras installed
+# (an editable install takes Python edits as they are made, Rust edits only when built again). Extras only accumulate (the union of what was installed and what is asked for), so running
 # the demo and the tests in turn installs once, not each time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,11 +58,15 @@ to_major() {  # $1: extras, $2: 12, 13 or nothing -> $1 with the short names as 
     | sed '/^$/d' | sort -u | paste -sd, -
 }
 
-# --python: the interpreter a new .venv would be made with (scripts/build_core.sh --compile-only builds with it).
+# --python: the interpreter a new .venv would be made with.
 if [ "${1:-}" = --python ]; then find_python; exit 0; fi
 
+core_hash() {  # the native core's sources: a change builds it again
+  (cd native && find Cargo.toml Cargo.lock src -type f -print0 | sort -z | xargs -0 sha1sum) | sha1sum | cut -c1-12
+}
+
 want=$(extras_list "${GDSSTORE_EXTRAS:-}")
-hash=$(sha1sum pyproject.toml | cut -c1-12)
+hash=$(sha1sum pyproject.toml | cut -c1-12)-$(core_hash)
 stamp=.venv/.gdsstore-stamp
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
   py=$(find_python)
@@ -69,10 +74,12 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.
   rm -rf .venv
   "$py" -m venv .venv
 fi
-# The stamp: "v2 <pyproject hash> <extras>"; anything else (an older format, no file) counts as nothing.
+# --venv: the virtual environment only (scripts/test.sh builds the core with its Python meanwhile).
+if [ "${1:-}" = --venv ]; then exit 0; fi
+# The stamp: "v3 <pyproject hash>-<core hash> <extras>"; anything else (an older format, no file) is nothing.
 stamp_version="" have_hash="" have=""
 [ -f "$stamp" ] && read -r stamp_version have_hash have <"$stamp" || true
-[ "$stamp_version" = v2 ] || have_hash="" have=""
+[ "$stamp_version" = v3 ] || have_hash="" have=""
 major=$(major_of "$want,$have")
 want=$(to_major "$want" "$major")
 missing=$(comm -23 <(tr , '\n' <<<"$want" | sed '/^$/d') <(tr , '\n' <<<"$have" | sed '/^$/d'))
@@ -88,7 +95,20 @@ if has "$extras" "$cu12" && has "$extras" "$cu13"; then
     "(docs/install.md; remove .venv to change)" >&2
   exit 2
 fi
-echo "bootstrap: installing gdsstore${extras:+[$extras]} into .venv"
+command -v cargo >/dev/null 2>&1 || { echo "bootstrap: cargo not found: gdsstore's native core is Rust," \
+  "built by pip; install the toolchain (https://rustup.rs) and run this again" >&2; exit 1; }
+echo "bootstrap: installing gdsstore${extras:+[$extras]} into .venv (the native core compiles meanwhile)"
+# The core compiles while pip downloads; pip's build (maturin) then waits for it and finds it compiled.
+core_log=$(mktemp)
+bash scripts/build_core.sh --build-only >"$core_log" 2>&1 &
+core_pid=$!
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
-echo "v2 $hash $extras" >"$stamp"
+status=0
+.venv/bin/python -m pip install -q -e ".${extras:+[$extras]}" || status=$?
+if ! wait "$core_pid"; then
+  cat "$core_log" >&2
+  [ "$status" != 0 ] || status=1
+fi
+rm -f "$core_log"
+[ "$status" = 0 ] || exit "$status"
+echo "v3 $hash $extras" >"$stamp"

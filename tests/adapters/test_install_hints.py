@@ -59,14 +59,14 @@ def test_readme_runs_whole_without_a_gpu(tmp_path: Path) -> None:
 
 CORELESS = """
 import json, sys
-sys.modules["gdsstore_core"] = None  # as where the core is not built
+sys.modules["gdsstore._core"] = None  # as where the core is not built
 from gdsstore import policy
 from gdsstore.engine import batch
 from gdsstore.engine.remote import core
 from gdsstore.gpu import nvcomp
 print(json.dumps({
-    "wave": policy.decide_wave_transport(takes_core=True, core_missing=core.unavailable_reason()).reason,
-    "batch": policy.decide_local_batch(core_missing=batch._core_error if batch._core_module() is None else None,
+    "wave": core.unavailable_reason(),
+    "batch": policy.decide_local_batch(core_missing=batch._core_missing(),
                                        reads=4).reason,
     "nvcomp": nvcomp._import_nvcomp()[1],
 }))
@@ -76,7 +76,7 @@ print(json.dumps({
 def test_trace_reasons_for_missing_pieces_are_short_phrases() -> None:
     out = subprocess.run([sys.executable, "-c", CORELESS], capture_output=True, text=True, timeout=120, check=True)
     reasons = json.loads(out.stdout)
-    assert reasons["wave"] == "python: native core unavailable (gdsstore_core not installed)"
-    assert reasons["batch"] == "python threads: native core unavailable (gdsstore_core not installed)"
+    assert reasons["wave"] == "gdsstore._core not installed"
+    assert reasons["batch"] == "python threads: native core unavailable (gdsstore._core not installed)"
     assert len(reasons["nvcomp"]) <= 40, reasons["nvcomp"]  # "nvCOMP not available (...)" or its version
     assert all("Error" not in r and "No module named" not in r for r in reasons.values()), reasons

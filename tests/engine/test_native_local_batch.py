@@ -1,4 +1,4 @@
-"""Local batches through the native core (``gdsstore_core.read_files``) and through the engine's Python
+"""Local batches through the native core (``gdsstore._core.read_files``) and through the engine's Python
 threads (``read_batch(core=False)``, the route where the core is not built): bytes against plain reads,
 short, missing and directory items, bad arguments, staging slots, the trace's reason and fork."""
 

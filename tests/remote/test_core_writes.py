@@ -1,5 +1,4 @@
-"""S3 uploads through the native core and through botocore (``remote.core`` auto / off), against moto's S3
-server: round trips byte for byte (single PUTs, multipart uploads, many objects in one call), create-only
+"""S3 uploads through the native core (the one S3 transport), against moto's S3 server: round trips byte for byte (single PUTs, multipart uploads, many objects in one call), create-only
 writes, wrong credentials, a server failing mid-upload (through a proxy in front of moto), the zarr store,
 and a forked child writing through the core its parent started."""
 
@@ -23,14 +22,7 @@ from gdsstore.engine.remote.retry import RemoteIOError
 
 from .conftest import payload
 
-ROUTES = ["core", "botocore"]
 SMALL_PARTS = {"remote.multipart_threshold": 5 << 20, "remote.multipart_chunksize": 5 << 20}
-
-
-def _mode(route: str) -> dict[str, str]:
-    if route == "core" and not core.available():
-        pytest.skip(f"native core not built: {core.unavailable_reason()}")
-    return {"remote.core": "auto" if route == "core" else "off"}
 
 
 def _opts(s3: dict[str, Any]) -> dict[str, Any]:
@@ -45,17 +37,15 @@ def _write_reasons(t: Any) -> set[str]:
     return {e.reason for e in t.events if e.op == "write"}
 
 
-def _assert_route(t: Any, route: str) -> None:
-    want = "; native core" if route == "core" else "; botocore: remote.core=off"
+def _assert_core(t: Any) -> None:
     reasons = _write_reasons(t)
-    assert reasons and all(want in r for r in reasons), reasons
+    assert reasons and all("; native core" in r for r in reasons), reasons
 
 
-@pytest.mark.parametrize("route", ROUTES)
-def test_round_trip_single_and_multipart(s3: dict[str, Any], route: str) -> None:
+def test_round_trip_single_and_multipart(s3: dict[str, Any]) -> None:
     small = np.arange(1000, dtype="f8")  # not uint8: the bytes of any buffer
     big = payload((12 << 20) + 5, seed=31)
-    with gdsstore.config.set({**_mode(route), **SMALL_PARTS}), gdsstore.trace() as t:
+    with gdsstore.config.set({**SMALL_PARTS}), gdsstore.trace() as t:
         b = backend_for("s3://test-bucket/rt", _opts(s3))
         b.put("small.bin", small)
         b.put("empty.bin", b"")
@@ -68,28 +58,26 @@ def test_round_trip_single_and_multipart(s3: dict[str, Any], route: str) -> None
     assert _get(s3, "rt/opened.bin") == big[: 6 << 20]
     head = s3["client"].head_object(Bucket="test-bucket", Key="rt/big.bin")
     assert head["ETag"].strip('"').endswith("-3")  # three parts of 5 MiB
-    _assert_route(t, route)
+    _assert_core(t)
     assert any(r.startswith("multipart upload (> remote.multipart_threshold 5 MiB") for r in _write_reasons(t))
 
 
-@pytest.mark.parametrize("route", ROUTES)
-def test_many_objects_in_one_batch(s3: dict[str, Any], route: str) -> None:
+def test_many_objects_in_one_batch(s3: dict[str, Any]) -> None:
     keys = [f"many/{i}.bin" for i in range(200)]
     bufs = [payload(1 + 997 * i % 70_000, seed=i) for i in range(200)]
     bufs[7] = payload(6 << 20, seed=7)  # one multipart upload among them
-    with gdsstore.config.set({**_mode(route), **SMALL_PARTS}), gdsstore.trace() as t:
+    with gdsstore.config.set({**SMALL_PARTS}), gdsstore.trace() as t:
         b = backend_for("s3://test-bucket", _opts(s3))
         out = b.put_batch(keys, bufs, [False] * len(keys))
     assert out.errors == {}
     for k, v in zip(keys, bufs, strict=True):
         assert _get(s3, k) == v
-    _assert_route(t, route)
+    _assert_core(t)
     assert sum(e.requests for e in t.events if e.op == "write") == len(keys)
 
 
-@pytest.mark.parametrize("route", ROUTES)
-def test_create_only_conflicts(s3: dict[str, Any], route: str) -> None:
-    with gdsstore.config.set({**_mode(route), **SMALL_PARTS}):
+def test_create_only_conflicts(s3: dict[str, Any]) -> None:
+    with gdsstore.config.set({**SMALL_PARTS}):
         b = backend_for("s3://test-bucket", _opts(s3))
         b.put("c/one.bin", b"first", exclusive=True)
         with pytest.raises(FileExistsError, match=r"PUT s3://test-bucket/c/one\.bin"):
@@ -99,23 +87,23 @@ def test_create_only_conflicts(s3: dict[str, Any], route: str) -> None:
     assert _get(s3, "c/one.bin") == b"y" and _get(s3, "c/two.bin") == b"two"
 
 
-def test_create_only_multipart_goes_through_botocore(s3: dict[str, Any]) -> None:
-    # object_store completes multipart uploads without If-None-Match: botocore sends these, with the reason.
+def test_create_only_above_the_multipart_threshold_is_one_put(s3: dict[str, Any]) -> None:
+    # object_store completes multipart uploads without If-None-Match: a create-only upload is one PUT with it.
     big = payload(6 << 20, seed=5)
-    with gdsstore.config.set({**_mode("core"), **SMALL_PARTS}), gdsstore.trace() as t:
+    with gdsstore.config.set({**SMALL_PARTS}), gdsstore.trace() as t:
         b = backend_for("s3://test-bucket", _opts(s3))
         b.put("cm/big.bin", big, exclusive=True)
         with pytest.raises(FileExistsError):
             b.put("cm/big.bin", big, exclusive=True)
     assert _get(s3, "cm/big.bin") == big
-    assert all("botocore: a create-only multipart upload" in r for r in _write_reasons(t))
+    assert _write_reasons(t) == {"single PUT (create-only: If-None-Match, up to 5 GiB); native core, GIL released "
+                                 "(remote.wave_concurrency 256)"}
 
 
-@pytest.mark.parametrize("route", ROUTES)
-def test_wrong_credentials_are_permission_error_at_once(moto_auth: str, route: str) -> None:
+def test_wrong_credentials_are_permission_error_at_once(moto_auth: str) -> None:
     secret = "WRONG-secret-DoNotLeak-42"
     opts = {"endpoint_url": moto_auth, "key": "AKIAWRONGKEY", "secret": secret, "region_name": "us-east-1"}
-    with gdsstore.config.set({**_mode(route), "remote.backoff_base": 0.5, "remote.backoff_max": 0.5}):
+    with gdsstore.config.set({"remote.backoff_base": 0.5, "remote.backoff_max": 0.5}):
         b = backend_for("s3://test-bucket", opts)
         t0 = time.monotonic()
         with pytest.raises(PermissionError) as info:
@@ -194,12 +182,11 @@ def _upload_ids(log: list[tuple[str, str]], method: str) -> list[str]:
 # moto answers 500 to some aborts that race the cancelled parts' uploads; one failed abort on purpose shows
 # it is tried again (the core's abort once was tried once, and left an upload behind in such a race).
 @pytest.mark.parametrize("failed_aborts", [0, 1], ids=["aborts-pass", "first-abort-fails"])
-@pytest.mark.parametrize("route", ROUTES)
-def test_failed_multipart_upload_leaves_no_object(s3: dict[str, Any], route: str, failed_aborts: int) -> None:
+def test_failed_multipart_upload_leaves_no_object(s3: dict[str, Any], failed_aborts: int) -> None:
     proxy = _FailingProxy(s3["endpoint_url"], failed_aborts)
     try:
         opts = {**_opts(s3), "endpoint_url": proxy.url}
-        with gdsstore.config.set({**_mode(route), **SMALL_PARTS}):
+        with gdsstore.config.set({**SMALL_PARTS}):
             b = backend_for("s3://test-bucket", opts)
             with pytest.raises(RemoteIOError, match=r"PUT s3://test-bucket/mp/big\.bin"):
                 b.put("mp/big.bin", payload(16 << 20, seed=9))
@@ -216,24 +203,22 @@ def test_failed_multipart_upload_leaves_no_object(s3: dict[str, Any], route: str
     assert _get(s3, "mp/small.bin") == b"still works"
 
 
-@pytest.mark.parametrize("route", ROUTES)
-def test_zarr_array_written_and_read_back(s3: dict[str, Any], route: str) -> None:
+def test_zarr_array_written_and_read_back(s3: dict[str, Any]) -> None:
     import zarr
 
     src = np.random.default_rng(3).standard_normal((96, 80)).astype("float32")
-    with gdsstore.config.set(_mode(route)), gdsstore.trace() as t:
+    with gdsstore.config.set({}), gdsstore.trace() as t:
         store = gdsstore.GDSStore("s3://test-bucket/arr.zarr", storage_options=_opts(s3))
         z = zarr.create_array(store, shape=src.shape, chunks=(16, 16), dtype="float32", overwrite=True)
         z[:] = src
     got = np.asarray(zarr.open_array(gdsstore.GDSStore("s3://test-bucket/arr.zarr", read_only=True,
                                                        storage_options=_opts(s3)), mode="r")[:])
     np.testing.assert_array_equal(got, src)
-    _assert_route(t, route)
+    _assert_core(t)
     assert sum(e.requests for e in t.events if e.op == "write") >= 30  # 30 chunks and the metadata
 
 
 def test_bad_items_fail_alone(s3: dict[str, Any]) -> None:
-    _mode("core")
     b = backend_for("s3://test-bucket", _opts(s3))
     out = b.put_batch(["ok.bin", "../bad", "also-ok.bin"], [b"1", b"2", b"3"], [False, False, False])
     assert set(out.errors) == {1} and isinstance(out.errors[1], ValueError)
@@ -243,11 +228,10 @@ def test_bad_items_fail_alone(s3: dict[str, Any]) -> None:
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_fork_child_writes_through_its_own_core(s3: dict[str, Any]) -> None:
     # The parent's runtime and connections do not survive fork(): the child must build its own, not hang.
-    _mode("core")
     b = backend_for("s3://test-bucket/fork", _opts(s3))
     with gdsstore.trace() as t:
         b.put("parent.bin", b"p" * 1000)
-    _assert_route(t, "core")
+    _assert_core(t)
     stop = threading.Event()
 
     def keep_writing() -> None:  # the parent's core is busy while the child forks
@@ -275,8 +259,7 @@ def test_fork_child_writes_through_its_own_core(s3: dict[str, Any]) -> None:
 
 
 def test_core_write_call_checks_its_arguments() -> None:
-    _mode("core")
-    import gdsstore_core
+    from gdsstore import _core as gdsstore_core
 
     st = core.http_store("http://127.0.0.1:9/", connect_timeout=1.0)
     buf = bytes(10)
@@ -298,29 +281,13 @@ def test_virtual_addressing_puts_the_bucket_in_the_core_endpoint(s3: dict[str, A
         assert o is not None and o["aws_endpoint"] == want
 
 
-def test_write_decisions_name_their_reason() -> None:
-    from gdsstore import policy
-
-    d = policy.decide_write_transport
-    assert d(takes_core=True, core_missing=None).route == "core"
-    assert d(takes_core=False, core_missing="not built").reason == "botocore: native core unavailable (not built)"
-    assert d(takes_core=False, core_missing=None).reason.startswith("botocore: no core route for this client")
-    assert d(takes_core=True, core_missing=None, create_multipart=True).route == "botocore"
-    with gdsstore.config.set({"remote.core": "off"}):
-        assert d(takes_core=True, core_missing=None).reason == "botocore: remote.core=off"
+def test_s3_additional_kwargs_other_than_encryption_are_refused(s3: dict[str, Any]) -> None:
+    # The core applies server-side encryption; an ACL it cannot send is refused up front, never dropped.
+    with pytest.raises(TypeError, match=r"s3_additional_kwargs \['ACL'\] are not supported.*bucket policy"):
+        backend_for("s3://test-bucket", {**_opts(s3), "s3_additional_kwargs": {"ACL": "private"}})
 
 
-def test_s3_additional_kwargs_keep_botocore(s3: dict[str, Any]) -> None:
-    _mode("core")
-    with gdsstore.trace() as t:
-        b = backend_for("s3://test-bucket", {**_opts(s3), "s3_additional_kwargs": {"ACL": "private"}})
-        b.put("acl.bin", b"x")
-    assert _get(s3, "acl.bin") == b"x"
-    assert all("botocore: no core route for this client" in r for r in _write_reasons(t))
-
-
-@pytest.mark.parametrize("route", ROUTES)
-def test_silent_server_times_out_with_the_gil_released(blackhole: Any, route: str) -> None:
+def test_silent_server_times_out_with_the_gil_released(blackhole: Any) -> None:
     opts = {"endpoint_url": f"http://127.0.0.1:{blackhole.port}", "key": "AKIAX", "secret": "s", "region_name": "us-east-1"}
     ticks = [0]
     stop = threading.Event()
@@ -329,7 +296,7 @@ def test_silent_server_times_out_with_the_gil_released(blackhole: Any, route: st
         while not stop.is_set():
             ticks[0] += 1
 
-    with gdsstore.config.set({**_mode(route), "remote.timeout": 1.0, "remote.max_attempts": 1}):
+    with gdsstore.config.set({"remote.timeout": 1.0, "remote.max_attempts": 1}):
         b = backend_for("s3://test-bucket", opts)
         counter = threading.Thread(target=count, daemon=True)
         counter.start()
@@ -344,9 +311,8 @@ def test_silent_server_times_out_with_the_gil_released(blackhole: Any, route: st
     assert ticks[0] > 100_000, ticks[0]
 
 
-@pytest.mark.parametrize("route", ROUTES)
-def test_missing_bucket_is_file_not_found(s3: dict[str, Any], route: str) -> None:
-    with gdsstore.config.set(_mode(route)):
+def test_missing_bucket_is_file_not_found(s3: dict[str, Any]) -> None:
+    with gdsstore.config.set({}):
         b = backend_for("s3://no-such-bucket", {**_opts(s3), "region_name": "us-east-1"})
         with pytest.raises(FileNotFoundError, match=r"PUT s3://no-such-bucket/a\.bin"):
             b.put("a.bin", b"x")

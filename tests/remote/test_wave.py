@@ -24,19 +24,6 @@ from gdsstore.engine.remote import RangeMismatchError, RangeNotSupportedError, R
 from .conftest import payload
 
 
-@pytest.fixture(autouse=True, params=["python", "core"])
-def client(request: pytest.FixtureRequest) -> Any:
-    """Every wave test runs twice: through the pure-Python transport (``remote.core="off"``) and through the
-    native core (:mod:`gdsstore.engine.remote.core`). Both must give the same bytes and errors."""
-    if request.param == "core":
-        from gdsstore.engine.remote import core
-
-        if not core.available():
-            pytest.skip(f"native core not built: {core.unavailable_reason()}")
-    with gdsstore.config.set({"remote.core": "auto" if request.param == "core" else "off"}):
-        yield request.param
-
-
 def host(n: int) -> tuple[np.ndarray, None]:
     return np.empty(n, dtype=np.uint8), None
 
@@ -129,18 +116,15 @@ def test_wave_refuses_a_server_ignoring_range(faults: FaultServer, objs: dict[st
 
 @pytest.mark.parametrize("mode", ["wrong-range", "short-range"])
 def test_wave_refuses_mismatched_ranges(
-    faults: FaultServer, objs: dict[str, bytes], mode: str, client: str
+    faults: FaultServer, objs: dict[str, bytes], mode: str
 ) -> None:
     keys = [k for k, v in objs.items() if v]
     brs = [ByteRange("range", 1, len(objs[k])) for k in keys]
     with pytest.raises(RangeMismatchError):
         wave_of(faults, mode, "always").get_many(keys, brs, host, exact=True)
-    if client == "core":  # a whole object is one GET without Range: nothing to mismatch
-        w = wave_of(faults, mode, "always").get_many(keys, None, host)
-        assert [w.view(i).tobytes() for i in range(len(keys))] == [objs[k] for k in keys]
-    else:  # the pure-Python way asks whole objects in ranges (task_size each)
-        with pytest.raises(RangeMismatchError):
-            wave_of(faults, mode, "always").get_many(keys, None, host)
+    # A whole object is one GET without Range: nothing to mismatch.
+    w = wave_of(faults, mode, "always").get_many(keys, None, host)
+    assert [w.view(i).tobytes() for i in range(len(keys))] == [objs[k] for k in keys]
 
 
 def test_wave_never_takes_an_answer_nobody_asked_for(faults: FaultServer, objs: dict[str, bytes]) -> None:
@@ -159,16 +143,12 @@ def test_wave_never_takes_an_answer_nobody_asked_for(faults: FaultServer, objs: 
 
 
 @pytest.mark.parametrize("mode", ["replaced", "replaced-412"])
-def test_wave_never_mixes_a_replaced_object(faults: FaultServer, mode: str, client: str) -> None:
+def test_wave_never_mixes_a_replaced_object(faults: FaultServer, mode: str) -> None:
     old, new = payload(300_000, seed=8), payload(300_000, seed=9)
     faults.objects.update({"big": old, "big.v2": new})
     # The first GET of the read (the object's first 64 KiB) sees the old object, its other ranges the
     # new one. The core asks the whole object in one GET: one version, the old one. Never a mix.
-    if client == "core":
-        assert wave_of(faults, mode, 1).get_many(["big"], None, host).view(0).tobytes() == old
-    else:
-        with pytest.raises(RangeMismatchError, match="changed while it was being read"):
-            wave_of(faults, mode, 1).get_many(["big"], None, host)
+    assert wave_of(faults, mode, 1).get_many(["big"], None, host).view(0).tobytes() == old
     # A replacement before the read began is no mix: the new object, whole.
     faults.reset()
     faults.objects.update({"big": old, "big.v2": new})
@@ -176,13 +156,12 @@ def test_wave_never_mixes_a_replaced_object(faults: FaultServer, mode: str, clie
     assert w.view(0).tobytes() == new
 
 
-def test_a_suffix_is_one_get_without_a_size_lookup(faults: FaultServer, objs: dict[str, bytes], client: str) -> None:
+def test_a_suffix_is_one_get_without_a_size_lookup(faults: FaultServer, objs: dict[str, bytes]) -> None:
     brs = [ByteRange("suffix", 50), ByteRange("suffix", 10**9)]  # the second: more than the object has
     w = wave_of(faults).get_many(["o/3", "o/4"], brs, host)
     assert w.view(0).tobytes() == objs["o/3"][-50:] and w.view(1).tobytes() == objs["o/4"]
-    if client == "core":  # the pure-Python way asks the size first (a HEAD), then the range
-        assert sorted(e[2] for e in faults.log) == ["bytes=-1000000000", "bytes=-50"], faults.log
-        assert all(e[0] == "GET" for e in faults.log)
+    assert sorted(e[2] for e in faults.log) == ["bytes=-1000000000", "bytes=-50"], faults.log
+    assert all(e[0] == "GET" for e in faults.log)
 
 
 @pytest.mark.parametrize("mode", ["wrong-range", "short-range"])
@@ -218,7 +197,7 @@ def test_room_of_exactly_their_bytes_lands_every_object(faults: FaultServer) -> 
 
 @pytest.mark.parametrize("each", [64, 100_032])  # room for none of the objects; for about half of them
 def test_objects_larger_than_their_room_stay_in_the_core(
-    faults: FaultServer, objs: dict[str, bytes], client: str, each: int
+    faults: FaultServer, objs: dict[str, bytes], each: int
 ) -> None:
     # Every object over its room is asked again, in a second call into room of its size (the first answer
     # told it), in a larger buffer that the objects which fit are moved to first.
@@ -226,14 +205,13 @@ def test_objects_larger_than_their_room_stay_in_the_core(
         w = wave_of(faults).get_many(list(objs), None, host, room=each * len(objs))
     assert [w.view(i).tobytes() for i in range(len(objs))] == list(objs.values())
     (reason,) = {e.reason for e in t.events}
-    if client == "core":
-        assert "pure-Python" not in reason, reason  # nothing handed back
-        gets = [e for e in faults.log if e[0] == "GET"]
-        assert all(not e[2] for e in gets), gets  # whole objects, never a range
-        assert len(gets) == len(objs) + sum(1 for v in objs.values() if len(v) > each)
+    assert reason.startswith("wave: native core"), reason
+    gets = [e for e in faults.log if e[0] == "GET"]
+    assert all(not e[2] for e in gets), gets  # whole objects, never a range
+    assert len(gets) == len(objs) + sum(1 for v in objs.values() if len(v) > each)
 
 
-def test_the_room_follows_the_last_wave(faults: FaultServer, client: str) -> None:
+def test_the_room_follows_the_last_wave(faults: FaultServer) -> None:
     # Objects of unknown size: the first wave sets 1 MiB aside for each; the next wave of the same backend
     # the largest size the last one saw, so its slots are packed. Objects that outgrow it still land.
     data = {f"r/{i}": payload(5000 + 10 * i, seed=950 + i) for i in range(8)}
@@ -241,9 +219,8 @@ def test_the_room_follows_the_last_wave(faults: FaultServer, client: str) -> Non
     b = backend_for(f"http://127.0.0.1:{faults.port}/ok/0")
     first = b.get_many(list(data), None, host)
     second = b.get_many(list(data), None, host)
-    if client == "core":  # the pure-Python way packs what lands as it arrives
-        assert first.host.nbytes == len(data) << 20
-        assert second.host.nbytes == len(data) * 5120  # 5,070 bytes at most, padded to 64
+    assert first.host.nbytes == len(data) << 20
+    assert second.host.nbytes == len(data) * 5120  # 5,070 bytes at most, padded to 64
     assert b.room_hint == 5070
     for w in (first, second):
         assert [w.view(i).tobytes() for i in range(len(data))] == list(data.values())
@@ -252,7 +229,7 @@ def test_the_room_follows_the_last_wave(faults: FaultServer, client: str) -> Non
     assert w.view(7).tobytes() == faults.objects["r/7"] and w.view(0).tobytes() == data["r/0"]
 
 
-def test_one_trace_row_per_wave(faults: FaultServer, objs: dict[str, bytes], client: str) -> None:
+def test_one_trace_row_per_wave(faults: FaultServer, objs: dict[str, bytes]) -> None:
     with gdsstore.trace() as t:
         for _ in range(3):
             wave_of(faults).get_many(list(objs), None, host)
@@ -262,53 +239,44 @@ def test_one_trace_row_per_wave(faults: FaultServer, objs: dict[str, bytes], cli
     assert (op, route, row["requests"], row["bytes"]) == ("read", "http", 3 * len(objs), 3 * sum(map(len, objs.values())))
     assert "requests" in str(t).splitlines()[0]
     # The route and why: the policy's decision, once per wave.
-    want = "wave: native core, one call (remote.wave_concurrency 256)" if client == "core" else (
-        "wave: python: remote.core=off, 64 concurrent requests (remote.wave_concurrency)")
-    assert reason == want, reason
+    assert reason == "wave: native core, one call (remote.wave_concurrency 256)", reason
 
 
-def test_a_backend_the_core_cannot_take_says_so(faults: FaultServer, objs: dict[str, bytes], client: str) -> None:
-    # Custom headers (credentials the core is not handed): the pure-Python way, with the reason.
+def test_custom_headers_go_with_every_request_of_a_wave(faults: FaultServer, objs: dict[str, bytes]) -> None:
+    # Custom headers (credentials): the core sends them with every request.
     b = backend_for(f"http://127.0.0.1:{faults.port}/ok/0", {"headers": {"X-Token": "t"}})
     with gdsstore.trace() as t:
         w = b.get_many(list(objs), None, host)
     assert [w.view(i).tobytes() for i in range(len(objs))] == list(objs.values())
     (reason,) = {e.reason for e in t.events}
-    want = "wave: python: no core route for this backend" if client == "core" else "wave: python: remote.core=off"
-    assert reason.startswith(want), reason
+    assert reason.startswith("wave: native core"), reason
     assert all({k.lower(): v for k, v in h.items()}.get("x-token") == "t" for m, _, _, h in faults.log if m == "GET")
 
 
 CORELESS = """
-import hashlib, json, sys
-sys.modules["gdsstore_core"] = None  # `import gdsstore_core` fails, as where the core is not built
+import sys
+sys.modules["gdsstore._core"] = None  # `import gdsstore._core` fails, as where the core is not built
 import numpy as np
-import gdsstore
 from gdsstore.engine.backend import backend_for
 
-keys = json.loads(sys.argv[2])
-with gdsstore.config.set({"remote.fast_http": False}), gdsstore.trace() as t:  # urllib3 alone
-    w = backend_for(sys.argv[1]).get_many(keys, None, lambda n: (np.empty(n, np.uint8), None))
-print(json.dumps({"md5": [hashlib.md5(w.view(i).tobytes()).hexdigest() for i in range(len(keys))],
-                  "reasons": sorted({e.reason for e in t.events})}))
+try:
+    backend_for(sys.argv[1]).get_many(["a"], None, lambda n: (np.empty(n, np.uint8), None))
+except OSError as exc:
+    print(exc)
 """
 
 
-def test_a_wave_without_the_core_goes_through_urllib3(faults: FaultServer, objs: dict[str, bytes]) -> None:
-    """Where ``gdsstore_core`` cannot be imported, a wave goes the pure-Python way and the trace says why."""
-    import hashlib
-    import json
+def test_a_wave_without_the_core_says_how_to_get_it(faults: FaultServer) -> None:
+    """Where ``gdsstore._core`` cannot be imported, an HTTP(S) wave fails naming the fix, and sends nothing
+    (there is no second transport)."""
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDSSTORE_")}
-    out = subprocess.run([sys.executable, "-c", CORELESS, f"http://127.0.0.1:{faults.port}/ok/0", json.dumps(list(objs))],
+    out = subprocess.run([sys.executable, "-c", CORELESS, f"http://127.0.0.1:{faults.port}/ok/0"],
                          env=env, capture_output=True, text=True, timeout=120, check=True)
-    got = json.loads(out.stdout)
-    assert got["md5"] == [hashlib.md5(v).hexdigest() for v in objs.values()]
-    (reason,) = got["reasons"]
-    assert reason.startswith("wave: python: native core unavailable (gdsstore_core not installed),"), reason
-    assert sum(1 for e in faults.log if e[0] == "GET") >= len(objs)
+    assert "native core" in out.stdout and "pip install" in out.stdout, out.stdout + out.stderr
+    assert faults.log == []
 
 
 # -- no HEAD before GET through the fsspec filesystem and the zarr store ------------------------------
@@ -362,7 +330,7 @@ def test_zarr_selection_is_one_get_per_chunk(logged: NginxServer) -> None:
 
 
 @pytest.mark.parametrize("side", [512, 64])  # chunks of 1 MiB and of 16 KiB raw
-def test_compressed_chunks_are_one_get_each(logged: NginxServer, side: int, client: str) -> None:
+def test_compressed_chunks_are_one_get_each(logged: NginxServer, side: int) -> None:
     path = os.path.join(logged.root, f"zc{side}.zarr")
     ref = np.random.default_rng(5).standard_normal((2 * side, 2 * side)).astype("f4")
     z = zarr.create_array(LocalStore(path), shape=ref.shape, chunks=(side, side), dtype="f4", overwrite=True,
@@ -374,11 +342,9 @@ def test_compressed_chunks_are_one_get_each(logged: NginxServer, side: int, clie
     assert np.array_equal(got, ref)
     lines = logged.requests()[before:]
     assert all(line.startswith("GET ") for line in lines), lines  # no size lookups
-    if client == "core" or side == 64:  # one GET per chunk (the pure-Python way reads one over task_size in ranges)
-        assert sum(f"/zc{side}.zarr/c/" in line for line in lines) == 4, lines
+    assert sum(f"/zc{side}.zarr/c/" in line for line in lines) == 4, lines  # one GET per chunk
     waves = {e.reason for e in t.events if e.reason.startswith("wave")}
-    want = "wave: native core, one call" if client == "core" else "wave: python: remote.core=off"
-    assert waves and all(w.startswith(want) for w in waves), waves
+    assert waves and all(w.startswith("wave: native core, one call") for w in waves), waves
 
 
 def test_store_partial_values_in_one_wave(logged: NginxServer) -> None:
@@ -444,9 +410,8 @@ def assert_scales(open_at: Callable[[str], Any], refs: dict[int, np.ndarray], ro
 
 @pytest.fixture(scope="module")
 def scale_arrays(nginx: NginxServer) -> dict[int, np.ndarray]:
-    """The arrays of 1,000 and 10,000 chunks, written once under nginx's root for both scaling tests and
-    both clients: read over HTTP at ``scale/a{n}`` and, nginx answering path-style S3 GETs, as
-    ``s3://scale/a{n}``."""
+    """The arrays of 1,000 and 10,000 chunks, written once under nginx's root for both scaling tests: read
+    over HTTP at ``scale/a{n}`` and, nginx answering path-style S3 GETs, as ``s3://scale/a{n}``."""
     return {n: chunked(os.path.join(nginx.root, f"scale/a{n}"), n) for n in (1000, 10000)}
 
 

@@ -1,4 +1,4 @@
-"""The native I/O core (``gdsstore_core``, Rust over ``object_store``): a whole wave of GETs in one call.
+"""The native I/O core (``gdsstore._core``, Rust over ``object_store``): a whole wave of GETs in one call.
 
 Writes go the same way (:func:`write_objects`): many objects, each a slice of one host buffer, in one call,
 PUTs (multipart uploads above ``remote.multipart_threshold``) in flight at once with the GIL released.
@@ -10,8 +10,10 @@ The core never retries: its failures come back per item and :func:`read_wave` re
 with :class:`~gdsstore.engine.remote.retry.RetryPolicy` (one retry policy for every transport), asking only
 for the bytes not yet landed, and checks that every piece of one object came from one version (ETag).
 
-The core is a separate wheel (``gdsstore-core``, built by ``scripts/build_core.sh``); without it
-:func:`available` is False, :func:`unavailable_reason` says why, and the pure-Python transports run.
+The core is the only HTTP(S) and S3 transport: without it (:func:`available` False,
+:func:`unavailable_reason` says why) an HTTP(S) or S3 read or write raises :class:`RemoteIOError` naming the
+fix. :class:`CoreRoot` is where a backend's objects are for the core (set once per backend),
+:class:`CoreSource` one object of it, as :class:`~gdsstore.engine.remote.reader.RemoteFile` reads it.
 
 Examples:
     >>> from gdsstore.engine.remote import core
@@ -28,22 +30,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import gdsstore.trace as _trace
 from gdsstore import policy
+from gdsstore.engine import native
+from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote.redact import scrub_text
 from gdsstore.engine.remote.retry import RetryPolicy, log_retry
 from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
 
 if TYPE_CHECKING:
-    import gdsstore_core
+    from gdsstore import _core as gdsstore_core
 
 __all__ = [
-    "CorePiece", "CoreResult", "CoreWrite", "available", "decide", "http_store", "read_wave", "s3_store",
-    "split_bytes", "unavailable_reason", "write_objects",
+    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "CoreWrite", "available", "http_store", "read_wave",
+    "s3_store", "split_bytes", "unavailable_reason", "wave_reason", "write_objects", "write_reason",
 ]
 
 _lock = threading.Lock()
-_module: Any = None
-_reason: str | None = None
 _stores: dict[tuple[Any, ...], tuple[int, Any, Any]] = {}
 #: object_store's S3 options that are credentials: a store is rebuilt when they change, never kept beside.
 _CREDENTIALS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
@@ -57,18 +60,7 @@ TLS_FIX = ("not retried: pass `verify=` the path of a CA bundle (PEM) that signe
 
 
 def _load() -> Any:
-    global _module, _reason
-    with _lock:
-        if _module is None and _reason is None:
-            try:
-                import gdsstore_core as mod
-
-                _module = mod
-            except ImportError as exc:
-                # A trace reason: a short phrase (gdsstore doctor shows the import error and where to get the core).
-                _reason = ("gdsstore_core not installed" if exc.name == "gdsstore_core"
-                           else f"gdsstore_core failed to import ({type(exc).__name__})")
-    return _module
+    return native.load()
 
 
 def available() -> bool:
@@ -78,19 +70,27 @@ def available() -> bool:
 
 def unavailable_reason() -> str | None:
     """Why :func:`available` is False (None when it is True)."""
-    _load()
-    return _reason
+    return native.unavailable_reason()
 
 
-def decide[T](s: policy.Settings, ask: Callable[[], T | None] | None, requests: int = 1) -> tuple[policy.Decision, T | None]:
-    """Who sends a wave, or an opened object's ranges (``policy.decide_wave_transport``), and for the core
-    what ``ask()`` gives (the store and paths; None: the caller's settings keep the core off). ``ask`` runs
-    only where the core may take the work; ``ask`` None: this caller has no core route."""
-    missing = None if s.remote_core == "off" or available() else unavailable_reason()
-    target = ask() if s.remote_core != "off" and missing is None and ask is not None else None
-    transport = policy.decide_wave_transport(takes_core=target is not None, requests=requests, core_missing=missing,
-                                             s=s)
-    return transport, target if transport.route == "core" else None
+
+def module() -> Any:
+    """The loaded ``gdsstore._core``; raises :class:`RemoteIOError` naming the fix where it is missing."""
+    mod = _load()
+    if mod is None:
+        raise RemoteIOError(f"HTTP(S) and S3 go through gdsstore's native core: {unavailable_reason()}; reinstall gdsstore "
+                            "(`pip install .` builds it) or run `bash scripts/build_core.sh`")
+    return mod
+
+
+def wave_reason(s: policy.Settings) -> str:
+    """The trace's words for who sends HTTP(S) and S3 requests."""
+    return f"native core, one call (remote.wave_concurrency {s.remote_wave_concurrency})"
+
+
+def write_reason(s: policy.Settings) -> str:
+    """The trace's words for who sends S3 uploads."""
+    return f"native core, GIL released (remote.wave_concurrency {s.remote_wave_concurrency})"
 
 
 def _cached(key: tuple[Any, ...], build: Any, version: Any = None) -> Any:
@@ -107,31 +107,52 @@ def _cached(key: tuple[Any, ...], build: Any, version: Any = None) -> Any:
     return store
 
 
-def http_store(base: str, *, connect_timeout: float, pool_idle: int = 256) -> gdsstore_core.Store:
-    """The core's store of the objects under ``base`` (``scheme://host[:port]/``)."""
-    mod = _load()
-    if mod is None:
-        raise RemoteIOError(f"http_store(): {_reason}")
+def _tls(verify: bool | str) -> dict[str, Any]:
+    """The client options of a ``verify`` setting: ``False`` accepts any certificate, a path adds the CA
+    bundle (PEM) to the system's certificates."""
+    if verify is False:
+        return {"options": [("allow_invalid_certificates", "true")]}
+    if isinstance(verify, str):
+        return {"ca_bundle": verify}
+    return {}
+
+
+def http_store(base: str, *, connect_timeout: float, pool_idle: int = 256, headers: dict[str, str] | None = None,
+               verify: bool | str = True, cached: bool = True) -> gdsstore_core.Store:
+    """The core's store of the objects under ``base`` (``scheme://host[:port]/``, or one object's URL with its
+    query and path ``""``): ``headers`` sent with every request (never shown), ``verify`` as :func:`_tls`.
+    Proxies come from ``HTTP(S)_PROXY``/``NO_PROXY``. ``cached=False``: a store of its own, not kept (a
+    presigned URL: one store per object would grow the cache without bound)."""
+    mod = module()
+    extra = _tls(verify)
+    if headers:
+        extra["headers"] = sorted(headers.items())
+    if not cached:
+        fresh: gdsstore_core.Store = mod.Store.http(base, connect_timeout=connect_timeout, pool_idle=pool_idle,
+                                                    **extra)
+        return fresh
     store: gdsstore_core.Store = _cached(
-        ("http", base, connect_timeout, pool_idle),
-        lambda: mod.Store.http(base, connect_timeout=connect_timeout, pool_idle=pool_idle))
+        ("http", base, connect_timeout, pool_idle, repr(extra)),
+        lambda: mod.Store.http(base, connect_timeout=connect_timeout, pool_idle=pool_idle, **extra))
     return store
 
 
-def s3_store(options: dict[str, str], *, connect_timeout: float, pool_idle: int = 256) -> gdsstore_core.Store:
+def s3_store(options: dict[str, str], *, connect_timeout: float, pool_idle: int = 256,
+             verify: bool | str = True) -> gdsstore_core.Store:
     """The core's store of one bucket; ``options`` are object_store's ``AmazonS3ConfigKey`` names.
 
     Credentials are resolved in Python (botocore's chain: keys, env, profile, web identity, role) and
-    passed as plain keys, so both transports see the same identity; requests are signed in the header.
+    passed as plain keys; requests are signed in the header. ``verify`` as :func:`_tls`.
     """
-    mod = _load()
-    if mod is None:
-        raise RemoteIOError(f"s3_store(): {_reason}")
-    config = tuple(sorted((k, v) for k, v in options.items() if k not in _CREDENTIALS))
-    creds = tuple(options.get(k) for k in _CREDENTIALS)
+    mod = module()
+    extra = _tls(verify)
+    opts = {**options, **dict(extra.pop("options", []))}
+    config = tuple(sorted((k, v) for k, v in opts.items() if k not in _CREDENTIALS))
+    creds = tuple(opts.get(k) for k in _CREDENTIALS)
     store: gdsstore_core.Store = _cached(
-        ("s3", config, connect_timeout, pool_idle),
-        lambda: mod.Store.s3(sorted(options.items()), connect_timeout=connect_timeout, pool_idle=pool_idle), creds)
+        ("s3", config, connect_timeout, pool_idle, repr(extra)),
+        lambda: mod.Store.s3(sorted(opts.items()), connect_timeout=connect_timeout, pool_idle=pool_idle, **extra),
+        creds)
     return store
 
 
@@ -139,7 +160,8 @@ def s3_store(options: dict[str, str], *, connect_timeout: float, pool_idle: int 
 class CorePiece:
     """One request of a wave: ``path`` bytes ``[start, end)`` (``end`` None: to the object's end) into
     ``buffer[slot:slot + cap]``; ``expect``: the size the answer must have (None: unknown); ``if_match``: the
-    ETag the object must have (sent as ``If-Match`` and checked before the body lands)."""
+    ETag the object must have (sent as ``If-Match`` and checked before the body lands); ``version``: the
+    object version to read (S3 ``versionId``)."""
 
     path: str
     start: int = 0
@@ -148,6 +170,7 @@ class CorePiece:
     slot: int = 0
     cap: int = 0
     if_match: str | None = None
+    version: str | None = None
 
 
 @dataclass(slots=True)
@@ -195,14 +218,15 @@ def _describe(where: str, p: CorePiece) -> str:
 
 
 def _call(store: Any, pieces: Sequence[CorePiece], buffer: Any, concurrency: int, timeout: float) -> list[Any]:
-    mod = _load()
+    mod = module()
     starts = [p.start for p in pieces]
     ends = [-1 if p.end is None else p.end for p in pieces]
     expect = [-1 if p.expect is None else p.expect for p in pieces]
     tags = [p.if_match for p in pieces] if any(p.if_match for p in pieces) else None
+    pinned = {"versions": [p.version for p in pieces]} if any(p.version for p in pieces) else {}
     rows: list[Any] = mod.read_wave(
         store, [p.path for p in pieces], starts, ends, expect, [p.slot for p in pieces], [p.cap for p in pieces],
-        buffer, concurrency=concurrency, timeout=timeout, if_match=tags,
+        buffer, concurrency=concurrency, timeout=timeout, if_match=tags, **pinned,
     )
     return rows
 
@@ -306,9 +330,7 @@ def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> li
     wave that fetched them. Without the core, :meth:`gdsstore.engine.backend.Wave.all_bytes` copies them one
     after the other.
     """
-    mod = _load()
-    if mod is None:
-        raise RemoteIOError(f"split_bytes(): {_reason}")
+    mod = module()
     offs, lens = [int(o) for o in offsets], [int(n) for n in sizes]
     threads = min(8, os.cpu_count() or 1) if sum(lens) >= (4 << 20) else 1
     out: list[bytes | None] = mod.split_bytes(buffer, offs, lens, threads=threads)
@@ -367,9 +389,7 @@ def write_objects(
         One result per item; a failed one has ``error`` (``FileExistsError``, ``PermissionError``,
         ``FileNotFoundError``, ``RemoteIOError`` once ``remote.max_attempts`` are spent, ...).
     """
-    mod = _load()
-    if mod is None:
-        raise RemoteIOError(f"write_objects(): {_reason}")
+    mod = module()
     results = [CoreWrite() for _ in paths]
     todo = list(range(len(paths)))
     attempt = 1
@@ -401,3 +421,103 @@ def write_objects(
             _pause(retry, attempt, why, len(todo))
             attempt += 1
     return results
+
+
+@dataclass(frozen=True, slots=True)
+class CoreRoot:
+    """Where a backend's objects are for the core, set once per backend: ``store()`` gives the store of this
+    moment (S3: a new one when botocore has refreshed the credentials), ``base`` the URL prefix of messages
+    (no secrets), ``prefix`` what goes before a key in a path."""
+
+    store: Callable[[], Any]
+    base: str
+    prefix: str = ""
+
+    def path(self, key: str) -> str:
+        """The object path of ``key`` (already checked by the backend)."""
+        return self.prefix + key
+
+
+class CoreSource:
+    """One object through the core, as :class:`~gdsstore.engine.remote.reader.RemoteFile` reads it: its
+    size, ETag and version from one GET whose body is not taken (:meth:`stat`), then its ranges (each of the
+    version :meth:`stat` saw where ``pin_version``: S3's ``version_aware``)."""
+
+    pin_version = False
+
+    def __init__(self, root: CoreRoot, path: str, url: str, *, route: str, scheme: str) -> None:
+        self.core = root
+        self.path = path
+        self.url = url  # no secrets
+        self.route = route
+        self.scheme = scheme
+        self.etag: str | None = None
+        self.version_id: str | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    def stat(self) -> int:
+        """The object's size (remembering its ETag and version): a GET with no room for its body, which the
+        core answers with the size its answer told (a server without ``Range`` answers it too)."""
+        import numpy as np
+
+        s = policy.settings()
+        piece = CorePiece(self.path, 0, None, None, 0, 0)
+        (res,) = read_wave(self.core.store(), self.core.base, [piece], np.empty(1, np.uint8),
+                           retry=RetryPolicy.from_settings(s), concurrency=1, timeout=s.remote_timeout or 1e9)
+        if res.error is not None and res.kind != "too_large":
+            raise res.error
+        size = res.size if res.error is None else res.total  # landed whole: an empty object
+        if size < 0:
+            raise RemoteIOError(f"HEAD {self.url}: the server does not tell the object's size")
+        self.etag, self.version_id = res.etag, res.version
+        return size
+
+    def get(self, alloc: Any, byte_range: ByteRange | None, where: str) -> Any:
+        """The object (or a range of it, zarr's clamping) into ``alloc(n)``: one request into a scratch of
+        ``task_size``, copied; a larger one is read again as concurrent ranges straight into ``alloc(n)``
+        (:class:`~gdsstore.engine.remote.reader.RemoteFile`, each range asked with the first answer's ETag)."""
+        import numpy as np
+
+        from gdsstore.engine.remote.reader import RemoteFile, with_range_fix
+
+        s = policy.settings()
+        t0 = time.perf_counter()
+        br = byte_range
+        start, end = (0, None) if br is None else (-br.start, None) if br.kind == "suffix" else (br.start, br.end)
+        scratch = np.empty(s.task_size, np.uint8)
+        (res,) = read_wave(self.core.store(), self.core.base, [CorePiece(self.path, start, end, None, 0, s.task_size)],
+                           scratch, retry=RetryPolicy.from_settings(s), concurrency=1, timeout=s.remote_timeout or 1e9)
+        if res.error is None or (res.kind == "status" and "HTTP 416" in str(res.error)):
+            n = res.size if res.error is None else 0  # 416: nothing at that offset (zarr's clamp)
+            buf = _copy_into(alloc(n), scratch[:n], where)
+        elif res.kind == "too_large" and res.total >= 0:
+            offset, n = br.resolve(res.total) if br is not None else (0, res.total)
+            self.etag = res.etag
+            buf = alloc(n)
+            if n:
+                with RemoteFile(self, size=res.total) as f:
+                    f.read(buf, n, offset)
+        elif res.kind == "range_ignored":
+            raise with_range_fix(RangeNotSupportedError(str(res.error)))
+        else:
+            raise res.error or RemoteIOError(f"{where}: {self.url}: no answer")
+        if _trace.active():
+            _trace.record("read", self.route, f"{wave_reason(s)}; one object", n, time.perf_counter() - t0, self.url)
+        return buf
+
+
+def _copy_into(buf: Any, data: Any, where: str) -> Any:
+    """``data`` (a uint8 array) into ``buf`` (host or device memory); returns ``buf``."""
+    from gdsstore.engine.buffers import as_io_buffer
+
+    b = as_io_buffer(buf, writable=True, where=where)
+    if b.host is not None:
+        b.host_slice(0, data.nbytes)[:] = data
+    elif data.nbytes:
+        from gdsstore.engine.remote.reader import _copy_h2d_async
+
+        assert b.device is not None
+        _copy_h2d_async(b.device, b.ptr, data.ctypes.data, data.nbytes).synchronize()
+    return buf

@@ -8,7 +8,18 @@ Row = tuple[int, int, str | None, int, str | None, tuple[str, int, str] | None]
 
 class Store:
     @staticmethod
-    def http(base: str, *, connect_timeout: float = 10.0, pool_idle: int = 256) -> Store: ...
+    def http(
+        base: str,
+        *,
+        connect_timeout: float = 10.0,
+        pool_idle: int = 256,
+        headers: list[tuple[str, str]] = ...,
+        options: list[tuple[str, str]] = ...,
+        ca_bundle: str | None = None,
+    ) -> Store:
+        """``headers`` sent with every request; ``options``: object_store's client options by name
+        (``allow_invalid_certificates``, ``proxy_url``...); ``ca_bundle``: a PEM file trusted beside the system's
+        certificates. Proxies also come from ``HTTP(S)_PROXY``/``ALL_PROXY``/``NO_PROXY``."""
     @staticmethod
     def s3(
         options: list[tuple[str, str]],
@@ -16,6 +27,8 @@ class Store:
         from_env: bool = False,
         connect_timeout: float = 10.0,
         pool_idle: int = 256,
+        headers: list[tuple[str, str]] = ...,
+        ca_bundle: str | None = None,
     ) -> Store: ...
 
 def read_wave(
@@ -31,11 +44,13 @@ def read_wave(
     concurrency: int = 256,
     timeout: float = 30.0,
     if_match: list[str | None] | None = None,
+    versions: list[str | None] | None = None,
 ) -> list[Row]:
     """GET every path (``starts[i]``/``ends[i]``: ``0, -1`` whole object, ``s, -1`` from ``s`` on,
     ``-n, -1`` the last ``n`` bytes, ``s, e`` bytes ``[s, e)``) into ``buffer[slots[i]:slots[i] + caps[i]]``.
     ``expect[i]`` (-1: unknown) is the size the answer must have. ``if_match[i]`` (None: any): the ETag the
-    object must have, sent as ``If-Match`` and checked before the body lands (kind changed). Error kinds: not_found, permission,
+    object must have, sent as ``If-Match`` and checked before the body lands (kind changed). ``versions[i]``
+    (None: the current one): the object version to read (S3 ``versionId``). Error kinds: not_found, permission,
     changed, status, range, range_ignored, length, short, encoding, too_large, timeout, connect, io,
     tls (the server's certificate was refused: not worth another attempt),
     unsupported (object_store cannot take the item; read it another way), invalid, panic.
