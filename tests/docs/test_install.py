@@ -189,3 +189,20 @@ def test_pip_resolves_each_documented_install_to_one_cuda_major() -> None:
     for reqs, installs in resolved.items():
         majors = {m for m in (cuda_major(n, v) for n, v in installs) if m is not None}
         assert len(majors) == 1, f"{sets[reqs]}: pip installs CUDA {sorted(majors)}: {sorted(installs)}"
+
+
+def test_the_core_is_built_into_the_package() -> None:
+    """One package: maturin builds gdsstore with its native core as ``gdsstore._core`` (issue 36), the name
+    the loader imports and the Rust module registers; the stub lies beside it, and no second wheel is made."""
+    from gdsstore.engine import native
+
+    assert PYPROJECT["build-system"]["build-backend"] == "maturin"
+    maturin = PYPROJECT["tool"]["maturin"]
+    assert maturin["module-name"] == native.MODULE == "gdsstore._core"
+    assert (REPO / maturin["manifest-path"]).is_file() and not (REPO / "native" / "pyproject.toml").exists()
+    assert '#[pyo3(name = "_core")]' in (REPO / "native" / "src" / "lib.rs").read_text()
+    assert (REPO / "gdsstore" / "_core.pyi").is_file() and (REPO / "gdsstore" / "py.typed").is_file()
+    mod = native.load()
+    if mod is None:
+        pytest.skip(f"the core is not built here: {native.unavailable_reason()}")
+    assert Path(mod.__file__ or "").parent == REPO / "gdsstore" or "site-packages" in (mod.__file__ or "")
