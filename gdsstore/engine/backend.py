@@ -96,7 +96,7 @@ class Backend(abc.ABC):
     waves: bool = False
     #: :meth:`land` can land straight on a GPU (through the bounce ring): local files.
     lands_on_device: bool = False
-    #: The largest object of unknown size of the last wave (0: none yet): the next wave's room per object.
+    #: The largest object of unknown size in the last wave, 0 before any; the next wave's room per object.
     room_hint: int = 0
 
     @property
@@ -142,8 +142,8 @@ class Backend(abc.ABC):
         where: str = "land()",
     ) -> Landed:
         """Land ``table`` in one buffer from ``alloc`` (``free`` gives it back when the landing fails); callers
-        use :func:`gdsstore.engine.landing.land`, which picks the memory. Here: one size lookup and one read
-        per item (:func:`~gdsstore.engine.landing.land_objects`); local files and remote waves do better.
+        use ``gdsstore.engine.landing.land``, which picks the memory. Here: one size lookup and one read
+        per item (``land_objects``); local files and remote waves do better.
 
         Args:
             table: the items.

@@ -185,7 +185,7 @@ class AddressTable:
 
     def clamp(self, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each item's ``(offset, nbytes)`` in objects of ``sizes`` (``-1``: missing, kept), clamped as
-        :meth:`ByteRange.resolve <gdsstore.engine.ranges.ByteRange.resolve>` clamps one."""
+        ``ByteRange.resolve`` clamps one."""
         sizes = np.asarray(sizes, dtype=np.int64)
         if self.starts is None:
             return np.zeros(len(sizes), dtype=np.int64), sizes

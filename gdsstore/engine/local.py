@@ -428,8 +428,9 @@ class LocalFile(BaseFile):
 
 class LocalWriteFile(BaseFile):
     """A local file opened ``"wb"``, ``"xb"`` or ``"ab"`` by :func:`gdsstore.open`: the bytes go to a
-    temporary file beside it (an :class:`~gdsstore.engine.localfs.AtomicWriter`), published whole by
-    a clean :meth:`close`; an exception or an interrupt discards them (:class:`BaseFile`'s contract).
+    temporary file beside it (the engine's atomic writer), published whole by a clean
+    :meth:`~gdsstore.engine.file.BaseFile.close`; an exception or an interrupt discards them
+    (:class:`~gdsstore.engine.file.BaseFile`'s contract).
 
     ``"ab"`` appends: the temporary file starts as a copy of the file (the kernel copies it), and each
     write lands at the end of what is there, in the order of the calls, as with ``O_APPEND``; so

@@ -181,7 +181,7 @@ class AtomicWriter:
     value, never a mix (zarr's ``_atomic_write`` and ``_safe_move`` in one place).
 
     The bytes go to ``.<name>.<uuid>.gdsstore-partial`` in ``path``'s directory (same filesystem),
-    through :attr:`file` (a :class:`~gdsstore.engine.local.LocalFile`, host or device buffers).
+    through ``file`` (a :class:`~gdsstore.engine.local.LocalFile`, host or device buffers).
     :meth:`commit` fsyncs it when the ``fsync`` setting is on, then publishes it with ``os.replace``
     — or, with ``exclusive=True``, with ``os.link``, which fails if ``path`` exists (FileExistsError,
     the existing value untouched) — and fsyncs the directory. :meth:`discard` removes the temporary
@@ -229,7 +229,7 @@ class AtomicWriter:
         raise FileExistsError(f"{self._where}: {self._name!r} already exists")
 
     def commit(self) -> None:
-        """Publish the written bytes at :attr:`path` (once); the temporary file is gone afterwards."""
+        """Publish the written bytes at ``path`` (once); the temporary file is gone afterwards."""
         file, self.file = self.file, None
         tmp, self._tmp = self._tmp, None
         if file is None or tmp is None:
