@@ -71,6 +71,18 @@ def test_plugin_reaches_every_worker_restarted_and_new_ones(client: Any) -> None
     client.wait_for_workers(3, timeout=120)
     assert_configured(client.run(worker_state), 3)
     client.cluster.scale(2)
+    wait_for_exactly(client, 2)  # the next test's registration must not meet a worker being retired
+
+
+def wait_for_exactly(client: Any, n: int) -> None:
+    """Until the scheduler has ``n`` workers (a scale-down retires one in the background)."""
+    import time
+
+    for _ in range(600):
+        if len(client.scheduler_info(n_workers=-1)["workers"]) == n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the cluster did not settle at {n} workers")
 
 
 @pytest.mark.slow
