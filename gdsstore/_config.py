@@ -47,7 +47,6 @@ __all__ = [
 ]
 
 CompatMode = Literal["auto", "on", "off"]
-CoreMode = Literal["auto", "off"]
 WithoutNvfs = Literal["cufile", "posix"]
 
 
@@ -380,25 +379,6 @@ class Settings:
         this size (or `bounce_buffer_size` if larger), two per worker, so the first half of a range is copied to
         the GPU while the second arrives. Fewer, larger requests scale better: each costs Python work under the
         GIL.""",
-    )  # fmt: skip
-    remote_fast_http: bool = _setting(
-        "remote.fast_http", True, _bool,
-        """Ranged GETs over plain `http://` go through gdsstore's minimal keep-alive HTTP/1.1 client (one
-        `sendall`, headers parsed with `bytes.split`, body by `recv(MSG_WAITALL)`, one connection per thread):
-        less Python per request under the GIL than urllib3. TLS, redirects, size lookups, chunked bodies and
-        writes always use urllib3. `False`: urllib3 for everything.""",
-    )  # fmt: skip
-    remote_core: CoreMode = _setting(
-        "remote.core", "auto", _one_of("auto", "off"),
-        """`auto`: a wave over HTTP(S) or S3 goes through the native core (`gdsstore_core`, the `gdsstore-core`
-        wheel built by `scripts/build_core.sh`) where it is installed: one call per wave, the GIL released,
-        `remote.wave_concurrency` requests in flight, every answer checked, retries by `remote.max_attempts`.
-        What it cannot take (WebHDFS, custom headers or TLS settings, an answer without a length), and every
-        wave where the core is not installed, goes the pure-Python way: one request per object or range,
-        `remote.wave_concurrency` at a time, through urllib3 (over plain `http://`, the `remote.fast_http`
-        client). `off`: always the pure-Python way. Measured on the H200, the wave alone with 64 in flight each:
-        8.1x the pure-Python wave of then (with a pipelining client, since removed) on 256 KiB objects, 1.7x
-        on 4 MiB ([Performance](performance.md#remote-zarr-arrays-into-gpu-memory)).""",
     )  # fmt: skip
     remote_backoff_base: float = _setting(
         "remote.backoff_base", 0.1, _float(0.0, 3600.0, strict=False),

@@ -36,7 +36,6 @@ __all__ = [
     "decide_local_batch",
     "decide_local_read",
     "decide_remote",
-    "decide_wave_transport",
     "fmt_bytes",
     "needs_residency_probe",
     "python_wave_concurrency",
@@ -355,39 +354,6 @@ def python_wave_concurrency(s: Settings | None = None) -> int:
     return min((s or settings()).remote_wave_concurrency, PYTHON_WAVE_MAX)
 
 
-def decide_wave_transport(
-    *, takes_core: bool, core_missing: str | None, requests: int = 1, s: Settings | None = None
-) -> Decision:
-    """Choose who sends a remote wave: the native core (``"core"``) or the pure-Python transports.
-
-    Args:
-        takes_core: the backend can hand these requests to the core (HTTP(S), S3; not WebHDFS, custom headers
-            or TLS settings, or S3 ``version_aware``).
-        core_missing: why ``gdsstore_core`` cannot be loaded; None when it loads.
-        requests: the wave's requests (one is sent by the core too: its pool then serves every wave).
-        s: settings snapshot; read from ``gdsstore.config`` when omitted.
-
-    Examples:
-        >>> import gdsstore
-        >>> with gdsstore.config.set({"remote.core": "off"}):
-        ...     decide_wave_transport(takes_core=True, core_missing=None).reason
-        'python: remote.core=off'
-        >>> decide_wave_transport(takes_core=True, core_missing="not built").reason  # remote.core's default
-        'python: native core unavailable (not built)'
-    """
-    s = s or settings()
-    if s.remote_core == "off":
-        return Decision("python", "python: remote.core=off")
-    if core_missing is not None:
-        return Decision("python", f"python: native core unavailable ({core_missing})")
-    if not takes_core:
-        return Decision("python", "python: no core route for this backend (WebHDFS, custom headers or TLS settings, "
-                                  "S3 version_aware)")
-    if requests < 1:
-        return Decision("python", "python: an empty wave")
-    return Decision("core", f"native core, one call (remote.wave_concurrency {s.remote_wave_concurrency})")
-
-
 #: Chunk formats nvCOMP decodes bit-compatibly with numcodecs, and those the GPU also writes
 #: (gzip writes on the CPU: its trailer needs a CRC-32 of the data, numcodecs' bytes are the norm).
 #: blosc: frames parsed on the host, their lz4/zstd streams by nvCOMP (frames of other compressors
@@ -459,36 +425,3 @@ def decide_local_batch(*, core_missing: str | None, reads: int, overlapping: boo
     if overlapping:
         return Decision("python", "python threads: reads overlap in the destination")
     return Decision("core", "native core, GIL released")
-
-
-def decide_write_transport(
-    *, takes_core: bool, core_missing: str | None, create_multipart: bool = False, s: Settings | None = None
-) -> Decision:
-    """Choose who sends S3 uploads: the native core (``"core"``) or botocore (``"botocore"``).
-
-    Args:
-        takes_core: the client's settings reach the core (no custom TLS, ``client_kwargs``/``config_kwargs``,
-            ``version_aware`` or ``s3_additional_kwargs``, and credentials at hand or ``anon``).
-        core_missing: why ``gdsstore_core`` cannot be loaded; None when it loads.
-        create_multipart: a create-only (``exclusive``) upload above ``remote.multipart_threshold``:
-            object_store completes multipart uploads without ``If-None-Match``, so botocore sends it.
-        s: settings snapshot; read from ``gdsstore.config`` when omitted.
-
-    Examples:
-        >>> decide_write_transport(takes_core=True, core_missing=None).route
-        'core'
-        >>> decide_write_transport(takes_core=True, core_missing=None, create_multipart=True).reason
-        'botocore: a create-only multipart upload (the core completes multipart uploads unconditionally)'
-    """
-    s = s or settings()
-    if s.remote_core == "off":
-        return Decision("botocore", "botocore: remote.core=off")
-    if core_missing is not None:
-        return Decision("botocore", f"botocore: native core unavailable ({core_missing})")
-    if not takes_core:
-        return Decision("botocore", "botocore: no core route for this client (custom TLS or botocore settings, "
-                                    "version_aware, s3_additional_kwargs, or no credentials)")
-    if create_multipart:
-        return Decision("botocore", "botocore: a create-only multipart upload (the core completes multipart "
-                                    "uploads unconditionally)")
-    return Decision("core", f"native core, GIL released (remote.wave_concurrency {s.remote_wave_concurrency})")

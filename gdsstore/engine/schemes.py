@@ -27,7 +27,7 @@ __all__ = [
     "webhdfs_backend",
 ]
 
-_HTTP_OPTIONS = frozenset({"headers", "verify", "cert"})
+_HTTP_OPTIONS = frozenset({"headers", "verify"})
 
 
 def redact_url(url: str) -> str:
@@ -45,6 +45,9 @@ def _no_options(opts: dict[str, Any], where: str) -> None:
 def _http_options(url: str, opts: dict[str, Any], where: str) -> dict[str, Any]:
     if not urlsplit(url).netloc:
         raise ValueError(f"{where}: not a remote URL (no host): {redact_url(url)!r}")
+    if "cert" in opts:
+        raise TypeError(f"{where}: client certificates (cert=) are not supported for http(s): its requests go "
+                        "through gdsstore's native core (object_store), which sends no client certificate; drop cert=")
     unknown = sorted(set(opts) - _HTTP_OPTIONS)
     if unknown:
         raise TypeError(f"{where}: unknown storage options for http(s) {unknown}; known: {sorted(_HTTP_OPTIONS)}")
@@ -136,7 +139,7 @@ def webhdfs_backend(root: str, storage_options: dict[str, Any]) -> Backend:
 
 def open_http(url: str, mode: str, storage_options: dict[str, Any]) -> BaseFile:
     """An object on a web server: ``"rb"`` only."""
-    from gdsstore.engine.remote.http_transport import HTTPSource, get_client
+    from gdsstore.engine.remote.http_transport import HTTPSource
     from gdsstore.engine.remote.reader import RemoteFile
 
     where = "gdsstore.open()"
@@ -144,7 +147,7 @@ def open_http(url: str, mode: str, storage_options: dict[str, Any]) -> BaseFile:
     o = _http_options(url, storage_options, where)
     if mode == "wb":
         raise PermissionError(f"{where}: http(s) URLs are read-only; {redact_url(url)!r} cannot be opened 'wb'")
-    return RemoteFile(HTTPSource(url, get_client(o.get("verify", True), o.get("cert")), o.get("headers")))
+    return RemoteFile(HTTPSource(url, o.get("headers"), o.get("verify", True)))
 
 
 def http_backend(root: str, storage_options: dict[str, Any]) -> Backend:

@@ -240,7 +240,9 @@ impl From<&object_store::Error> for Failure {
         if let Some(f) = tls_failure(e) {
             return f;
         }
-        let msg = scrub(&e.to_string());
+        // The whole chain: object_store's own text says "error sending request" where its sources say why
+        // ("Connection refused").
+        let msg = scrub(&chain_text(e));
         let (kind, status) = kind_of(e, &msg);
         Failure::with_code(kind, i32::from(status), msg)
     }

@@ -31,6 +31,8 @@ pub struct Item {
     /// The ETag the object must have: sent as `If-Match`, and checked on the answer before its body
     /// lands (a server that ignores `If-Match` still fails the item, kind changed).
     pub if_match: Option<String>,
+    /// The object version to read (S3 `versionId`); None: the current one.
+    pub version: Option<String>,
 }
 
 /// What one request did: bytes landed, or an error `(kind, status, message)`.
@@ -133,6 +135,7 @@ async fn fetch(
     let opts = GetOptions {
         range: it.range.clone(),
         if_match: it.if_match.clone(),
+        version: it.version.clone(),
         ..Default::default()
     };
     let mut out = Outcome::default();
@@ -344,8 +347,10 @@ fn plan(
     expect: &[i64],
     dests: Vec<Slot>,
     if_match: Option<Vec<Option<String>>>,
+    versions: Option<Vec<Option<String>>>,
 ) -> Plan {
     let mut if_match = if_match.unwrap_or_default().into_iter();
+    let mut versions = versions.unwrap_or_default().into_iter();
     let n = paths.len();
     let mut p = Plan {
         items: Vec::with_capacity(n),
@@ -354,6 +359,7 @@ fn plan(
     };
     for (i, (path, dest)) in paths.into_iter().zip(dests).enumerate() {
         let tag = if_match.next().flatten();
+        let version = versions.next().flatten();
         let parsed = Path::parse(&path).map_err(|e| e.to_string());
         match (parsed, range_of(starts[i], ends[i])) {
             (Ok(path), Ok(range)) => {
@@ -363,6 +369,7 @@ fn plan(
                     expect: u64::try_from(expect[i]).ok(),
                     dest,
                     if_match: tag,
+                    version,
                 });
                 p.index.push(i);
             }
@@ -375,13 +382,15 @@ fn plan(
 fn check_lists(
     n: usize,
     lens: &[usize],
-    if_match: Option<&Vec<Option<String>>>,
+    per_path: [(&str, Option<&Vec<Option<String>>>); 2],
     timeout: f64,
 ) -> Result<(), CallError> {
-    if if_match.is_some_and(|m| m.len() != n) {
-        return Err(CallError::Args(
-            "read_wave(): `if_match` must have one entry per path".into(),
-        ));
+    for (name, list) in per_path {
+        if list.is_some_and(|m| m.len() != n) {
+            return Err(CallError::Args(format!(
+                "read_wave(): `{name}` must have one entry per path"
+            )));
+        }
     }
     if lens.iter().any(|l| *l != n) {
         return Err(CallError::Args(
@@ -398,7 +407,7 @@ fn check_lists(
 
 /// Run one wave of GETs on `store`; see `gdsstore/_core.pyi`.
 #[pyfunction]
-#[pyo3(signature = (store, paths, starts, ends, expect, slots, caps, buffer, *, concurrency = 256, timeout = 30.0, if_match = None))]
+#[pyo3(signature = (store, paths, starts, ends, expect, slots, caps, buffer, *, concurrency = 256, timeout = 30.0, if_match = None, versions = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn read_wave<'py>(
     py: Python<'py>,
@@ -413,6 +422,7 @@ pub fn read_wave<'py>(
     concurrency: usize,
     timeout: f64,
     if_match: Option<Vec<Option<String>>>,
+    versions: Option<Vec<Option<String>>>,
 ) -> PyResult<Vec<Row>> {
     let lens = [
         starts.len(),
@@ -421,7 +431,11 @@ pub fn read_wave<'py>(
         slots.len(),
         caps.len(),
     ];
-    check_lists(paths.len(), &lens, if_match.as_ref(), timeout)?;
+    let per_path = [
+        ("if_match", if_match.as_ref()),
+        ("versions", versions.as_ref()),
+    ];
+    check_lists(paths.len(), &lens, per_path, timeout)?;
     let held = Held::writable("read_wave()", "buffer", buffer)?;
     let spans: Vec<(usize, usize)> = slots.into_iter().zip(caps).collect();
     let dests = held.slots("read_wave()", &spans)?;
@@ -429,7 +443,7 @@ pub fn read_wave<'py>(
         items,
         index,
         mut outs,
-    } = plan(paths, &starts, &ends, &expect, dests, if_match);
+    } = plan(paths, &starts, &ends, &expect, dests, if_match, versions);
     let built = store.get()?;
     let rt = crate::runtime::get()?;
     let read_timeout = Duration::from_secs_f64(timeout);

@@ -149,22 +149,16 @@ def test_answers_with_the_first_seen_etag_need_no_head_after_the_read(
     served: tuple[Path, str], archive_nginx: NginxServer
 ) -> None:
     """Through the native core, a read whose answers all carried the file's first-seen strong ETag sends no
-    ``HEAD`` after it (the bytes are of that version); the pure-Python way sees no ETags and asks again."""
-    from gdsstore.engine.remote import core
-
+    ``HEAD`` after it (the bytes are of that version)."""
     d, url = served
     p = d / "e.h5"
     data = write_h5(p, partial=False)
     g = ga.open_virtual(rewrite(kerchunk_refs(p), str(p), f"{url}/e.h5"))
     np.testing.assert_array_equal(g["t"][0], data["t"][0])  # the first read takes the stamp (one HEAD)
-    for way in ("core", "python"):
-        if way == "core" and not core.available():
-            continue
-        before = len(archive_nginx.requests())
-        with gdsstore.config.set({"remote.core": "auto" if way == "core" else "off"}):
-            np.testing.assert_array_equal(g["t"][1], data["t"][1])
-        heads = [r for r in archive_nginx.requests()[before:] if r.startswith("HEAD ") and "/e.h5" in r]
-        assert len(heads) == (0 if way == "core" else 1), (way, heads)
+    before = len(archive_nginx.requests())
+    np.testing.assert_array_equal(g["t"][1], data["t"][1])
+    heads = [r for r in archive_nginx.requests()[before:] if r.startswith("HEAD ") and "/e.h5" in r]
+    assert heads == []
 
 
 def test_http_same_size_rewrite_fails(served: tuple[Path, str]) -> None:

@@ -56,7 +56,6 @@ def test_defaults_are_valid_and_documented_values() -> None:
         ("remote.connect_timeout", 0, "remote.connect_timeout"),
         ("remote.concurrency", 0, "remote.concurrency"),
         ("remote.max_range_size", 0, "remote.max_range_size"),
-        ("remote.fast_http", "sometimes", "remote.fast_http"),
         ("remote.backoff_base", -1, "remote.backoff_base"),
         ("remote.backoff_max", "x", "remote.backoff_max"),
         ("remote.multipart_threshold", 1, "remote.multipart_threshold"),

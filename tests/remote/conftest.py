@@ -63,7 +63,9 @@ def faults(fault_server: FaultServer) -> FaultServer:
 
 @pytest.fixture(scope="session")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """A self-signed certificate for 127.0.0.1 (openssl CLI), as (certfile, keyfile)."""
+    """A certificate for 127.0.0.1 signed by a test CA (openssl CLI), as (certfile, keyfile); the CA's
+    certificate is ``ca.pem`` beside them (:func:`tls_ca`). A CA and a leaf, as a private PKI has them:
+    rustls refuses a self-signed CA certificate used as the server's own."""
     import shutil
     import subprocess
 
@@ -71,13 +73,26 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     if openssl is None:
         pytest.skip("openssl is not installed: cannot make a test certificate for the HTTPS tests")
     d = tmp_path_factory.mktemp("tls")
-    cert, key = str(d / "cert.pem"), str(d / "key.pem")
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True, timeout=60,
-    )
+    ca, ca_key, cert, key, csr, ext = (str(d / n) for n in ("ca.pem", "ca.key", "cert.pem", "key.pem", "leaf.csr",
+                                                             "leaf.ext"))
+    (d / "leaf.ext").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+    for args in (
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca, "-days", "2",
+         "-subj", "/CN=gdsstore test CA"],
+        ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+        ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert, "-days", "2",
+         "-extfile", ext],
+    ):
+        subprocess.run([openssl, *args], check=True, capture_output=True, timeout=60)
     return cert, key
+
+
+@pytest.fixture(scope="session")
+def tls_ca(tls_files: tuple[str, str]) -> str:
+    """The CA certificate (PEM) that signed :func:`tls_files`' certificate: what ``verify=`` takes."""
+    import os
+
+    return os.path.join(os.path.dirname(tls_files[0]), "ca.pem")
 
 
 @pytest.fixture(scope="session")

@@ -51,27 +51,28 @@ def test_recovers_after_retries(srv: FaultServer, mode: str) -> None:
 
 @pytest.mark.parametrize("mode", RECOVERABLE)
 def test_gives_up_after_max_attempts(srv: FaultServer, mode: str) -> None:
+    buf = np.full(len(DATA), FILL, "u1")
     with gdsstore.config.set({"remote.timeout": 0.3, "remote.concurrency": 1}):
-        with gdsstore.open(srv.url("obj.bin", mode, "always")) as f:
-            buf = np.full(f.size, FILL, "u1")
-            with pytest.raises(RemoteIOError, match=r"failed after 4 attempt\(s\) \(remote\.max_attempts=4\)"):
+        with pytest.raises(RemoteIOError, match=r"failed after 4 attempt\(s\) \(remote\.max_attempts=4\)"):
+            with gdsstore.open(srv.url("obj.bin", mode, "always")) as f:
                 f.read(buf)
     no_wrong_bytes(buf)
-    # One range used its 4 attempts; the others stopped instead of retrying too (fail fast).
-    assert ranged_gets(srv, mode) == 4
+    # The GET that tells the size takes no body: "reset" and "truncate" pass it, "503" and "slow" fail it
+    # (its 4 attempts). Else one range used its 4 attempts; the others stopped instead of retrying too.
+    assert ranged_gets(srv, mode) == (4 if mode in ("503", "slow") else 1 + 4)
 
 
 def test_retry_resumes_where_the_body_broke(srv: FaultServer) -> None:
     # "truncate" delivers half the body then closes cleanly (a reset may discard unread data in the kernel).
-    with gdsstore.config.set({"task_size": 1 << 20}), gdsstore.open(srv.url("obj.bin", "truncate", 1)) as f:
+    # (Two faults: the first GET, which tells the size, takes no body.)
+    with gdsstore.config.set({"task_size": 1 << 20}), gdsstore.open(srv.url("obj.bin", "truncate", 2)) as f:
         buf = np.full(f.size, FILL, "u1")
         assert f.read(buf) == len(DATA)
     assert buf.tobytes() == DATA
     ranges = [e[2] for e in srv.log if e[0] == "GET"]
-    # The first body broke after half the bytes; the retry asked only for bytes not yet landed. (The native
-    # core asks for a whole object without a Range header: a server may answer that only with a 200.)
-    assert ranges[0] in (f"bytes=0-{len(DATA) - 1}", None)
-    assert ranges[1] == f"bytes={len(DATA) // 2}-{len(DATA) - 1}"
+    # The read's body broke after half the bytes; the retry asked only for bytes not yet landed. (A whole
+    # object is asked without a Range header: a server may answer that only with a 200.)
+    assert ranges == [None, None, f"bytes={len(DATA) // 2}-{len(DATA) - 1}"]
 
 
 def test_server_ignoring_range_never_yields_wrong_bytes(srv: FaultServer) -> None:
@@ -101,14 +102,12 @@ def test_mismatched_ranges_are_refused(srv: FaultServer, mode: str) -> None:
     no_wrong_bytes(buf)
 
 
-def test_chunked_bodies(srv: FaultServer) -> None:
-    with gdsstore.open(srv.url("obj.bin", "chunked", "always")) as f:
+@pytest.mark.parametrize("mode", ["chunked", "chunked-extra"])
+def test_ranges_without_a_length_are_refused(srv: FaultServer, mode: str) -> None:
+    # A 206 without Content-Length (chunked): object_store cannot check its length, so it is refused, once.
+    with gdsstore.open(srv.url("obj.bin", mode, "always")) as f:
         buf = np.full(f.size, FILL, "u1")
-        assert f.read(buf) == len(DATA)
-    assert buf.tobytes() == DATA
-    with gdsstore.open(srv.url("obj.bin", "chunked-extra", "always")) as f:
-        buf = np.full(f.size, FILL, "u1")
-        with pytest.raises(RemoteIOError, match="longer than"):
+        with pytest.raises(RemoteIOError, match="Content-Length Header missing"):
             f.read(buf)
     no_wrong_bytes(buf)
 
@@ -117,7 +116,7 @@ def test_closed_port_fails_fast() -> None:
     port = closed_port()
     with gdsstore.config.set({"remote.connect_timeout": 1.0}):
         t0 = time.perf_counter()
-        with pytest.raises(RemoteIOError, match=r"NewConnectionError|refused"):
+        with pytest.raises(RemoteIOError, match=r"(?i)connection refused"):
             gdsstore.open(f"http://127.0.0.1:{port}/x.bin")
     assert time.perf_counter() - t0 < 1.0 * 4
 
@@ -125,7 +124,7 @@ def test_closed_port_fails_fast() -> None:
 def test_silent_server_times_out(blackhole: Blackhole) -> None:
     before = len(blackhole._conns)
     with gdsstore.config.set({"remote.connect_timeout": 0.3, "remote.timeout": 0.3, "remote.max_attempts": 2}):
-        with pytest.raises(RemoteIOError, match=r"timed out.*|Timeout"):
+        with pytest.raises(RemoteIOError, match=r"failed after 2 attempt.*no answer for 300ms"):
             gdsstore.open(f"http://127.0.0.1:{blackhole.port}/x.bin")
     assert len(blackhole._conns) - before == 2  # each attempt connected, waited for the timeout, gave up
 
@@ -146,29 +145,3 @@ def test_large_ranges_read_from_the_socket_recover(faults: FaultServer, mode: st
         part = np.full(3 << 20, FILL, "u1")
         assert f.read(part, offset=1234) == part.size
         assert part.tobytes() == BIG[1234 : 1234 + part.size]
-
-
-def test_recv_waitall_fills_times_out_and_sees_close() -> None:
-    import socket
-    import threading
-
-    from gdsstore.engine.remote.rawhttp import recv_waitall as _recv_waitall
-
-    a, b = socket.socketpair()
-    a.settimeout(0.5)
-    payload_ = bytes(range(256)) * 8192  # 2 MiB, sent in pieces
-    sender = threading.Thread(target=lambda: [b.sendall(payload_[i : i + 65536]) for i in range(0, len(payload_), 65536)])
-    sender.start()
-    dst = bytearray(len(payload_))
-    assert _recv_waitall(a, memoryview(dst)) == len(payload_)
-    sender.join()
-    assert bytes(dst) == payload_
-    assert a.gettimeout() == 0.5  # restored
-    with pytest.raises(TimeoutError):
-        _recv_waitall(a, memoryview(bytearray(10)))  # nothing arrives within the timeout
-    b.sendall(b"xyz")
-    b.close()
-    out = bytearray(10)
-    assert _recv_waitall(a, memoryview(out)) == 3  # peer closed: what arrived, no hang
-    assert bytes(out[:3]) == b"xyz"
-    a.close()

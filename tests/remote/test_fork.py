@@ -26,8 +26,6 @@ from servers.webhdfs import WebHDFSServer
 
 import gdsstore
 from gdsstore.engine.backend import backend_for
-from gdsstore.engine.remote import rawhttp
-from gdsstore.engine.remote.http_transport import get_client
 
 from .conftest import WEBHDFS_USER, payload
 
@@ -111,22 +109,16 @@ def _fork_one(child: Callable[[], int]) -> int:
 
 
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-@pytest.mark.parametrize("fast", [True, False])
-def test_a_forked_child_never_uses_its_parents_connections(faults: FaultServer, fast: bool) -> None:
+def test_a_forked_child_never_uses_its_parents_connections(faults: FaultServer) -> None:
     # Deterministic: the parent holds a kept-alive connection; each child's read must arrive on a
     # connection of its own (a new client port at the server), and the parent's stays usable.
     faults.objects["a.bin"] = payload(SIZE, seed=7)
     backend = backend_for(f"http://127.0.0.1:{faults.port}/ok/0")
-    with gdsstore.config.set({**ONE_RANGE, "remote.fast_http": fast}):
+    with gdsstore.config.set(ONE_RANGE):
         assert bytes(backend.get("a.bin", bytearray)) == faults.objects["a.bin"]
         before = set(faults.peers)
-        parent_pool = get_client()._pool
 
         def child() -> int:
-            if fast and rawhttp.idle.count():
-                return 4  # the parent's sockets are still in the child's pool
-            if get_client()._pool is parent_pool:
-                return 5
             return 0 if bytes(backend.get("a.bin", bytearray)) == faults.objects["a.bin"] else 1
 
         assert [_fork_one(child) for _ in range(CHILDREN)] == [0] * CHILDREN
@@ -159,10 +151,7 @@ FORK_WARNING = pytest.mark.filterwarnings("ignore:This process .* is multi-threa
 
 
 @FORK_WARNING
-@pytest.mark.parametrize("fast", [True, False])
-def test_fork_http_parent_and_children_read_their_own_objects(
-    nginx: NginxServer, nginx_root: str, fast: bool
-) -> None:
+def test_fork_http_parent_and_children_read_their_own_objects(nginx: NginxServer, nginx_root: str) -> None:
     objs = {f"fork/o{i}.bin": payload(SIZE, seed=300 + i) for i in range(CHILDREN + 1)}
     for name, data in objs.items():
         os.makedirs(os.path.join(nginx_root, "fork"), exist_ok=True)
@@ -170,7 +159,7 @@ def test_fork_http_parent_and_children_read_their_own_objects(
             f.write(data)
     backend = backend_for(nginx.url(""))
     names = list(objs)
-    with gdsstore.config.set({**SETTINGS, "remote.fast_http": fast}):
+    with gdsstore.config.set(SETTINGS):
         assert bytes(backend.get(names[-1], bytearray)) == objs[names[-1]]  # pools hold connections now
         _run_forked(_reader(backend, names[-1], objs[names[-1]]),
                     lambda c: _reader(backend, names[c], objs[names[c]]))
@@ -210,23 +199,15 @@ def _wave_reader(backend: Any, objs: dict[str, bytes]) -> Callable[[int], bool]:
 
 
 @FORK_WARNING
-@pytest.mark.parametrize("transport", ["core", "python"])
-def test_fork_waves(nginx: NginxServer, nginx_root: str, transport: str) -> None:
+def test_fork_waves(nginx: NginxServer, nginx_root: str) -> None:
     # The core's runtime does not survive fork(): a child of a parent that used it must build its own, not hang.
-    from gdsstore.engine.remote import core
-
-    if transport == "core" and not core.available():
-        pytest.skip(f"native core not built: {core.unavailable_reason()}")
     objs = {f"forkwave/o{i}.bin": payload(1 << 20, seed=400 + i) for i in range(4)}
     os.makedirs(os.path.join(nginx_root, "forkwave"), exist_ok=True)
     for name, data in objs.items():
         with open(os.path.join(nginx_root, name), "wb") as f:
             f.write(data)
     backend = backend_for(nginx.url(""))
-    mode = {"remote.core": "auto" if transport == "core" else "off"}
-    with gdsstore.config.set(mode), gdsstore.trace() as t:
+    with gdsstore.trace() as t:
         assert _wave_reader(backend, objs)(0)
-    want = "wave: native core" if transport == "core" else "wave: python: remote.core=off"
-    assert all(e.reason.startswith(want) for e in t.events), str(t)  # the parent's runtime is started
-    with gdsstore.config.set(mode):
-        _run_forked(_wave_reader(backend, objs), lambda c: _wave_reader(backend, objs))
+    assert all(e.reason.startswith("wave: native core") for e in t.events), str(t)  # the parent's runtime is started
+    _run_forked(_wave_reader(backend, objs), lambda c: _wave_reader(backend, objs))

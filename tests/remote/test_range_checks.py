@@ -1,9 +1,7 @@
 """Each answer is the range asked for, and each coalesced request stays within its bound: both checked
-where the requests arrive, at the server, through the native core and the pure-Python transport."""
+where the requests arrive, at the server, through the native core."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -18,17 +16,6 @@ from .conftest import payload
 
 DATA = payload(512 << 10, seed=11)
 FILL = 0xA5
-
-
-@pytest.fixture(autouse=True, params=["python", "core"])
-def transport(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "core":
-        from gdsstore.engine.remote import core
-
-        if not core.available():
-            pytest.skip(f"native core not built: {core.unavailable_reason()}")
-    with gdsstore.config.set({"remote.core": "auto" if request.param == "core" else "off"}):
-        yield request.param
 
 
 @pytest.fixture

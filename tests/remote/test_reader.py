@@ -1,4 +1,5 @@
-"""Range splitting, response verification, the retry policy and redaction, without a server."""
+"""Range splitting, WebHDFS's response check, the retry policy and redaction, without a server. (The native
+core checks the HTTP(S) and S3 answers: tests/remote/test_range_checks.py and test_faults.py, at a server.)"""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ from gdsstore.engine.remote.reader import (
     RangeNotSupportedError,
     RangeRequest,
     check_length_response,
-    check_range_response,
-    parse_content_range,
     split_ranges,
 )
 from gdsstore.engine.remote.redact import Scrubber, redact_url
@@ -28,40 +27,6 @@ def test_split_ranges_cover_exactly() -> None:
 
 def test_range_header_is_inclusive() -> None:
     assert RangeRequest(10, 5).header == "bytes=10-14"
-
-
-def test_parse_content_range() -> None:
-    assert parse_content_range("bytes 0-99/1000") == (0, 99, 1000)
-    assert parse_content_range("bytes 5-5/*") == (5, 5, None)
-    for bad in ("bytes */1000", "bytes 10-5/100", "bytes 0-100/100", "items 0-1/2", ""):
-        with pytest.raises(ValueError):
-            parse_content_range(bad)
-
-
-def test_check_206_must_match_the_request() -> None:
-    req = RangeRequest(100, 50)
-    ok = {"Content-Range": "bytes 100-149/1000", "Content-Length": "50"}
-    assert check_range_response(206, ok, req, 1000, "GET x") == 50
-    with pytest.raises(RangeMismatchError, match="asked bytes=100-149"):
-        check_range_response(206, {"Content-Range": "bytes 101-150/1000"}, req, 1000, "GET x")
-    with pytest.raises(RangeMismatchError, match="Content-Length 49"):
-        check_range_response(206, {**ok, "Content-Length": "49"}, req, 1000, "GET x")
-    with pytest.raises(RangeMismatchError, match="without Content-Range"):
-        check_range_response(206, {"Content-Length": "50"}, req, 1000, "GET x")
-    with pytest.raises(RangeMismatchError, match="size changed"):
-        check_range_response(206, {"Content-Range": "bytes 100-149/2000"}, req, 1000, "GET x")
-    with pytest.raises(RangeMismatchError, match="Content-Encoding"):
-        check_range_response(206, {**ok, "Content-Encoding": "gzip"}, req, 1000, "GET x")
-
-
-def test_check_200_only_for_the_whole_object() -> None:
-    assert check_range_response(200, {"Content-Length": "1000"}, RangeRequest(0, 1000), 1000, "GET x") == 1000
-    with pytest.raises(RangeNotSupportedError, match="ignored the Range header"):
-        check_range_response(200, {"Content-Length": "1000"}, RangeRequest(0, 999), 1000, "GET x")
-    with pytest.raises(RangeNotSupportedError):
-        check_range_response(200, {"Content-Length": "1000"}, RangeRequest(1, 999), 1000, "GET x")
-    with pytest.raises(RangeMismatchError, match="Content-Length 999"):
-        check_range_response(200, {"Content-Length": "999"}, RangeRequest(0, 1000), 1000, "GET x")
 
 
 def test_check_length_response() -> None:

@@ -1,4 +1,4 @@
-"""S3 requests go where botocore sends them, through the native core and without it.
+"""S3 requests go where botocore sends them: the native core's and botocore's own.
 
 moto is the configured endpoint, set each way botocore can be told (``AWS_ENDPOINT_URL``,
 ``AWS_ENDPOINT_URL_S3``, a profile's ``endpoint_url`` or ``services`` section chosen by ``AWS_PROFILE``, by
@@ -30,7 +30,6 @@ from servers.net import closed_port
 from servers.prefix_proxy import PrefixProxy
 
 import gdsstore
-from gdsstore.engine.remote import core
 from gdsstore.engine.remote.s3 import S3Client, S3Target, get_s3_client
 
 from .conftest import payload
@@ -105,12 +104,6 @@ def _configure(way: str, endpoint: str, config: Path, monkeypatch: pytest.Monkey
     return {}
 
 
-def _mode(route: str) -> dict[str, str]:
-    if route == "core" and not core.available():
-        pytest.skip(f"native core not built: {core.unavailable_reason()}")
-    return {"remote.core": "auto" if route == "core" else "off"}
-
-
 def _new_bucket(moto: MotoServer, moto_client: Any) -> str:
     """A fresh bucket (a new name per test: the core caches a store per bucket and options)."""
     name = f"endpoint-{os.getpid()}-{next(_buckets)}"
@@ -129,29 +122,25 @@ def _arrange(moto_client: Any, bucket: str) -> np.ndarray:
     return want
 
 
-def _assert_route(t: Any, route: str) -> None:
-    """Reads and writes went through the core (or, with it off, never)."""
+def _assert_core(t: Any) -> None:
+    """Reads and writes went through the core."""
     reasons = [(op, reason) for op, _, reason in t.by_reason()]
     reads = [r for op, r in reasons if op == "read"]
     writes = [r for op, r in reasons if op == "write"]
     assert reads and writes, reasons
-    if route == "core":
-        assert any(r.startswith("native core") for r in reads), reads
-        assert all("; native core" in r for r in writes), writes
-    else:
-        assert not any("native core" in r for r in reads + writes), reasons
+    assert any(r.startswith("native core") for r in reads), reads
+    assert all("; native core" in r for r in writes), writes
 
 
-@pytest.mark.parametrize("route", ["core", "python"])
 @pytest.mark.parametrize("way", WAYS)
 def test_reads_and_writes_go_to_the_configured_endpoint(
-    way: str, route: str, moto: MotoServer, moto_client: Any, decoy: Decoy, aws_env: Path,
+    way: str, moto: MotoServer, moto_client: Any, decoy: Decoy, aws_env: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     bucket = _new_bucket(moto, moto_client)
     want = _arrange(moto_client, bucket)
     opts = _configure(way, moto.endpoint_url, aws_env, monkeypatch, decoy)
-    _read_and_write(bucket, want, opts, route, decoy)
+    _read_and_write(bucket, want, opts, decoy)
     assert moto_client.get_object(Bucket=bucket, Key="new.bin")["Body"].read() == DATA[:1000]
     assert moto_client.get_object(Bucket=bucket, Key="w.zarr/c/1/2")["ContentLength"] > 0
 
@@ -168,10 +157,10 @@ def _nothing_sent_to(decoy: Decoy) -> Iterator[None]:
         assert stray == [], f"requests sent where botocore does not send them: {stray}"
 
 
-def _read_and_write(bucket: str, want: np.ndarray, opts: dict[str, Any], route: str, decoy: Decoy) -> None:
+def _read_and_write(bucket: str, want: np.ndarray, opts: dict[str, Any], decoy: Decoy) -> None:
     """Read ``a.zarr`` and ``raw.bin`` (:func:`_arrange`), write ``new.bin`` and ``w.zarr``: all of it through
-    ``route``, and nothing to the decoy (checked first, so a failed read names where its requests went)."""
-    with _nothing_sent_to(decoy), gdsstore.config.set(_mode(route)), gdsstore.trace() as t:
+    the core, and nothing to the decoy (checked first, so a failed read names where its requests went)."""
+    with _nothing_sent_to(decoy), gdsstore.trace() as t:
         got = zarr.open_array(gdsstore.GDSStore(f"s3://{bucket}/a.zarr", read_only=True, storage_options=opts))
         np.testing.assert_array_equal(got[:], want)
         with gdsstore.open(f"s3://{bucket}/raw.bin", **opts) as f:
@@ -183,13 +172,12 @@ def _read_and_write(bucket: str, want: np.ndarray, opts: dict[str, Any], route: 
         written = zarr.create_array(gdsstore.GDSStore(f"s3://{bucket}/w.zarr", storage_options=opts),
                                     shape=(20, 30), chunks=(10, 10), dtype="i4")
         written[:] = want
-    _assert_route(t, route)
+    _assert_core(t)
 
 
-@pytest.mark.parametrize("route", ["core", "python"])
 @pytest.mark.parametrize("way", ["AWS_ENDPOINT_URL", "endpoint_url option"])
 def test_an_endpoint_with_a_path_prefix_keeps_it(
-    way: str, route: str, moto: MotoServer, moto_client: Any, decoy: Decoy, aws_env: Path,
+    way: str, moto: MotoServer, moto_client: Any, decoy: Decoy, aws_env: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # moto behind a gateway at /gateway/s3: every request must carry the prefix, path-style after it
@@ -198,30 +186,29 @@ def test_an_endpoint_with_a_path_prefix_keeps_it(
     proxy = PrefixProxy(moto.endpoint_url, "/gateway/s3")
     try:
         opts = _configure(way, proxy.url, aws_env, monkeypatch, decoy)
-        _read_and_write(bucket, want, opts, route, decoy)
+        _read_and_write(bucket, want, opts, decoy)
         assert proxy.outside == []
     finally:
         proxy.close()
     assert moto_client.get_object(Bucket=bucket, Key="new.bin")["Body"].read() == DATA[:1000]
 
 
-@pytest.mark.parametrize("route", ["core", "python"])
 @pytest.mark.parametrize("way", ["AWS_ENDPOINT_URL_S3", "profile services"])
 def test_multipart_upload_goes_to_the_configured_endpoint(
-    way: str, route: str, moto: MotoServer, moto_client: Any, decoy: Decoy, aws_env: Path,
+    way: str, moto: MotoServer, moto_client: Any, decoy: Decoy, aws_env: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     bucket = _new_bucket(moto, moto_client)
     opts = _configure(way, moto.endpoint_url, aws_env, monkeypatch, decoy)
     big = payload((5 << 20) + 1000, seed=36)  # two parts of the smallest size S3 takes
     small_parts = {"remote.multipart_threshold": 5 << 20, "remote.multipart_chunksize": 5 << 20}
-    with _nothing_sent_to(decoy), gdsstore.config.set({**_mode(route), **small_parts}), gdsstore.trace() as t:
+    with _nothing_sent_to(decoy), gdsstore.config.set(small_parts), gdsstore.trace() as t:
         with gdsstore.open(f"s3://{bucket}/big.bin", "wb", **opts) as f:
             f.write(big)
     assert moto_client.get_object(Bucket=bucket, Key="big.bin")["Body"].read() == big
     writes = [e.reason for e in t.events if e.op == "write"]
     assert writes and all("multipart upload" in r for r in writes), writes
-    assert all(("; native core" in r) == (route == "core") for r in writes), writes
+    assert all("; native core" in r for r in writes), writes
 
 
 def test_a_changed_environment_is_seen_by_the_next_client(

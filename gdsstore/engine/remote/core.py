@@ -125,8 +125,10 @@ def http_store(base: str, *, connect_timeout: float, pool_idle: int = 256, heade
     presigned URL: one store per object would grow the cache without bound)."""
     mod = module()
     extra = _tls(verify)
-    if headers:
-        extra["headers"] = sorted(headers.items())
+    sent = dict(headers or {})
+    if not any(k.lower() == "accept-encoding" for k in sent):
+        sent["Accept-Encoding"] = "identity"  # a compressed body would not be the object's bytes
+    extra["headers"] = sorted(sent.items())
     if not cached:
         fresh: gdsstore_core.Store = mod.Store.http(base, connect_timeout=connect_timeout, pool_idle=pool_idle,
                                                     **extra)

@@ -7,16 +7,16 @@ memory in place; this module decides the ranges, runs them on the engine pool wi
 straight in the caller's buffer and device reads in the pinned bounce ring (then an async H2D copy),
 and retries failed ranges from the first byte not yet landed.
 
-Verification (:func:`check_range_response`): a ``206`` must carry ``Content-Range: bytes a-b/total``
-with exactly the asked ``a`` and ``b`` (and the known total); a ``200`` is accepted only when we
-asked for the whole object and its length is the object's size. A server that ignores ``Range``
-therefore fails loudly (:class:`RangeNotSupportedError`) and never yields wrong bytes.
+HTTP(S) and S3 objects (sources with a native core root, :class:`~gdsstore.engine.remote.core.CoreSource`)
+have each range fetched by the core, which checks every answer (status, ``Content-Range``, length, ETag): a
+server that ignores ``Range`` fails loudly (:class:`RangeNotSupportedError`) and never yields wrong bytes.
+WebHDFS sources (no core route) hand back bodies that this module lands and checks
+(:func:`check_length_response`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -31,24 +31,14 @@ from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
 from gdsstore.engine.file import BaseFile
 from gdsstore.engine.pool import completed, run_pieces
 from gdsstore.engine.ranges import RangeRequest
+from gdsstore.engine.remote import core
+from gdsstore.engine.remote.core import CoreSource
 from gdsstore.engine.remote.retry import RetryPolicy, is_transient
 from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
 
 __all__ = [
-    "Body",
-    "FirstRange",
-    "RangeMismatchError",
-    "RangeNotSupportedError",
-    "RangeRequest",
-    "RangeSource",
-    "RemoteFile",
-    "check_first_response",
-    "check_length_response",
-    "check_range_response",
-    "get_object",
-    "parse_content_range",
-    "read_exact",
-    "split_ranges",
+    "Body", "FirstRange", "RangeMismatchError", "RangeNotSupportedError", "RangeRequest", "RangeSource", "RemoteFile",
+    "check_length_response", "get_object", "read_exact", "split_ranges",
 ]
 
 
@@ -81,25 +71,6 @@ def split_ranges(offset: int, nbytes: int, task_size: int) -> list[RangeRequest]
     return [RangeRequest(offset + a, min(task_size, nbytes - a)) for a in range(0, nbytes, task_size)]
 
 
-_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
-
-
-def parse_content_range(value: str) -> tuple[int, int, int | None]:
-    """``"bytes 0-99/1000"`` → ``(0, 99, 1000)``; total ``None`` for ``*``.
-
-    Raises:
-        ValueError: not a satisfied byte range.
-    """
-    m = _CONTENT_RANGE.match(value or "")
-    if m is None:
-        raise ValueError(f"parse_content_range(): not a byte range: {value!r}")
-    first, last = int(m.group(1)), int(m.group(2))
-    total = None if m.group(3) == "*" else int(m.group(3))
-    if last < first or (total is not None and last >= total):
-        raise ValueError(f"parse_content_range(): inconsistent byte range: {value!r}")
-    return first, last, total
-
-
 def _content_length(headers: Mapping[str, str], what: str) -> int | None:
     raw = headers.get("Content-Length")
     if raw is None:
@@ -115,88 +86,6 @@ def _check_identity(headers: Mapping[str, str], what: str) -> None:
     if enc not in ("identity", ""):
         # We ask for identity; compressed bytes would be the wrong bytes.
         raise RangeMismatchError(f"{what}: server sent Content-Encoding {enc!r} although identity was asked")
-
-
-def check_range_response(
-    status: int, headers: Mapping[str, str], req: RangeRequest, size: int | None, what: str
-) -> int | None:
-    """Check a ``200``/``206`` answer to ``Range: req.header``; returns the body length if declared.
-
-    Args:
-        status: the HTTP status (only 200 and 206 reach here).
-        headers: response headers (case-insensitive mapping).
-        req: the range asked for.
-        size: the object's size when known (from the stat), else ``None``.
-        what: the request for messages (no secrets).
-
-    Raises:
-        RangeNotSupportedError: a ``200`` (whole object) for a partial range.
-        RangeMismatchError: any other disagreement with the request.
-    """
-    _check_identity(headers, what)
-    length = _content_length(headers, what)
-    if status == 206:
-        cr = headers.get("Content-Range")
-        if cr is None:
-            raise RangeMismatchError(f"{what}: 206 without Content-Range")
-        try:
-            first, last, total = parse_content_range(cr)
-        except ValueError as exc:
-            raise RangeMismatchError(f"{what}: {exc}") from None
-        if first != req.offset or last != req.offset + req.nbytes - 1:
-            raise RangeMismatchError(f"{what}: asked {req.header}, got Content-Range {cr!r}")
-        if size is not None and total is not None and total != size:
-            raise RangeMismatchError(f"{what}: object size changed from {size} to {total} during the read")
-        if length is not None and length != req.nbytes:
-            raise RangeMismatchError(f"{what}: Content-Length {length} for a {req.nbytes}-byte range")
-        return length
-    if status == 200:
-        whole = req.offset == 0 and size is not None and req.nbytes == size
-        if not whole:
-            raise RangeNotSupportedError(
-                f"{what}: the server ignored the Range header (200 with the whole object for {req.header}); "
-                + RANGE_FIX
-            )
-        if length is not None and length != size:
-            raise RangeMismatchError(f"{what}: 200 with Content-Length {length} for an object of {size} bytes")
-        return length
-    raise RangeMismatchError(f"{what}: unexpected status {status} for a range request")
-
-
-def check_first_response(
-    status: int, headers: Mapping[str, str], nbytes: int, what: str, offset: int = 0
-) -> tuple[int, int]:
-    """Check the answer to ``Range: bytes=offset-(offset+nbytes-1)`` sent without knowing the object's size.
-
-    Returns ``(bytes in this body, object size)``: a ``206`` must start at ``offset``, carry the total
-    and end at ``min(offset + nbytes, total) - 1``; a ``200`` (only when ``offset`` is 0) is the
-    whole object (its Content-Length is the size).
-    """
-    _check_identity(headers, what)
-    length = _content_length(headers, what)
-    if status == 206:
-        try:
-            first, last, total = parse_content_range(headers.get("Content-Range", ""))
-        except ValueError as exc:
-            raise RangeMismatchError(f"{what}: {exc}") from None
-        if total is None:
-            raise RangeMismatchError(f"{what}: the server does not tell the object's size (Content-Range */*)")
-        if first != offset or last != min(offset + nbytes, total) - 1:
-            raise RangeMismatchError(
-                f"{what}: asked bytes={offset}-{offset + nbytes - 1}, got Content-Range {headers.get('Content-Range')!r}"
-            )
-        if length is not None and length != last + 1 - first:
-            raise RangeMismatchError(f"{what}: Content-Length {length} for a {last + 1 - first}-byte range")
-        return last + 1 - first, total
-    if status == 200:
-        if offset:
-            raise RangeNotSupportedError(
-                f"{what}: the server ignored the Range header (200 with the whole object); " + RANGE_FIX
-            )
-        if length is None:
-            raise RangeMismatchError(f"{what}: 200 without Content-Length: the object's size is unknown")
-        return length, length
-    raise RangeMismatchError(f"{what}: unexpected status {status} for a range request")
 
 
 def check_length_response(status: int, headers: Mapping[str, str], nbytes: int, what: str) -> int | None:
@@ -266,6 +155,10 @@ class RangeSource(Protocol):
     # of two versions. HTTP and S3 ranges carry If-Match instead.
 
 
+#: What :class:`RemoteFile` reads: an object through the native core (HTTP(S), S3), or a WebHDFS file.
+Source = RangeSource | CoreSource
+
+
 def read_exact(body: Body, dst: memoryview, what: str, progress: Callable[[int], None] | None = None) -> None:
     """Fill all of ``dst`` from ``body``; a body that ends early is a :class:`TransientError`.
 
@@ -294,10 +187,6 @@ def _copy_h2d_async(device: int, dst_ptr: int, src_ptr: int, nbytes: int, after:
         return cuda.record_event(stream, blocking=True)
 
 
-class _NotTaken(Exception):
-    """The native core could not take a piece (:meth:`_Landing.land_with`)."""
-
-
 class _Cancelled(RemoteIOError):
     """A range not fetched because another range of the same read already failed for good."""
 
@@ -314,7 +203,7 @@ class RemoteFile(BaseFile):
     mode = "rb"
 
     def __init__(
-        self, source: RangeSource, *, size: int | None = None, on_close: Callable[[], None] | None = None
+        self, source: Source, *, size: int | None = None, on_close: Callable[[], None] | None = None
     ) -> None:
         self._source = source
         if size is None:
@@ -352,9 +241,11 @@ class RemoteFile(BaseFile):
             return completed(0)
         s = policy.settings()
         d = policy.decide_remote(scheme=self._source.scheme, device=b.is_device, nbytes=avail, s=s)
-        transport, target = self._transport(s)
-        if target is not None:
-            d = policy.Decision(d.route, f"{transport.reason}; {d.reason}")
+        target: CoreTarget | None = None
+        if isinstance(self._source, CoreSource):  # HTTP(S), S3: the core fetches every range
+            src = self._source
+            target = (src.core.store(), src.core.base, src.path)
+            d = policy.Decision(d.route, f"{core.wave_reason(s)}; {d.reason}")
         ranges = split_ranges(offset, avail, policy.remote_range_size(avail, s))
         traced = self._traced(d, b)
         first = self._run(b, ranges, offset, s, traced, core_target=target)
@@ -363,13 +254,6 @@ class RemoteFile(BaseFile):
             return _RangeFallback(first, lambda: self._run(b, [RangeRequest(0, avail)], 0, s, traced,
                                                            core_target=target))
         return _RangeFallback(first, None)
-
-    def _transport(self, s: policy.Settings) -> tuple[policy.Decision, CoreTarget | None]:
-        """Who fetches this read's ranges (the policy's decision, as for a wave) and, for the native core,
-        the object's ``(store, base URL, path)``, asked anew each read (a forked child gets its own store)."""
-        from gdsstore.engine.remote import core
-
-        return core.decide(s, getattr(self._source, "core_target", None))
 
     def _run(
         self,
@@ -408,8 +292,9 @@ class RemoteFile(BaseFile):
                 on_done(n, exc)
 
         if core_target is not None:
-            fetch = _CoreFetch(core_target, self, retry, s)
-            pieces = [partial(self._fetch_core, r, fetch, landing, failed, retry) for r in ranges]
+            assert isinstance(self._source, CoreSource)
+            fetch = _CoreFetch(core_target, self, retry, s, self._source.etag)
+            pieces = [partial(self._fetch_core, r, fetch, landing, failed) for r in ranges]
         else:
             pieces = [
                 partial(self._fetch, r, retry, landing, failed, first_attempts_used if i == 0 else 0)
@@ -437,7 +322,9 @@ class RemoteFile(BaseFile):
     ) -> int:
         """Fetch ``req`` with retries. The landing consumes a verified body and reports bytes landed for
         good, so that a retry asks only for the rest. Once any range of the read has failed for good
-        (``failed``), the others stop at their next attempt."""
+        (``failed``), the others stop at their next attempt. WebHDFS only (the core fetches the others')."""
+        source = self._source
+        assert not isinstance(source, CoreSource)
         landed = [0]
 
         def progress(n: int) -> None:
@@ -449,7 +336,7 @@ class RemoteFile(BaseFile):
             if landed[0] == req.nbytes:
                 return req.nbytes
             rest = RangeRequest(req.offset + landed[0], req.nbytes - landed[0])
-            body = self._source.open_range(rest, self._size)
+            body = source.open_range(rest, self._size)
             try:
                 landing.land(body, rest, progress, self._what(rest))
                 body.finish()
@@ -464,18 +351,16 @@ class RemoteFile(BaseFile):
             failed.set()
             raise
 
-    def _fetch_core(self, req: RangeRequest, fetch: _CoreFetch, landing: _Landing, failed: threading.Event,
-                    retry: RetryPolicy) -> int:
-        """Fetch ``req`` through the native core (its own retries: :func:`.core.read_wave`); an answer the
-        core cannot take (a chunked body) sends the range the Python way."""
+    def _fetch_core(self, req: RangeRequest, fetch: _CoreFetch, landing: _Landing, failed: threading.Event) -> int:
+        """Fetch ``req`` through the native core (its own retries: :func:`.core.read_wave`)."""
         if failed.is_set():
             raise _Cancelled(f"{self._what(req)}: cancelled, another range of this read failed")
         try:
-            taken = landing.land_with(fetch, req)
+            landing.land_with(fetch, req)
         except BaseException:
             failed.set()
             raise
-        return req.nbytes if taken else self._fetch(req, retry, landing, failed)
+        return req.nbytes
 
 
 class _RangeFallback(Future[int]):
@@ -532,27 +417,28 @@ class _CoreFetch:
     checks that every answer of the read is of the object that was opened: its size, and one ETag (the one
     the source saw at open, else the first answer's) — a replaced object fails, never mixes."""
 
-    def __init__(self, target: CoreTarget, f: RemoteFile, retry: RetryPolicy, s: policy.Settings) -> None:
+    def __init__(self, target: CoreTarget, f: RemoteFile, retry: RetryPolicy, s: policy.Settings,
+                 etag: str | None) -> None:
         self._store, self._base, self._path = target
         self._f, self._retry = f, retry
         self._timeout = s.remote_timeout or 1e9
         self._lock = threading.Lock()
-        self._tag: str | None = getattr(f._source, "etag", None)  # as the server wrote it: sent as If-Match
+        self._tag = etag  # as the server wrote it at open: sent as If-Match
         self._etag = _identity(self._tag)
+        src = f._source
+        # version_aware: every range of the version opened (the object may be replaced meanwhile)
+        self._version = src.version_id if isinstance(src, CoreSource) and src.pin_version else None
 
-    def __call__(self, offset: int, view: Any) -> bool:
-        """Fill ``view``; False where the core cannot take this answer (no ``Content-Length``: a chunked
-        body), which the caller then fetches the Python way."""
-        from gdsstore.engine.remote import core
-
+    def __call__(self, offset: int, view: Any) -> None:
+        """Fill ``view`` with the object's bytes from ``offset``."""
         n = memoryview(view).nbytes
         whole = offset == 0 and n == self._f.size  # no Range header: a server may answer it only with a 200
         strong = self._tag if self._tag and not self._tag.startswith("W/") else None  # weak tags never match
-        piece = core.CorePiece(self._path, offset, None if whole else offset + n, n, 0, n, if_match=strong)
+        version = self._version
+        piece = core.CorePiece(self._path, offset, None if whole else offset + n, n, 0, n,
+                               if_match=None if version else strong, version=version)
         (res,) = core.read_wave(self._store, self._base, [piece], view, retry=self._retry, concurrency=1,
                                 timeout=self._timeout)
-        if res.kind in core.PASS_KINDS:
-            return False
         if res.error is not None:
             raise res.error
         url = self._f.url
@@ -568,7 +454,6 @@ class _CoreFetch:
                     f"{url}: the object changed while it was being read (ETag {self._etag!r}, now {got!r}); "
                     "its bytes would mix two versions: read it again"
                 )
-        return True
 
 
 def get_object(
@@ -653,11 +538,8 @@ class _Landing:
     def __init__(self, b: IOBuffer, base: int, s: policy.Settings) -> None:
         self._b = b
         self._base = base  # object offset of b[0]
-        # A body lands in pinned slots of half the largest range (16 MiB by default), two per worker:
-        # the first half's copy runs while the second half arrives, and a worker starts its next
-        # range without waiting for the last one's copy. Same pinned memory as one slot per range and
-        # worker (concurrency x max_range_size). Measured on the H200 over loopback (nginx x8), same
-        # run: 24.5 GB/s against 23.2 with one slot per range and worker.
+        # Pinned slots of half the largest range, two per worker: the first half's copy runs while the
+        # second half arrives (docs/settings.md: remote.max_range_size); as much pinned memory as one slot each.
         self._slot_size = max(s.bounce_buffer_size, s.remote_max_range_size // 2)
         self._limit = 2 * s.remote_concurrency
         self._events: list[Any] = []
@@ -677,25 +559,14 @@ class _Landing:
             return
         self._through_ring(rest, lambda view, _: read_exact(body, view, what), progress)
 
-    def land_with(self, fetch: Callable[[int, Any], bool], rest: RangeRequest) -> bool:
+    def land_with(self, fetch: Callable[[int, Any], None], rest: RangeRequest) -> None:
         """Land ``rest`` with ``fetch(offset, view)``, which fills ``view`` with the object's bytes from
-        ``offset`` (the native core): in the caller's host buffer, or slot by slot through the pinned ring.
-        False as soon as ``fetch`` cannot take a piece (nothing of it landed)."""
+        ``offset`` (the native core): in the caller's host buffer, or slot by slot through the pinned ring."""
         lo = rest.offset - self._base
         if self._b.host is not None:
-            return fetch(rest.offset, self._b.host_slice(lo, lo + rest.nbytes))
-        taken = [True]
-
-        def fill(view: Any, done: int) -> None:
-            if taken[0] and not fetch(rest.offset + done, view):
-                taken[0] = False
-                raise _NotTaken
-
-        try:
-            self._through_ring(rest, fill, None)
-        except _NotTaken:
-            return False
-        return True
+            fetch(rest.offset, self._b.host_slice(lo, lo + rest.nbytes))
+            return
+        self._through_ring(rest, lambda view, done: fetch(rest.offset + done, view), None)
 
     def _through_ring(self, rest: RangeRequest, fill: Callable[[Any, int], None],
                       progress: Callable[[int], None] | None) -> None:

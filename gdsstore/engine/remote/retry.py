@@ -21,18 +21,20 @@ Examples:
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import logging
 import random
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
 from gdsstore import policy
 from gdsstore.errors import RemoteIOError, TransientError
 
-__all__ = ["RemoteIOError", "RetryPolicy", "TransientError", "is_transient", "log_retry"]
+__all__ = ["RemoteIOError", "RetryPolicy", "TransientError", "is_transient", "log_retry", "retry_after"]
 
 log = logging.getLogger("gdsstore.remote")
 
@@ -56,6 +58,20 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, ue.SSLError):
         return False  # a certificate problem does not heal on its own
     return isinstance(exc, ue.TimeoutError | ue.ProtocolError | ue.NewConnectionError | ue.MaxRetryError)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date), or None."""
+    raw = (headers.get("Retry-After") or "").strip()
+    if not raw:
+        return None
+    if raw.isdigit():
+        return float(raw)
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
 
 
 def log_retry(what: str, attempt: int, exc: BaseException, wait: float, *, more: int = 0) -> None:

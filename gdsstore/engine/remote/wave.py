@@ -9,17 +9,16 @@ request (:func:`~gdsstore.engine.ranges.coalesce_ranges`) and are split back. Re
 ``Range``/``Content-Range`` checks and the object-changed check (ETag, version id, modification
 time) are the reader's, per request.
 
-Who sends them is decided once per wave (:func:`gdsstore.policy.decide_wave_transport`, its reason in
-the wave's trace row): the native core (:mod:`.core`: one call, the GIL released, every answer checked)
-where it is built and the backend can hand it the requests (HTTP(S), S3), else the pure-Python
-transport: one request per piece through the reader, ``remote.wave_concurrency`` at a time. What the
-core hands back (an answer it cannot take, such as a chunked body) goes the pure-Python way.
+Who sends them is the backend's: HTTP(S) and S3 backends hold their native core root (:attr:`WaveReads.core`,
+set once), and the wave is one call into the core (:mod:`.core`: the GIL released, every answer checked), one
+more for objects larger than their room; WebHDFS (no core route: object_store has none) sends one request
+per piece through the reader, ``remote.wave_concurrency`` (at most 64) at a time.
 
 Bodies land straight in one buffer from the caller's ``alloc`` (pinned host memory for the GPU
 pipeline): ranges and objects of known size in slots laid out before the wave starts, objects of
 unknown size in the room after them: through the core, an equal share set aside for each before the
 wave starts (an object larger than its share is asked again in a second call, into room of the size
-its first answer told); the pure-Python way, taken in the order their answers arrive. Only when that
+its first answer told); WebHDFS's, taken in the order their answers arrive. Only when that
 room runs out do the late objects land in their own buffers and the whole is copied once into a larger one.
 
 A missing key is a ``-1`` size (zarr's "no such chunk"); any other failure fails its item with the
@@ -50,8 +49,10 @@ from gdsstore.engine.landing import AddressTable, Alloc, Free, Landed, slot_layo
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 from gdsstore.engine.remote import core
-from gdsstore.engine.remote.reader import RangeSource, get_object
+from gdsstore.engine.remote.core import CoreRoot, CoreSource
+from gdsstore.engine.remote.reader import RangeSource, Source, get_object, with_range_fix
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
+from gdsstore.errors import RangeNotSupportedError
 
 __all__ = ["WaveReads", "get_one", "read_wave"]
 
@@ -251,7 +252,7 @@ def _core_piece(r: _Request, path: str, room: _Room, each: int) -> core.CorePiec
     if r.slot >= 0:
         n = int(r.expect if r.expect is not None else r.limit or 0)
         if n <= 0:
-            return None  # an empty request: the pure-Python way answers it without a body
+            return None  # an empty request: nothing to ask
         return core.CorePiece(path, r.offset, end, r.expect, r.slot, n)
     at = room.reserve(r, each)  # no room (0 bytes): the answer tells the size, a second call lands it
     return None if at < 0 else core.CorePiece(path, r.offset, end, r.expect, at, each)
@@ -259,30 +260,29 @@ def _core_piece(r: _Request, path: str, room: _Room, each: int) -> core.CorePiec
 
 def _core_done(reqs: list[_Request], ks: list[int], results: list[core.CoreResult],
                errs: dict[int, BaseException], where: str) -> set[int]:
-    """Record what the core did; the requests it settled (landed, missing or failed for good)."""
+    """Record what the core did; the requests it settled (landed, missing or failed for good). An object
+    larger than its room is left for a second call."""
     done: set[int] = set()
     for k, res in zip(ks, results, strict=True):
         r = reqs[k]
-        if res.error is None:
-            r.got = res.size
-            if r.slot >= 0:
-                r.base = r.slot
+        if res.error is None or (res.kind == "status" and "HTTP 416" in str(res.error)):
+            r.got = res.size if res.error is None else 0  # 416: a range past the end holds nothing (zarr's clamp)
+            r.base = r.slot if r.slot >= 0 else r.base
             done.add(k)
-        elif (res.kind in core.PASS_KINDS or res.kind == "range_ignored"
-              or (res.kind == "status" and "HTTP 416" in str(res.error))):
-            # Asked again (a second core call for an object larger than its room, else the pure-Python
-            # way, with its own rules: an empty range; a 200 to a suffix of an empty object, which it
-            # tells apart from a server that ignores Range and then refuses).
+            continue
+        if res.kind == "too_large" and res.total >= 0:
             r.base = -1
-        else:
-            r.got, r.base = -1, -1
-            if res.kind == "length" and res.total >= 0:  # the same words as the pure-Python check (_slot)
-                n = res.total - r.offset if r.limit is None else min(r.limit, res.total - r.offset)
-                what = "object" if r.limit is None else f"range at {r.offset}"
-                res.error = RemoteIOError(f"{where}: {r.key!r}: the {what} is {n} bytes, not the {r.expect} expected")
-            if not isinstance(res.error, _MISSING):
-                errs[k] = res.error
-            done.add(k)
+            continue
+        r.got, r.base = -1, -1
+        if res.kind == "length" and res.total >= 0:  # the same words as the reader's check (_slot)
+            n = res.total - r.offset if r.limit is None else min(r.limit, res.total - r.offset)
+            what = "object" if r.limit is None else f"range at {r.offset}"
+            res.error = RemoteIOError(f"{where}: {r.key!r}: the {what} is {n} bytes, not the {r.expect} expected")
+        elif res.kind == "range_ignored":
+            res.error = with_range_fix(RangeNotSupportedError(str(res.error)))
+        if not isinstance(res.error, _MISSING):
+            errs[k] = res.error or RemoteIOError(f"{where}: {r.key!r}: no answer")
+        done.add(k)
     return done
 
 
@@ -321,41 +321,34 @@ def _regrow(reqs: list[_Request], big: list[tuple[int, core.CorePiece, int]], ro
     return [(k, dataclasses.replace(p, slot=room.reserve(reqs[k], _pad(n)), cap=n)) for (k, p, _), n in zip(big, sizes)]
 
 
-def _transport(backend: Any, reqs: list[_Request], where: str,
-               s: policy.Settings) -> tuple[policy.Decision, tuple[Any, str, list[str | None]] | None]:
-    """Who sends the wave (the policy's decision) and, for the core, the backend's ``(store, base, paths)``."""
-    def ask() -> tuple[Any, str, list[str | None]] | None:
-        target: tuple[Any, str, list[str | None]] | None = backend.core_paths([r.key for r in reqs], where)
-        return target  # None: this backend's settings keep the core off
-
-    return core.decide(s, ask if reqs else None, len(reqs))
-
-
-def _core(target: tuple[Any, str, list[str | None]], reqs: list[_Request], room: _Room, open_sized: int, where: str,
+def _core(root: core.CoreRoot, backend: Any, reqs: list[_Request], room: _Room, open_sized: int, where: str,
           s: policy.Settings, errs: dict[int, BaseException], alloc: Alloc, free: Callable[[Any], None],
-          etags: dict[str, str]) -> list[int]:
+          etags: dict[str, str]) -> None:
     """The wave through the native core (:mod:`.core`): one call, and one more for objects larger than
-    their room; returns the requests still to ask the pure-Python way. Failures for good go into ``errs``,
-    the ETag of each object whose landed answers all carried one into ``etags``."""
-    store, base, paths = target
+    their room. Failures for good go into ``errs``, the ETag of each object whose landed answers all
+    carried one into ``etags``."""
     each = (room.cap - room.used) // max(1, open_sized) // _ALIGN * _ALIGN
     asks: list[tuple[int, core.CorePiece]] = []
-    left: list[int] = []
-    for k, (r, path) in enumerate(zip(reqs, paths, strict=True)):
-        piece = None if path is None else _core_piece(r, path, room, each)
-        if piece is None:
-            left.append(k)
+    for k, r in enumerate(reqs):
+        try:
+            path = backend.core_path(r.key, where)
+        except (TypeError, ValueError, FileNotFoundError) as exc:
+            r.got, errs[k] = -1, exc
+            continue
+        piece = _core_piece(r, path, room, each)
+        if piece is None:  # nothing to ask: an empty range
+            r.got, r.base = 0, max(r.slot, 0)
         else:
             asks.append((k, piece))
     retry = RetryPolicy.from_settings(s)
-    done: set[int] = set()
+    store = root.store()
     landed: list[tuple[int, core.CoreResult]] = []
 
     def call(asks: list[tuple[int, core.CorePiece]]) -> list[core.CoreResult]:
         ks = [k for k, _ in asks]
-        results = core.read_wave(store, base, [p for _, p in asks], room.buf, retry=retry,
+        results = core.read_wave(store, root.base, [p for _, p in asks], room.buf, retry=retry,
                                  concurrency=s.remote_wave_concurrency, timeout=s.remote_timeout or 1e9)
-        done.update(_core_done(reqs, ks, results, errs, where))
+        _core_done(reqs, ks, results, errs, where)
         landed.extend(zip(ks, results))
         return results
 
@@ -364,8 +357,11 @@ def _core(target: tuple[Any, str, list[str | None]], reqs: list[_Request], room:
     big = [(k, p, res.total) for (k, p), res in zip(asks, results) if res.kind == "too_large" and res.total >= 0]
     if big:
         call(_regrow(reqs, big, room, alloc, free))
+        for k, _, _ in big:
+            if reqs[k].base < 0 and k not in errs:  # still too large: the object grew between the two calls
+                reqs[k].got = -1
+                errs[k] = RemoteIOError(f"{where}: {root.base}{reqs[k].key}: the object changed during the wave")
     etags.update(_one_version(reqs, landed, errs))
-    return sorted(left + [k for k, _ in asks if k not in done])
 
 
 def get_one(source: RangeSource, alloc: Callable[[int], Any], byte_range: ByteRange | None) -> Any:
@@ -452,31 +448,15 @@ def read_wave(
     share = min(_pad(hint) if hint else _ROOM, _ROOM_MAX // max(1, open_sized))
     spare = room if room is not None else open_sized * share
     buf = _Room(fixed, spare, alloc, sparse=room is None and not hint)
-    failed = threading.Event()
     errs: dict[int, BaseException] = {}
-    sources: dict[str, RangeSource] = {}
-
-    def piece(k: int) -> int:
-        r = reqs[k]
-        if failed.is_set() and errors == "raise":
-            return 0  # another request failed for good: the wave is lost, stop asking
-        try:
-            src = backend.source(r.key, where)
-            sources.setdefault("route", src)
-            _fetch(src, r, buf, where)
-        except BaseException as exc:
-            r.got = -1
-            errs[k] = exc
-            failed.set()
-        return 0
-
+    root: core.CoreRoot | None = backend.core
+    seen: dict[str, str] = {}  # the ETags the core's answers carried
     try:
-        transport, target = _transport(backend, reqs, where, s)
-        seen: dict[str, str] = {}  # the ETags the core's answers carried
-        todo = _core(target, reqs, buf, open_sized, where, s, errs, alloc, free, seen) if target else [*range(len(reqs))]
-        if errs and errors == "raise":
-            raise errs[min(errs)]
-        run_pieces([_bind(piece, k) for k in todo], [0] * len(todo), policy.python_wave_concurrency(s)).result()
+        if root is not None:
+            if reqs:
+                _core(root, backend, reqs, buf, open_sized, where, s, errs, alloc, free, seen)
+        else:
+            _python(backend, reqs, buf, errs, errors == "raise", where, s)
         if errs and errors == "raise":
             raise errs[min(errs)]
         buf.settle(reqs, alloc, free)
@@ -484,54 +464,80 @@ def read_wave(
         free(buf.owner)
         raise
     offsets, sizes = _place(reqs, items, len(keys))
-    item_errors: list[BaseException | None] | None = None
-    if errors == "return":
-        item_errors = [None] * len(keys)
-        for k, exc in errs.items():
-            for i in reqs[k].members:
-                item_errors[i] = exc
+    item_errors = _item_errors(reqs, errs, len(keys)) if errors == "return" else None
     if _trace.active() and reqs:
-        src = sources.get("route") or backend.source(reqs[0].key, where)
-        reason = _reason(transport, bool(todo), s)
-        _trace.record("read", src.route, reason, int(sizes.clip(0).sum()), time.perf_counter() - t0,
-                      backend.url, None, requests=len(reqs))
+        reason = f"wave: {core.wave_reason(s)}" if root is not None else \
+            f"wave: {policy.python_wave_concurrency(s)} concurrent requests (remote.wave_concurrency)"
+        _trace.record("read", backend.route, reason, int(sizes.clip(0).sum()), time.perf_counter() - t0,
+                      str(backend.url), None, requests=len(reqs))
     if room is None and open_sized:
         backend.room_hint = max([0, *(r.got for r in reqs if r.slot < 0)])
     split = core.split_bytes if core.available() else None  # else Wave.all_bytes copies one by one
     return Landed(buf.buf[: buf.used], offsets, sizes, buf.owner, errors=item_errors, requests=len(reqs),
-                  split=split, etags=_etags(reqs, todo, seen))
+                  split=split, etags=seen)
 
 
-def _etags(reqs: list[_Request], todo: list[int], seen: dict[str, str]) -> dict[str, str]:
-    """Per key, the one ETag its answers carried, for the keys the core answered whole (the pure-Python way
-    sees none)."""
-    python_way = {reqs[k].key for k in todo}
-    return {key: tag for key, tag in seen.items() if key not in python_way}
+def _item_errors(reqs: list[_Request], errs: dict[int, BaseException], n: int) -> list[BaseException | None]:
+    """Each item's failure (None: it landed or is missing), from its request's."""
+    out: list[BaseException | None] = [None] * n
+    for k, exc in errs.items():
+        for i in reqs[k].members:
+            out[i] = exc
+    return out
 
 
-def _reason(transport: policy.Decision, rest: bool, s: policy.Settings) -> str:
-    """The wave's trace reason: who sent it (the policy's decision) and whether the pure-Python way helped."""
-    if transport.route == "core":
-        return f"wave: {transport.reason}" + (", what it handed back: pure-Python" if rest else "")
-    return f"wave: {transport.reason}, {policy.python_wave_concurrency(s)} concurrent requests (remote.wave_concurrency)"
+def _python(backend: Any, reqs: list[_Request], room: _Room, errs: dict[int, BaseException], stop_on_error: bool,
+            where: str, s: policy.Settings) -> None:
+    """The wave of a backend without a core root (WebHDFS): one request per piece through the reader,
+    ``remote.wave_concurrency`` (at most 64) at a time; failures for good go into ``errs``."""
+    failed = threading.Event()
 
+    def piece(k: int) -> int:
+        r = reqs[k]
+        if failed.is_set() and stop_on_error:
+            return 0  # another request failed for good: the wave is lost, stop asking
+        try:
+            src = backend.source(r.key, where)
+            assert not isinstance(src, core.CoreSource)
+            _fetch(src, r, room, where)
+        except BaseException as exc:
+            r.got = -1
+            errs[k] = exc
+            failed.set()
+        return 0
 
-def _bind(fn: Callable[[int], int], k: int) -> Callable[[], int]:
-    return lambda: fn(k)
+    run_pieces([functools.partial(piece, k) for k in range(len(reqs))], [0] * len(reqs),
+               policy.python_wave_concurrency(s)).result()
 
 
 class WaveReads:
     """The remote backends' :meth:`~gdsstore.engine.backend.Backend.get_many`: one :func:`read_wave`."""
 
     waves = True
+    #: Where the backend's objects are for the native core (HTTP(S), S3), set once by the backend; None:
+    #: the wave goes through :meth:`source` (WebHDFS).
+    core: CoreRoot | None = None
+    #: The trace's route of the backend's reads (``"http"``, ``"s3"``, ``"webhdfs"``).
+    route: str = ""
 
-    def source(self, key: str, where: str) -> RangeSource:
+    def core_path(self, key: str, where: str) -> str:
+        """The object path of ``key`` for the core (raises ``ValueError`` for a refused key)."""
+        raise NotImplementedError
+
+    def source(self, key: str, where: str) -> Source:
         raise NotImplementedError
 
     def get(self, key: str, alloc: Any, byte_range: ByteRange | None = None) -> Any:
         """Read ``key`` (or a range of it) into ``alloc(n)``: one request for a small object or range,
-        no size lookup first (a suffix range looks the size up)."""
-        return get_one(self.source(key, f"{type(self).__name__}.get()"), alloc, byte_range)
+        no size lookup first (through the core: a suffix range too)."""
+        where = f"{type(self).__name__}.get()"
+        if self.core is None:
+            src = self.source(key, where)
+            assert not isinstance(src, core.CoreSource)
+            return get_one(src, alloc, byte_range)
+        src = self.source(key, where)
+        assert isinstance(src, CoreSource)
+        return src.get(alloc, byte_range, where)
 
     def get_many(
         self,

@@ -25,10 +25,10 @@ import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
-from gdsstore.engine.remote.http_transport import (
+from gdsstore.engine.remote.keys import check_remote_key
+from gdsstore.engine.remote.pooled_http import (
     HTTPBody,
     HTTPClient,
-    check_remote_key,
     drop,
     get_client,
     raise_for_status,
@@ -224,6 +224,8 @@ class WebHDFSSource:
 
 class WebHDFSBackend(WaveReads, Backend):
     """Files under ``webhdfs://host:port/path``; keys are paths relative to it."""
+
+    route = "webhdfs"
 
     def __init__(self, root: str, storage_options: Mapping[str, Any] | None = None) -> None:
         self._client = WebHDFSClient(root, dict(storage_options or {}))

@@ -1,0 +1,484 @@
+"""S3's configuration, resolved once by botocore: endpoint, addressing style, region and credentials.
+
+botocore resolves credentials the standard way (explicit keys, env, shared profile, web identity, SSO,
+instance role) and runs the control calls (HEAD, LIST, DELETE) with one retry policy
+(:mod:`gdsstore.engine.remote.retry`; botocore's own retries are off). Every data request (GETs, PUTs,
+multipart uploads) goes through the native core, whose store of a bucket is built from botocore's result
+(:meth:`S3Client.core_options`), so no transport sends a request where botocore would not.
+
+Without ``region_name``, each bucket's region is asked once (``HeadBucket``'s ``x-amz-bucket-region``)
+before anything is signed for it, and requests to that bucket are signed for that region.
+
+Where a bucket's requests go is botocore's resolution alone (the options, ``AWS_ENDPOINT_URL(_S3)``, the
+profile's ``endpoint_url`` or ``services`` section, the region's endpoint rules, the addressing style): it is
+read once per bucket off the URL botocore presigns for a probe key (:class:`S3Target`; nothing is sent for
+it). Sessions and clients are cached per AWS environment (:func:`_aws_environment`).
+
+Storage options (s3fs-compatible names where they exist):
+
+- ``key``/``secret``/``token`` (or ``aws_access_key_id``/``aws_secret_access_key``/``aws_session_token``),
+  ``profile``, ``anon`` (unsigned requests to public buckets),
+- ``endpoint_url``, ``region_name``, ``addressing_style`` (``"path"``/``"virtual"``/``"auto"``),
+- ``verify`` (``True``/``False``/CA bundle path), ``use_ssl`` (``False``: plain HTTP to AWS's
+  endpoints), ``client_kwargs``, ``config_kwargs`` (passed to botocore's ``create_client`` and ``Config``:
+  where they change the endpoint, the core follows),
+- ``requester_pays`` (``RequestPayer="requester"`` on every request), ``s3_additional_kwargs`` (server-side
+  encryption of every upload: ``{"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": ..., "BucketKeyEnabled":
+  True}`` or ``"AES256"``; other upload arguments are refused),
+- ``version_aware``: a read pins the object's ``VersionId`` (a replaced object is still read whole,
+  from the version that was opened) instead of failing on a changed ETag,
+- ``session``: a ``botocore.session.Session`` to take credentials and configuration from (an
+  aiobotocore session is refused: use its botocore equivalent or pass keys),
+- fsspec's generic options, accepted and ignored (gdsstore keeps no listings or instance caches):
+  ``skip_instance_cache``, ``use_listings_cache``, ``listings_expiry_time``, ``max_paths``,
+  ``default_block_size``, ``default_fill_cache``, ``default_cache_type``, ``cache_regions``, ``loop``,
+  ``asynchronous`` (only ``False``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from gdsstore import policy
+from gdsstore._optional import require
+from gdsstore.engine.remote import core
+from gdsstore.engine.remote.redact import Scrubber
+from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, retry_after
+
+__all__ = ["S3Client", "S3Target", "get_s3_client", "parse_s3_url"]
+
+# fsspec/s3fs options with no meaning here (no listings cache, no instance cache, sync only).
+_IGNORED_OPTIONS = frozenset(
+    {
+        "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "default_block_size",
+        "default_fill_cache", "default_cache_type", "cache_regions", "loop", "asynchronous",
+    }
+)
+_OPTION_NAMES = frozenset(
+    {
+        "key", "secret", "token", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+        "profile", "anon", "endpoint_url", "region_name", "addressing_style", "verify", "client_kwargs",
+        "config_kwargs", "use_ssl", "requester_pays", "s3_additional_kwargs", "version_aware", "session",
+    }
+) | _IGNORED_OPTIONS
+_NOT_FOUND = frozenset({"404", "NoSuchKey", "NoSuchBucket", "NotFound"})
+_DENIED = frozenset(
+    {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "AllAccessDisabled"}
+)
+_EXISTS = frozenset({"412", "PreconditionFailed", "ConditionalRequestConflict"})
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """``"s3://bucket/a/b"`` → ``("bucket", "a/b")``.
+
+    Raises:
+        ValueError: not an ``s3://`` URL or no bucket.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "s3" or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"S3: not an s3://bucket/key URL: {url!r}")
+    if "@" in parts.netloc:
+        raise ValueError("S3: credentials in the URL are not accepted; pass key=/secret= storage options")
+    return parts.netloc, parts.path.lstrip("/")
+
+
+# Sessions per profile and clients per options, each with the fingerprint of the environment it was made in.
+_sessions: dict[str | None, tuple[bytes, Any]] = {}
+_session_lock = threading.Lock()
+_clients: dict[str, tuple[bytes, S3Client]] = {}
+
+# Where botocore looks for shared configuration when the variable is unset.
+_SHARED_FILES = (("AWS_CONFIG_FILE", "~/.aws/config"), ("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"))
+
+
+def _aws_environment() -> bytes:
+    """A digest of what botocore reads besides the options: every ``AWS_*`` variable (endpoints, profile,
+    region, keys) and the path, size and mtime of the shared config and credentials files.
+
+    Part of the key of the cached sessions and clients, so a changed variable or file is seen by the next
+    client made, and never silently replaced by what an earlier client resolved.
+    """
+    import hashlib
+
+    parts: list[object] = [*sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))]
+    for var, default in _SHARED_FILES:
+        path = os.path.expanduser(os.environ.get(var) or default)
+        try:
+            st = os.stat(path)
+            parts.append((path, st.st_size, st.st_mtime_ns))
+        except OSError:
+            parts.append((path, None))
+    return hashlib.sha256(repr(parts).encode()).digest()  # a digest: no second copy of secrets in memory
+
+
+def _session(profile: str | None) -> Any:
+    """One botocore session per profile and environment: creating one loads its data files (~0.1 s), and a
+    session keeps the configuration and credentials it first read, so a changed environment needs a new one."""
+    import botocore.session
+
+    env = _aws_environment()
+    with _session_lock:
+        held = _sessions.get(profile)
+        if held is None or held[0] != env:
+            held = _sessions[profile] = (env, botocore.session.Session(profile=profile))
+        return held[1]
+
+
+def get_s3_client(options: dict[str, Any]) -> S3Client:
+    """The process-wide :class:`S3Client` for these options, the current remote settings and the current
+    AWS environment (:func:`_aws_environment`).
+
+    Clients are cached (they hold connection pools); the key lives only in this process's memory. A client
+    made in another environment is replaced, not kept beside the new one; objects opened with it keep it.
+    """
+    s = policy.settings()
+    key = json.dumps(
+        [options, s.remote_connect_timeout, s.remote_timeout, s.remote_concurrency], sort_keys=True, default=repr
+    )
+    env = _aws_environment()
+    with _session_lock:
+        held = _clients.get(key)
+    if held is None or held[0] != env:
+        c = S3Client(options)
+        with _session_lock:
+            held = _clients.get(key)
+            if held is None or held[0] != env:
+                held = _clients[key] = (env, c)
+    return held[1]
+
+
+def _check_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Refuse unknown names and meaningless values; drop the generic fsspec options we ignore."""
+    unknown = sorted(set(options) - _OPTION_NAMES)
+    if unknown:
+        raise TypeError(f"S3: unknown storage options {unknown}; known: {sorted(_OPTION_NAMES)}")
+    if options.get("asynchronous"):
+        raise ValueError("S3: asynchronous=True is not supported (gdsstore's S3 calls are synchronous); drop it")
+    extra = options.get("s3_additional_kwargs")
+    if extra is not None and not isinstance(extra, dict):
+        raise TypeError(f"S3: s3_additional_kwargs must be a dict, got {type(extra).__name__}")
+    return {k: v for k, v in options.items() if k not in _IGNORED_OPTIONS}
+
+
+def _session_from(o: dict[str, Any]) -> Any:
+    """The botocore session: the ``session`` option, else one per ``profile``."""
+    given = o.pop("session", None)
+    profile = o.pop("profile", None)
+    if given is None:
+        return _session(profile)
+    import botocore.session
+
+    if not isinstance(given, botocore.session.Session) or type(given).__module__.startswith("aiobotocore"):
+        raise TypeError(
+            f"S3: session must be a botocore.session.Session, got {type(given).__module__}.{type(given).__name__}; "
+            "pass botocore.session.Session(profile=...) or key=/secret= instead"
+        )
+    return given
+
+
+class S3Client:
+    """A botocore S3 client built from storage options, and the native core's stores of its buckets."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        require("botocore", purpose="S3 (s3:// URLs)")  # a missing botocore names the extra to install
+        from botocore import UNSIGNED
+        from botocore.config import Config
+
+        s = policy.settings()
+        o = _check_options(dict(options))
+        client_kwargs = dict(o.pop("client_kwargs", None) or {})
+        config_kwargs = dict(o.pop("config_kwargs", None) or {})
+        self.scrub = Scrubber()
+        self.requester_pays = bool(o.pop("requester_pays", False))
+        self.version_aware = bool(o.pop("version_aware", False))
+        self._encryption = _encryption_options(dict(o.pop("s3_additional_kwargs", None) or {}))
+        if "use_ssl" in o:
+            client_kwargs.setdefault("use_ssl", bool(o.pop("use_ssl")))
+        session = _session_from(o)
+        key = o.pop("key", None) or o.pop("aws_access_key_id", None)
+        secret = o.pop("secret", None) or o.pop("aws_secret_access_key", None)
+        token = o.pop("token", None) or o.pop("aws_session_token", None)
+        for v in (key, secret, token):
+            self.scrub.add(v)
+        self._anon = bool(o.pop("anon", False))
+        s3_cfg = dict(config_kwargs.pop("s3", None) or {})
+        if o.get("addressing_style"):
+            s3_cfg["addressing_style"] = o.pop("addressing_style")
+        cfg: dict[str, Any] = {
+            "signature_version": UNSIGNED if self._anon else "s3v4",
+            "s3": s3_cfg,
+            # One retry policy: ours (remote.retry), so botocore makes exactly one attempt per call.
+            "retries": {"total_max_attempts": 1},
+            "connect_timeout": s.remote_connect_timeout,
+            "read_timeout": s.remote_timeout,
+            "max_pool_connections": max(10, 2 * s.remote_concurrency),
+        }
+        cfg.update(config_kwargs)
+        verify = o.pop("verify", True)
+        region = o.pop("region_name", None) or client_kwargs.pop("region_name", None)
+        endpoint = o.pop("endpoint_url", None) or client_kwargs.pop("endpoint_url", None)
+        self.region_given = region is not None
+        self._verify: bool | str = verify
+        self._session = session
+        self._create: dict[str, Any] = {
+            "endpoint_url": endpoint, "aws_access_key_id": key, "aws_secret_access_key": secret,
+            "aws_session_token": token, "verify": verify, "config": Config(**cfg), **client_kwargs,
+        }
+        # Until a bucket's region is known: the given one, else botocore's (AWS_DEFAULT_REGION, the profile's,
+        # or us-east-1); HeadBucket answers from there with the bucket's region.
+        self.client = self._make(region)
+        self._bucket_clients: dict[str, Any] = {}
+        self._targets: dict[str, S3Target] = {}
+        self._fork_pid = os.getpid()
+        self.retry_policy = RetryPolicy.from_settings(s)
+
+    def _make(self, region: str | None) -> Any:
+        with _session_lock:  # botocore sessions are not thread-safe; the clients they make are
+            return self._session.create_client("s3", region_name=region, **self._create)
+
+    def _check_fork(self) -> None:
+        """botocore clients hold urllib3 pools: a forked child builds its own before its first call."""
+        if self._fork_pid != os.getpid():
+            self._fork_pid = os.getpid()
+            self.client = self._make(self.client.meta.region_name)
+            self._bucket_clients = {}
+
+    def region_of(self, bucket: str) -> str:
+        """The region requests to ``bucket`` are signed for: ``region_name``, else the bucket's own
+        (``HeadBucket``'s ``x-amz-bucket-region``, asked once per bucket)."""
+        return str(self.for_bucket(bucket).meta.region_name)
+
+    def for_bucket(self, bucket: str) -> Any:
+        """The botocore client that signs for ``bucket``'s region."""
+        self._check_fork()
+        if self.region_given or not bucket:
+            return self.client
+        c = self._bucket_clients.get(bucket)
+        if c is None:
+            region = self._discover_region(bucket)
+            c = self.client if region == self.client.meta.region_name else self._make(region)
+            c = self._bucket_clients.setdefault(bucket, c)
+        return c
+
+    def _discover_region(self, bucket: str) -> str:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            meta = self.client.head_bucket(Bucket=bucket).get("ResponseMetadata", {})
+        except ClientError as exc:  # AWS answers 301/403 from another region, with the header
+            meta = exc.response.get("ResponseMetadata", {})
+        except BotoCoreError:
+            return str(self.client.meta.region_name)  # unreachable now: the call itself will say why
+        region = (meta.get("HTTPHeaders") or {}).get("x-amz-bucket-region")
+        return str(region or self.client.meta.region_name)
+
+    def call(self, op: str, what: str, **params: Any) -> Any:
+        """Run one botocore operation with our retries; errors mapped to builtin exceptions."""
+        if self.requester_pays:
+            params.setdefault("RequestPayer", "requester")
+        fn = getattr(self.for_bucket(str(params.get("Bucket", ""))), op)
+
+        def attempt() -> Any:
+            try:
+                return fn(**params)
+            except Exception as exc:
+                raise self.map_error(exc, what) from None
+
+        return RetryPolicy.from_settings().call(attempt, what)
+
+    def map_error(self, exc: Exception, what: str) -> Exception:
+        """botocore exception → FileNotFoundError / PermissionError / TransientError / RemoteIOError."""
+        from botocore.exceptions import (
+            ClientError,
+            ConnectionClosedError,
+            ConnectTimeoutError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            ReadTimeoutError,
+        )
+
+        if isinstance(exc, ClientError):
+            err = exc.response.get("Error", {})
+            code = str(err.get("Code", ""))
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            label = f"{what}: {code or status}"
+            if code in _NOT_FOUND or status == 404:
+                return FileNotFoundError(f"{label}: no such bucket or key")
+            if code in _DENIED or status in (401, 403):
+                return PermissionError(f"{label}: access denied")
+            if code in _EXISTS or status == 412:
+                return FileExistsError(f"{label}: the key exists")
+            if self.retry_policy.retryable_status(status) or code in ("SlowDown", "RequestTimeout", "InternalError"):
+                headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders") or {}
+                return TransientError(label, retry_after=retry_after(_Caseless(headers)))
+            return RemoteIOError(label)
+        if isinstance(exc, NoCredentialsError):
+            return PermissionError(f"{what}: no AWS credentials found (pass key=/secret=, a profile, or anon=True)")
+        text = self.scrub(f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError):
+            return TransientError(f"{what}: {text}")
+        if isinstance(exc, OSError | ValueError | TypeError):
+            return type(exc)(f"{what}: {text}")
+        return RemoteIOError(f"{what}: {text}")
+
+    def target(self, bucket: str) -> S3Target:
+        """Where botocore sends the requests of ``bucket`` (:class:`S3Target`), read once off the URL botocore
+        presigns for a probe key (nothing is sent for it).
+
+        Raises:
+            RemoteIOError: the URL has a shape the native core cannot reproduce (signed for another service).
+        """
+        self._check_fork()
+        if bucket not in self._targets:
+            params: dict[str, Any] = {"Bucket": bucket, "Key": _PROBE_KEY}
+            if self.requester_pays:
+                params["RequestPayer"] = "requester"
+            url = str(self.for_bucket(bucket).generate_presigned_url("get_object", Params=params, ExpiresIn=60))
+            target = S3Target.from_probe(url, bucket, self.for_bucket(bucket).meta.region_name)
+            if target is None:
+                raise RemoteIOError(
+                    f"S3: botocore signs the requests of bucket {bucket!r} for another service than s3 (S3 Express, "
+                    "Outposts?), which gdsstore's native core cannot send; use an s3 endpoint")
+            self._targets[bucket] = target
+        return self._targets[bucket]
+
+    def core_options(self, bucket: str) -> dict[str, str]:
+        """object_store's options for ``bucket`` (the native core signs in the header with them): the endpoint,
+        addressing style and signing region botocore resolved (:meth:`target`), the credentials botocore holds
+        now (refreshed by botocore as they near their end), requester pays and server-side encryption.
+
+        Raises:
+            PermissionError: no credentials at hand (and not ``anon``).
+        """
+        creds = self._credentials
+        if creds is None and not self._anon:
+            raise PermissionError(f"S3 s3://{bucket}: no AWS credentials found (pass key=/secret=, a profile, "
+                                  "or anon=True)")
+        o = {**self.target(bucket).core_options(bucket), **self._encryption}
+        if self.requester_pays:
+            o["aws_request_payer"] = "true"
+        frozen = creds.get_frozen_credentials() if creds is not None else None
+        if frozen is None or not frozen.access_key:
+            o["aws_skip_signature"] = "true"
+            return o
+        o["aws_access_key_id"], o["aws_secret_access_key"] = frozen.access_key, frozen.secret_key
+        if frozen.token:
+            o["aws_session_token"] = frozen.token
+        return o
+
+    def core_store(self, bucket: str) -> Any:
+        """The native core's store of ``bucket`` with this client's identity. Looked up for every wave, upload
+        and opened object (a few µs): new credentials make a new store."""
+        s = policy.settings()
+        return core.s3_store(self.core_options(bucket), connect_timeout=s.remote_connect_timeout,
+                             pool_idle=s.remote_wave_concurrency, verify=self._verify)
+
+    def core_root(self, bucket: str) -> core.CoreRoot:
+        """The native core's root of ``bucket`` (paths are object keys)."""
+        return core.CoreRoot(lambda: self.core_store(bucket), f"s3://{bucket}/")
+
+    @property
+    def _credentials(self) -> Any:
+        """botocore credentials (refreshed by botocore where they expire), or None (anonymous/none)."""
+        if self._anon:
+            return None
+        c = self._create
+        if c.get("aws_access_key_id") and c.get("aws_secret_access_key"):
+            from botocore.credentials import Credentials
+
+            return Credentials(c["aws_access_key_id"], c["aws_secret_access_key"], c.get("aws_session_token"))
+        return self._session.get_credentials()
+
+
+_UNRESERVED = "-_.~"
+#: s3_additional_kwargs the core applies to uploads (object_store's server-side encryption options).
+_ENCRYPTION = {"ServerSideEncryption": "aws_server_side_encryption", "SSEKMSKeyId": "aws_sse_kms_key_id",
+               "BucketKeyEnabled": "aws_sse_bucket_key_enabled"}
+
+
+def _encryption_options(extra: dict[str, Any]) -> dict[str, str]:
+    """object_store's options for ``s3_additional_kwargs``; anything but server-side encryption is refused."""
+    other = sorted(set(extra) - set(_ENCRYPTION))
+    if other:
+        raise TypeError(f"S3: s3_additional_kwargs {other} are not supported (uploads go through gdsstore's native "
+                        f"core, which applies {sorted(_ENCRYPTION)}); set the others with a bucket policy or "
+                        "default, or drop them")
+    return {_ENCRYPTION[k]: str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items()}
+# The key botocore presigns to show where a bucket's requests go (nothing is sent for it).
+_PROBE_KEY = "gdsstore-probe/x"
+
+
+@dataclass(frozen=True, slots=True)
+class S3Target:
+    """Where botocore sends the requests of one bucket, read off the URL it presigned for a probe key.
+
+    That URL is botocore's whole resolution (``endpoint_url``, ``AWS_ENDPOINT_URL(_S3)``, a profile's
+    ``endpoint_url`` or ``services`` section, the region's endpoint rules, path or virtual-hosted style,
+    dual-stack, FIPS, ``use_ssl``); every transport takes its requests' URLs and signing region from here.
+
+    Attributes:
+        url: the presigned URL of the probe key.
+        endpoint: scheme, host and path prefix of the bucket's requests, without the bucket where it is in
+            the path (``path_style``), else the bucket's own endpoint (virtual-hosted).
+        path_style: the bucket is the first segment after ``endpoint``'s path.
+        region: the region requests are signed for (the URL's credential scope; unsigned: the client's).
+    """
+
+    url: str
+    endpoint: str
+    path_style: bool
+    region: str
+
+    @classmethod
+    def from_probe(cls, url: str, bucket: str, client_region: str) -> S3Target | None:
+        """The target shown by ``url`` (botocore's presign of :data:`_PROBE_KEY` in ``bucket``); None when
+        the URL does not end in the key or is signed for another service than ``s3``."""
+        from urllib.parse import parse_qs, quote
+
+        parts = urlsplit(url)
+        quoted = quote(_PROBE_KEY, safe="/" + _UNRESERVED)
+        if not parts.scheme or not parts.netloc or not parts.path.endswith("/" + quoted):
+            return None
+        prefix = parts.path[: len(parts.path) - len(quoted)]  # ends in "/"
+        scope = (parse_qs(parts.query).get("X-Amz-Credential") or [""])[0].split("/")
+        if len(scope) == 5 and scope[3] != "s3":
+            return None  # another signing service (S3 Express, Outposts...): botocore signs, the core does not
+        region = scope[2] if len(scope) == 5 else client_region
+        bucket_dir = "/" + quote(bucket, safe=_UNRESERVED) + "/"
+        path_style = prefix.endswith(bucket_dir)
+        if path_style:
+            prefix = prefix[: len(prefix) - len(bucket_dir) + 1]
+        endpoint = f"{parts.scheme}://{parts.netloc}{prefix.rstrip('/')}"
+        return cls(url, endpoint, path_style, region)
+
+    def core_options(self, bucket: str) -> dict[str, str]:
+        """object_store's location options: a request for key ``k`` goes to ``{endpoint}/{bucket}/{k}``
+        (path style) or ``{endpoint}/{k}`` (virtual-hosted: object_store takes the endpoint as the bucket's
+        own), the same URL botocore builds."""
+        return {
+            "aws_bucket": bucket, "aws_region": self.region, "aws_endpoint": self.endpoint,
+            "aws_virtual_hosted_style_request": "false" if self.path_style else "true",
+        }
+
+
+class _Caseless(dict[str, str]):
+    """botocore's lower-cased response headers, read with any case."""
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return super().get(key.lower(), default)
+
+
+def _after_fork_in_child() -> None:
+    global _session_lock
+    _session_lock = threading.Lock()  # another thread may have held it at the fork
+    _clients.clear()  # each S3Client also rebuilds its botocore clients on first use in the child
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
