@@ -262,3 +262,10 @@ def test_tls_is_verified_by_default(tls_server: FaultServer, tls_ca: str) -> Non
             buf = bytearray(f.size)
             f.read(buf)
         assert bytes(buf) == DATA
+
+
+def test_a_client_certificate_is_refused_naming_why(srv: FaultServer) -> None:
+    # The native core sends no TLS client certificate: cert= is refused, never ignored, and nothing is sent.
+    with pytest.raises(TypeError, match=r"client certificates \(cert=\) are not supported.*drop cert="):
+        gdsstore.open(srv.url("obj.bin"), cert=("/path/client.pem", "/path/client.key"))
+    assert srv.log == []
