@@ -407,7 +407,7 @@ def decide_local_batch(*, core_missing: str | None, reads: int, overlapping: boo
     the engine's Python threads (``"python"``).
 
     Args:
-        core_missing: why ``gdsstore_core`` cannot be loaded; None when it loads.
+        core_missing: why ``gdsstore._core`` cannot be loaded; None when it loads.
         reads: the batch's reads (after cutting large ones into pieces).
         overlapping: two reads land on the same destination bytes (the core writes slots concurrently and
             takes only disjoint ones).

@@ -47,14 +47,10 @@ cat "$core_log"
 [ "$core_status" = 0 ] || { echo "test: the native core's checks failed (above)" >&2; exit "$core_status"; }
 python -c 'from gdsstore.engine import native; assert native.load() is not None, native.unavailable_reason()'
 # Two workers on the 2-core machine (pytest-xdist), a whole test file per worker so each file's servers and
-# module fixtures are made once; the tests that compare timings (marker `serial`) run after, alone.
+# module fixtures are made once. Tests count events, never seconds: speed lives in benchmarks/.
 # With arguments, one run with them (`bash scripts/test.sh tests/docs -n 0`: serial).
 if [ "$#" -gt 0 ]; then
   exec pytest -p no:cacheprovider -n auto --dist loadfile "$@"
 fi
 echo "== pytest (2 workers)"
-status=0
-pytest -p no:cacheprovider -n auto --dist loadfile -m "not serial" || status=$?
-echo "== pytest (timed tests, alone)"
-pytest -p no:cacheprovider -m serial || { s=$?; [ "$s" = 5 ] || status=$s; }
-exit "$status"
+exec pytest -p no:cacheprovider -n auto --dist loadfile

@@ -38,20 +38,7 @@ def _gpu_skip_reason() -> str | None:
     return None
 
 
-# Tests whose assertions compare timings (a ratio of two speeds): marked ``serial``, so scripts/test.sh runs
-# them alone after the parallel run, where no other worker shares the two cores. tests/test_suite.py checks
-# that each name is still a test.
-TIMED = (
-    "tests/remote/test_wave.py::test_ten_thousand_chunks_cost_what_one_thousand_do_nginx",
-    "tests/remote/test_wave.py::test_ten_thousand_chunks_cost_what_one_thousand_do_s3",
-    "tests/remote/test_http.py::test_nginx_throughput_is_sane",
-)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.nodeid.split("[")[0] in TIMED:
-            item.add_marker(pytest.mark.serial)
     reason = _gpu_skip_reason()
     if reason is None:
         return

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 import pytest
@@ -198,17 +197,6 @@ def test_nginx_backend_is_read_only(www: NginxServer) -> None:
     assert repr(b) == f"HTTPBackend({www.url('')[:-1]!r})"
 
 
-def test_nginx_throughput_is_sane(www: NginxServer) -> None:
-    # Not a benchmark: catches a pathological slowdown (e.g. byte-at-a-time reads) on a 2-core CI box.
-    with gdsstore.config.set({"task_size": 256 << 10}), gdsstore.open(www.url("big.bin")) as f:
-        buf = np.empty(f.size, "u1")
-        t0 = time.perf_counter()
-        for _ in range(5):
-            f.read(buf)
-        rate = 5 * len(DATA) / (time.perf_counter() - t0)
-    assert rate > 20e6, f"{rate / 1e6:.1f} MB/s"
-
-
 # -- whole-object gets: one round trip for small objects ----------------------------------------------
 
 
@@ -253,10 +241,8 @@ def test_get_empty_missing_forbidden(srv: FaultServer) -> None:
 def test_tls_is_verified_by_default(tls_server: FaultServer, tls_ca: str) -> None:
     tls_server.objects["tls.bin"] = DATA
     url = tls_server.url("tls.bin")
-    t0 = time.perf_counter()
     with pytest.raises(RemoteIOError, match=r"(?i)certificate"):
-        gdsstore.open(url)  # self-signed: refused, and not retried
-    assert time.perf_counter() - t0 < 2
+        gdsstore.open(url)  # an unknown issuer: refused (one attempt: test_core_interrupts counts them)
     for opts in ({"verify": tls_ca}, {"verify": False}):
         with gdsstore.open(url, **opts) as f:
             buf = bytearray(f.size)

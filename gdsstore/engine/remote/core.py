@@ -79,7 +79,7 @@ def module() -> Any:
     mod = _load()
     if mod is None:
         raise RemoteIOError(f"HTTP(S) and S3 go through gdsstore's native core: {unavailable_reason()}; reinstall gdsstore "
-                            "(`pip install .` builds it) or run `bash scripts/build_core.sh`")
+                            "(`pip install .` in a clone builds it with cargo; docs/install.md)")
     return mod
 
 
