@@ -1,11 +1,10 @@
-"""The wave alone: many GETs into one host buffer, through the native core, obstore and gdsstore's
-pure-Python wave, with the bytes checked, interleaved rounds, medians, and CPU-seconds per round.
+"""The wave alone: many GETs into one host buffer, through the native core and obstore, with the bytes checked, interleaved rounds, medians, and CPU-seconds per round.
 
 Workloads: ``N x SIZE`` objects served by nginx (tests/servers/nginx.py) on loopback, over HTTP and, nginx
 answering path-style S3 GETs (it ignores the signature, so each client's own S3 cost shows), over S3;
 and ``2,048 x 64 KiB`` behind a server that answers every GET after ``--latency`` seconds (aiohttp), as
 requests per second. Contenders: the core's wave, obstore's sync ``get()`` from 16 threads, gdsstore's
-pure-Python wave, gdsstore's fsspec ``cat`` (the wave through the filesystem, sizes unknown, default settings) and, where
+fsspec ``cat`` (the wave through the filesystem, sizes unknown, default settings) and, where
 installed, tensorstore's ``http``/``s3`` kvstore (its default concurrency, and 256 in flight under
 latency). ``--only`` keeps the contenders whose name holds one of its words.
 
@@ -35,7 +34,6 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 import gdsstore
-from gdsstore.engine.backend import backend_for
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.retry import RetryPolicy
 
@@ -167,20 +165,6 @@ def fsspec_cat_reader(base: str, name: str, data: list[bytes], size: int, conc: 
     return run
 
 
-def python_reader(base: str, name: str, data: list[bytes], size: int, conc: int) -> Reader:
-    keys = [f"{name}/{i}" for i in range(len(data))]
-
-    def run() -> int:
-        with gdsstore.config.set({"remote.core": "off", "remote.wave_concurrency": conc}):
-            backend = backend_for(base)
-            w = backend.get_many(keys, None, lambda n: (np.zeros(n, np.uint8), None), expect=np.full(len(keys), size))
-        for i in (0, len(keys) // 2, len(keys) - 1):
-            assert w.view(i).tobytes() == data[i]
-        return len(keys) * size
-
-    return run
-
-
 def _measure(readers: dict[str, Reader], rounds: int) -> dict[str, dict[str, Any]]:
     """Interleaved rounds (one of each contender per round) after one warm-up each; medians."""
     for r in readers.values():
@@ -241,8 +225,6 @@ def latency_rows(latency: float, n: int, size: int, rounds: int, concs: list[int
     readers: dict[str, Reader] = {}
     for c in concs:
         readers[f"core c={c}"] = core_reader(base, "l", data, size, c)
-    readers["python wave c=64"] = python_reader(base, "l", data, size, 64)
-    readers["python wave c=256"] = python_reader(base, "l", data, size, 256)
     readers["obstore sync 16 threads"] = obstore_reader(base, "l", data, size, 64)
     if _has("tensorstore"):
         readers["tensorstore kvstore (default)"] = tensorstore_reader(base, "l", data, size, None)
@@ -274,7 +256,6 @@ def _contenders(base: str, label: str, data: list[bytes], size: int, s3: str | N
         "core c=64": core_reader(base, label, data, size, 64),
         "core c=256": core_reader(base, label, data, size, 256),
         "obstore sync 16 threads": obstore_reader(base, label, data, size, 64),
-        "python wave c=64": python_reader(base, label, data, size, 64),
         "gdsstore fsspec cat": fsspec_cat_reader(base, label, data, size, None),
     }
     if _has("tensorstore"):

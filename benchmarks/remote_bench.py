@@ -336,8 +336,6 @@ def main(argv: list[str] | None = None) -> int:
                 ("gdsstore (defaults)", gdsstore_reader(url, cp, args.size)),
                 ("gdsstore (remote.max_range_size 64 MiB)",
                  gdsstore_reader(url, cp, args.size, {"remote.max_range_size": 64 << 20})),
-                ("gdsstore (remote.core off: the pure-Python transport)",
-                 gdsstore_reader(url, cp, args.size, {"remote.core": "off"})),
                 ("kvikio RemoteFile, 16 threads", kvikio_reader(url, cp, args.size, 16)),
                 (f"kvikio RemoteFile, default ({_KVIKIO_DEFAULT_THREADS[0]} threads)",
                  kvikio_reader(url, cp, args.size, None)),
