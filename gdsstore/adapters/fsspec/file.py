@@ -18,16 +18,27 @@ keeps it alive through its base, which the collector frees in any order without 
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from fsspec.spec import AbstractBufferedFile
 
+from gdsstore.engine.backend import Backend
 from gdsstore.engine.file import WriteGuard, warn_unclosed
+from gdsstore.engine.ranges import ByteRange
 
 if TYPE_CHECKING:
     from gdsstore.adapters.fsspec.filesystem import GDSFileSystem
 
-__all__ = ["BytesBuilder", "GDSFile", "alias_storage", "read_bytes", "resolve_range"]
+__all__ = [
+    "BytesBuilder",
+    "GDSFile",
+    "alias_storage",
+    "byte_range",
+    "get_bytes",
+    "open_for_reading",
+    "read_bytes",
+    "resolve_range",
+]
 
 
 class BytesBuilder:
@@ -113,6 +124,51 @@ def resolve_range(start: int | None, end: int | None, size: int) -> tuple[int, i
     return a, max(0, b - a)
 
 
+def byte_range(start: int | None, end: int | None) -> ByteRange | Literal[False] | None:
+    """fsspec's ``start``/``end`` as a range that needs no size lookup (None: the whole object), or
+    False when it does (a negative ``end``, or a negative ``start`` with an ``end``).
+
+    Examples:
+        >>> byte_range(None, None), byte_range(-3, None).kind, byte_range(2, 5).nbytes, byte_range(0, -1)
+        (None, 'suffix', 3, False)
+    """
+    if start is not None and start < 0:
+        return ByteRange("suffix", -start) if end is None else False
+    if end is not None and end < 0:
+        return False
+    a = start or 0
+    if end is None:
+        return None if a == 0 else ByteRange("offset", a)
+    return ByteRange("range", a, max(a, end))
+
+
+def open_for_reading(backend: Backend, key: str, path: str, where: str) -> Any:
+    """``key`` of ``backend`` opened for reading; a directory or a missing file raises naming ``path``."""
+    try:
+        return backend.open(key, "rb")
+    except IsADirectoryError:
+        raise IsADirectoryError(f"{where}: {path!r} is a directory") from None
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{where}: no such file: {path!r}") from None
+
+
+def get_bytes(backend: Backend, key: str, path: str, br: ByteRange | None) -> bytes:
+    """``key`` (or ``br`` of it) as ``bytes`` filled in place, in one request (remote backends)."""
+    made: list[BytesBuilder] = []
+
+    def alloc(n: int) -> memoryview:
+        made.append(BytesBuilder(n))
+        return made[-1].view
+
+    try:
+        backend.get(key, alloc, br)
+    except IsADirectoryError:
+        raise IsADirectoryError(f"GDSFileSystem.cat_file(): {path!r} is a directory") from None
+    except FileNotFoundError:
+        raise FileNotFoundError(f"GDSFileSystem.cat_file(): no such file: {path!r}") from None
+    return made[-1].to_bytes()
+
+
 def read_bytes(f: Any, offset: int, nbytes: int, where: str) -> bytes:
     """``nbytes`` at ``offset`` of an open engine file, as ``bytes`` filled in place by the engine."""
     if nbytes <= 0:
@@ -187,7 +243,7 @@ class GDSFile(AbstractBufferedFile):  # type: ignore[misc]
     def _engine_file(self) -> Any:
         if self._engine is None:
             backend, key = self.fs._locate(self.path)
-            self._engine = self.fs._open_engine(backend, key, self.path, "GDSFile.read()")
+            self._engine = open_for_reading(backend, key, self.path, "GDSFile.read()")
         return self._engine
 
     def read(self, length: int = -1) -> bytes:

@@ -31,26 +31,35 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from fsspec.asyn import AsyncFileSystem
 from fsspec.core import has_magic
 from fsspec.implementations.chained import ChainedFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from gdsstore.adapters.fsspec.file import BytesBuilder, GDSFile, read_bytes, resolve_range
+from gdsstore.adapters.fsspec import batch_reads, copies
+from gdsstore.adapters.fsspec.batch_reads import MAX_GAP_LOCAL, MAX_GAP_REMOTE, cat_wave
+from gdsstore.adapters.fsspec.file import (
+    GDSFile,
+    byte_range,
+    get_bytes,
+    open_for_reading,
+    read_bytes,
+    resolve_range,
+)
+from gdsstore.adapters.fsspec.listing import dir_entries, find_in_listing, path_info
 from gdsstore.adapters.fsspec.paths import (
     LOCAL_PROTOCOLS,
-    REMOTE_PROTOCOLS,
+    chain_target,
     parent_path,
     split_path,
     strip_path,
     transport_options,
     unstrip_path,
 )
-from gdsstore.engine.backend import Backend, ObjectInfo, backend_for, host_alloc
+from gdsstore.engine.backend import Backend, backend_for
 from gdsstore.engine.pool import map_all
-from gdsstore.engine.ranges import ByteRange, RangeRead, start_range_reads
 
 __all__ = ["GDSFileSystem", "GDSLocalFileSystem"]
 
@@ -64,15 +73,6 @@ _IGNORED_OPTIONS = (
     "auto_mkdir",
 )
 
-# cat_ranges merges ranges of one file closer than this into one engine read: reading a small gap
-# costs less than another request (a syscall locally, a round trip remotely).
-_MAX_GAP_LOCAL = 64 << 10
-_MAX_GAP_REMOTE = 1 << 20
-_MAX_BLOCK = 64 << 20
-# Files opened at once by cat_ranges (each holds a descriptor or a connection).
-_OPEN_BATCH = 64
-
-
 def _threaded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The async twin of a blocking method: runs it on a worker thread."""
 
@@ -82,41 +82,6 @@ def _threaded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     run.__name__ = run.__qualname__ = "_" + fn.__name__
     return run
-
-
-def _atomic_copy(src: str, dst: str, *, exclusive: bool = False, where: str) -> None:
-    from gdsstore.engine.localfs import atomic_copy  # local copies only: the entry point stays light
-
-    atomic_copy(src, dst, exclusive=exclusive, where=where)
-
-
-def _byte_range(start: int | None, end: int | None) -> ByteRange | Literal[False] | None:
-    """fsspec's ``start``/``end`` as a range that needs no size lookup (None: the whole object), or
-    False when it does (a negative ``end``, or a negative ``start`` with an ``end``).
-
-    Examples:
-        >>> _byte_range(None, None), _byte_range(-3, None).kind, _byte_range(2, 5).nbytes, _byte_range(0, -1)
-        (None, 'suffix', 3, False)
-    """
-    if start is not None and start < 0:
-        return ByteRange("suffix", -start) if end is None else False
-    if end is not None and end < 0:
-        return False
-    a = start or 0
-    if end is None:
-        return None if a == 0 else ByteRange("offset", a)
-    return ByteRange("range", a, max(a, end))
-
-
-def _view(b: BytesBuilder) -> memoryview:
-    return b.view
-
-
-def _info_dict(name: str, oi: ObjectInfo) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": name, "size": oi.size if oi.type == "file" else 0, "type": oi.type}
-    if oi.mtime is not None:
-        out["mtime"] = oi.mtime
-    return out
 
 
 class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
@@ -158,28 +123,11 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         # Generic fsspec options with no meaning here: no listings cache, parents always created.
         for k in _IGNORED_OPTIONS:
             kwargs.pop(k, None)
-        proto = None if target_protocol in LOCAL_PROTOCOLS else target_protocol
-        opts = dict(target_options or {})
-        if proto is None:
-            if opts or kwargs:
-                raise TypeError(
-                    f"GDSFileSystem(): local files take no storage options, got {sorted({**opts, **kwargs})}"
-                )
-            self.target_protocol = "file"
-        else:
-            if proto not in REMOTE_PROTOCOLS:
-                raise ValueError(
-                    f"GDSFileSystem(): unsupported target_protocol {proto!r}; use one of "
-                    f"file, {', '.join(REMOTE_PROTOCOLS)}"
-                )
-            # Options given to gds itself (gds::s3 with storage_options={...}) go to the transport.
-            opts.update(kwargs)
-            self.target_protocol = proto
-        self.target_options = opts
+        self.target_protocol, self.target_options = chain_target(target_protocol, target_options, kwargs)
         super().__init__(**fsspec_kwargs)
         self._backends: dict[str, Backend] = {}
         self._backends_lock = threading.Lock()
-        if proto is not None:
+        if not self.is_local:
             # Paths of a chained filesystem are the target's paths ("bucket/key" for s3).
             self._strip_protocol: Callable[[Any], Any] = self._strip_remote  # type: ignore[method-assign]
             self._parent: Callable[[str], str] = self._parent_remote  # type: ignore[method-assign]
@@ -232,27 +180,13 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """``{"name", "size", "type"}`` (``mtime`` where known). Raises FileNotFoundError."""
         path = self._strip_protocol(path)
         backend, key = self._locate(path)
-        try:
-            oi = backend.info(key)
-        except FileNotFoundError:
-            # Object stores have no directory objects: a prefix with keys under it is a directory.
-            if key and backend.listable and next(iter(backend.list_dir(key.rstrip("/"))), None) is not None:
-                return {"name": path, "size": 0, "type": "directory"}
-            raise FileNotFoundError(f"GDSFileSystem.info(): no such file or directory: {path!r}") from None
-        return _info_dict(path, oi)
+        return path_info(backend, key, path)
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         """Entries directly under the directory ``path`` (a file lists itself)."""
         path = self._strip_protocol(path)
         backend, key = self._locate(path)
-        prefix = path if path.endswith("/") or not path else path + "/"
-        if detail:
-            # Sizes and types from the listing itself (S3: no HEAD per entry).
-            infos = list(backend.list_dir_info(key.rstrip("/"))) if backend.listable else []
-            entries: list[Any] = [_info_dict(prefix + oi.key.rpartition("/")[2], oi) for oi in infos]
-        else:
-            names = [n.rstrip("/") for n in backend.list_dir(key.rstrip("/"))] if backend.listable else []
-            entries = [prefix + n for n in names if n]
+        entries = dir_entries(backend, key, path, detail)
         if not entries:
             inf = self.info(path)  # a file, an empty directory, or FileNotFoundError
             if inf["type"] != "directory":
@@ -274,36 +208,10 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         if maxdepth is not None and maxdepth < 1:
             raise ValueError(f"GDSFileSystem.find(): maxdepth must be at least 1, got {maxdepth}")
         stripped = self._strip_protocol(path)
-        prefix = stripped if stripped.endswith("/") or not stripped else stripped + "/"
         path = stripped.rstrip("/")
         backend, key = self._locate(stripped)
-        key = key.rstrip("/")
-        files: list[str] = []
-        sizes: dict[str, ObjectInfo] = {}
-        dirs: set[str] = set()
-        # One listing that carries the sizes (S3: no HEAD per object when detail is asked for).
-        listing = backend.list_info if detail else backend.list
-        for entry in listing(f"{key}/" if key else ""):
-            k = entry.key if isinstance(entry, ObjectInfo) else entry
-            parts = (k[len(key) + 1 :] if key else k).split("/")
-            if maxdepth is None or len(parts) <= maxdepth:
-                files.append(prefix + "/".join(parts))
-                if isinstance(entry, ObjectInfo):
-                    sizes[files[-1]] = entry
-            if withdirs:
-                top = len(parts) - 1 if maxdepth is None else min(len(parts) - 1, maxdepth)
-                dirs.update(prefix + "/".join(parts[: i + 1]) for i in range(top))
-        out: dict[str, Any] = {}
-        if files or dirs:
-            if withdirs and key:
-                out[path] = {"name": path, "size": 0, "type": "directory"}
-            for d in dirs:
-                out[d] = {"name": d, "size": 0, "type": "directory"}
-            if detail:
-                out.update({f: _info_dict(f, sizes[f]) for f in files})
-            else:
-                out.update({f: {} for f in files})
-        elif key:
+        out = find_in_listing(backend, key, stripped, maxdepth, withdirs, detail)
+        if not out and key.rstrip("/"):
             try:
                 inf = self.info(path)
             except FileNotFoundError:
@@ -461,60 +369,12 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """
         path = self._strip_protocol(path)
         backend, key = self._locate(path)
-        br = _byte_range(start, end)
+        br = byte_range(start, end)
         if backend.waves and br is not False:
-            return self._get_bytes(backend, key, path, br)
-        with self._open_engine(backend, key, path, "GDSFileSystem.cat_file()") as f:
+            return get_bytes(backend, key, path, br)
+        with open_for_reading(backend, key, path, "GDSFileSystem.cat_file()") as f:
             offset, nbytes = resolve_range(start, end, f.size)
             return read_bytes(f, offset, nbytes, f"GDSFileSystem.cat_file({path!r})")
-
-    def _get_bytes(self, backend: Backend, key: str, path: str, br: ByteRange | None) -> bytes:
-        """``key`` (or ``br`` of it) as ``bytes`` filled in place, in one request (remote backends)."""
-        made: list[BytesBuilder] = []
-
-        def alloc(n: int) -> memoryview:
-            made.append(BytesBuilder(n))
-            return made[-1].view
-
-        try:
-            backend.get(key, alloc, br)
-        except IsADirectoryError:
-            raise IsADirectoryError(f"GDSFileSystem.cat_file(): {path!r} is a directory") from None
-        except FileNotFoundError:
-            raise FileNotFoundError(f"GDSFileSystem.cat_file(): no such file: {path!r}") from None
-        return made[-1].to_bytes()
-
-    def _cat_wave(self, paths: list[str]) -> list[Any]:
-        """Whole remote objects, one wave per backend: ``bytes``, or the exception of a path."""
-        out: list[Any] = [None] * len(paths)
-        self._wave_into(out, paths, list(range(len(paths))), [None] * len(paths), 0, "GDSFileSystem.cat()")
-        return out
-
-    def _wave_into(
-        self, out: list[Any], paths: list[str], idxs: list[int], ranges: list[ByteRange | None], gap: int, where: str
-    ) -> None:
-        """Items ``idxs`` (``paths[i]``, ``ranges[k]`` of it) in one wave per backend: ``out[i]`` gets
-        ``bytes`` or the exception that failed the item (FileNotFoundError for a missing file)."""
-        groups: dict[int, tuple[Backend, list[int], list[str], list[ByteRange | None]]] = {}
-        for i, br in zip(idxs, ranges):
-            try:
-                backend, key = self._locate(paths[i])
-            except Exception as exc:
-                out[i] = exc
-                continue
-            g = groups.setdefault(id(backend), (backend, [], [], []))
-            g[1].append(i)
-            g[2].append(key)
-            g[3].append(br)
-        for backend, members, keys, brs in groups.values():
-            w = backend.get_many(keys, brs, host_alloc, errors="return", max_gap=gap, max_bytes=_MAX_BLOCK,
-                                 where=where)
-            values = w.all_bytes()  # one bytes each, copied in parallel
-            for k, i in enumerate(members):
-                err = w.errors[k] if w.errors else None
-                v = values[k]
-                out[i] = err if err is not None else (FileNotFoundError(f"{where}: no such file: {paths[i]!r}")
-                                                      if v is None else v)
 
     async def _cat(
         self, path: Any, recursive: bool = False, on_error: str = "raise", batch_size: int | None = None,
@@ -524,7 +384,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         if self.is_local or kwargs:
             return await super()._cat(path, recursive, on_error, batch_size, **kwargs)
         paths = await self._expand_path(path, recursive=recursive)
-        out = await asyncio.to_thread(self._cat_wave, paths)
+        out = await asyncio.to_thread(cat_wave, self._locate, paths)
         if on_error == "raise":
             for x in out:
                 if isinstance(x, BaseException):
@@ -532,14 +392,6 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         if len(paths) > 1 or isinstance(path, list) or paths[0] != self._strip_protocol(path):
             return {k: v for k, v in zip(paths, out) if on_error != "omit" or not isinstance(v, BaseException)}
         return out[0]
-
-    def _open_engine(self, backend: Backend, key: str, path: str, where: str) -> Any:
-        try:
-            return backend.open(key, "rb")
-        except IsADirectoryError:
-            raise IsADirectoryError(f"{where}: {path!r} is a directory") from None
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{where}: no such file: {path!r}") from None
 
     def cat_ranges(
         self,
@@ -559,74 +411,20 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         if not isinstance(paths, list):
             raise TypeError(f"GDSFileSystem.cat_ranges(): `paths` must be a list, got {type(paths).__name__}")
         n = len(paths)
-        s_list = list(starts) if isinstance(starts, Iterable) else [starts] * n
-        e_list = list(ends) if isinstance(ends, Iterable) else [ends] * n
-        if len(s_list) != n or len(e_list) != n:
+        item_starts = list(starts) if isinstance(starts, Iterable) else [starts] * n
+        item_ends = list(ends) if isinstance(ends, Iterable) else [ends] * n
+        if len(item_starts) != n or len(item_ends) != n:
             raise ValueError(
-                f"GDSFileSystem.cat_ranges(): {n} paths but {len(s_list)} starts and {len(e_list)} ends"
+                f"GDSFileSystem.cat_ranges(): {n} paths but {len(item_starts)} starts and {len(item_ends)} ends"
             )
-        gap = max_gap if max_gap is not None else (_MAX_GAP_LOCAL if self.is_local else _MAX_GAP_REMOTE)
-        out: list[Any] = [None] * n
+        gap = max_gap if max_gap is not None else (MAX_GAP_LOCAL if self.is_local else MAX_GAP_REMOTE)
         stripped = [self._strip_protocol(p) for p in paths]
-        rest = list(range(n))
-        if not self.is_local:
-            # One wave of concurrent requests, no size lookups, for every range that needs no size.
-            brs = [_byte_range(s_list[i], e_list[i]) for i in range(n)]
-            sized = [i for i in rest if brs[i] is not False]
-            rest = [i for i in rest if brs[i] is False]
-            self._wave_into(out, stripped, sized, [brs[i] or None for i in sized], gap,
-                            "GDSFileSystem.cat_ranges()")
-        by_path: dict[str, list[int]] = {}
-        for i in rest:
-            by_path.setdefault(stripped[i], []).append(i)
-        items = list(by_path.items())
-        for b in range(0, len(items), _OPEN_BATCH):
-            self._cat_ranges_batch(items[b : b + _OPEN_BATCH], s_list, e_list, gap, out)
+        out = batch_reads.cat_ranges(self._locate, stripped, item_starts, item_ends, gap, waves=not self.is_local)
         if on_error != "return":
             for x in out:
                 if isinstance(x, BaseException):
                     raise x
         return out
-
-    def _cat_ranges_batch(
-        self,
-        items: list[tuple[str, list[int]]],
-        starts: list[int | None],
-        ends: list[int | None],
-        gap: int,
-        out: list[Any],
-    ) -> None:
-        """Read the ranges of a batch of files: every file's reads start before any is awaited."""
-        opened: list[Any] = []
-        reads: list[tuple[list[int], RangeRead[BytesBuilder]]] = []  # (out index of each span, read)
-        try:
-            for path, idxs in items:
-                try:
-                    backend, key = self._locate(path)
-                    f = self._open_engine(backend, key, path, "GDSFileSystem.cat_ranges()")
-                except Exception as exc:
-                    for i in idxs:
-                        out[i] = exc
-                    continue
-                opened.append(f)
-                spans = [resolve_range(starts[i], ends[i], f.size) for i in idxs]
-                where = f"GDSFileSystem.cat_ranges({path!r})"
-                started = start_range_reads(
-                    f, spans, BytesBuilder, max_gap=gap, max_bytes=_MAX_BLOCK, target=_view, where=where
-                )
-                reads.extend((idxs, read) for read in started)
-            for idxs, read in reads:
-                try:
-                    buf = read.result()
-                    # A range that fills its read becomes its bytes without a copy; others are sliced.
-                    for m, a, b in read.slices():
-                        out[idxs[m]] = buf.to_bytes(a, b)
-                except Exception as exc:
-                    for m, _, _ in read.members:
-                        out[idxs[m]] = exc
-        finally:
-            for f in opened:
-                f.close()
 
     def read_into(self, path: str, buf: Any, start: int = 0, size: int | None = None) -> int:
         """Read ``path`` from byte ``start`` into ``buf`` through the engine; returns bytes read.
@@ -645,7 +443,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """
         path = self._strip_protocol(path)
         backend, key = self._locate(path)
-        with self._open_engine(backend, key, path, "GDSFileSystem.read_into()") as f:
+        with open_for_reading(backend, key, path, "GDSFileSystem.read_into()") as f:
             return int(f.read(buf, size, start))
 
     def read_array(self, path: str, start: int = 0, end: int | None = None, *, device: bool = True) -> Any:
@@ -655,7 +453,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """
         path = self._strip_protocol(path)
         backend, key = self._locate(path)
-        with self._open_engine(backend, key, path, "GDSFileSystem.read_array()") as f:
+        with open_for_reading(backend, key, path, "GDSFileSystem.read_array()") as f:
             offset, nbytes = resolve_range(start, end, f.size)
             if device:
                 from gdsstore._optional import require
@@ -675,19 +473,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         self, rpath: str, lpath: str, callback: Any = None, outfile: Any = None, **kwargs: Any
     ) -> None:
         """Copy one file of this filesystem to the local path ``lpath`` (a directory: created)."""
-        rpath = self._strip_protocol(rpath)
-        if self.is_local and outfile is None and not os.path.isdir(rpath):
-            _atomic_copy(rpath, lpath, where="GDSFileSystem.get_file()")  # the kernel copies the bytes
-            return
-        data = self._file_or_dir(rpath)
-        if data is None:
-            os.makedirs(lpath, exist_ok=True)
-            return
-        if outfile is not None:
-            outfile.write(data)
-            return
-        with open(lpath, "wb") as f:
-            f.write(data)
+        copies.get_file(self, self._strip_protocol(rpath), lpath, outfile)
 
     # -- writes ---------------------------------------------------------------------------------------
 
@@ -708,46 +494,11 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         self, lpath: str, rpath: str, callback: Any = None, mode: str = "overwrite", **kwargs: Any
     ) -> None:
         """Copy the local file ``lpath`` to ``rpath`` (a local directory: created)."""
-        rpath = self._strip_protocol(rpath)
-        if os.path.isdir(lpath):
-            self.makedirs(rpath, exist_ok=True)
-            return
-        if self.is_local:
-            if os.path.isdir(rpath):
-                raise IsADirectoryError(f"GDSFileSystem.put_file(): {rpath!r} is a directory")
-            _atomic_copy(lpath, rpath, exclusive=mode == "create", where="GDSFileSystem.put_file()")
-            return
-        with open(lpath, "rb") as f:
-            self.pipe_file(rpath, f.read(), mode=mode)
+        copies.put_file(self, lpath, self._strip_protocol(rpath), mode)
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Copy one file within this filesystem (a directory: created at ``path2``)."""
-        path1 = self._strip_protocol(path1)
-        path2 = self._strip_protocol(path2)
-        if self.is_local:
-            if os.path.isdir(path1):
-                os.makedirs(path2, exist_ok=True)
-                return
-            if not os.path.exists(path1):
-                raise FileNotFoundError(f"GDSFileSystem.cp_file(): no such file: {path1!r}")
-            _atomic_copy(path1, path2, where="GDSFileSystem.cp_file()")
-            return
-        data = self._file_or_dir(path1)
-        if data is None:
-            self.makedirs(path2, exist_ok=True)
-        else:
-            self.pipe_file(path2, data)
-
-    def _file_or_dir(self, path: str) -> bytes | None:
-        """The whole file, or None for a directory (remote: read first, list only if that fails)."""
-        try:
-            return self.cat_file(path)
-        except IsADirectoryError:
-            return None
-        except FileNotFoundError:
-            if self.isdir(path):
-                return None
-            raise
+        copies.cp_file(self, self._strip_protocol(path1), self._strip_protocol(path2))
 
     def _open(
         self,

@@ -8,6 +8,7 @@ protocol writes its paths its own way; this module turns a path into the engine'
 - :func:`strip_path`: a user's path or URL as the filesystem writes it (fsspec's ``_strip_protocol``);
 - :func:`split_path`: a stripped path as ``(backend root, key)`` (the root names one engine backend);
 - :func:`unstrip_path`, :func:`parent_path`: the way back to a URL, and a path's parent;
+- :func:`chain_target`: the protocol and options a filesystem is made for (checked);
 - :func:`transport_options`: the filesystem's options as the engine's transport spells them.
 
 Examples:
@@ -35,6 +36,7 @@ from gdsstore.engine.registry import REMOTE_SCHEMES
 __all__ = [
     "LOCAL_PROTOCOLS",
     "REMOTE_PROTOCOLS",
+    "chain_target",
     "parent_path",
     "split_path",
     "strip_path",
@@ -168,3 +170,30 @@ def transport_options(protocol: str, options: Mapping[str, Any]) -> dict[str, An
         if "token" in opts:
             opts.setdefault("delegation", opts.pop("token"))
     return opts
+
+
+def chain_target(
+    target_protocol: str | None, target_options: Mapping[str, Any] | None, options: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The protocol a ``gds`` filesystem reads (``"file"``, or a key of :data:`REMOTE_PROTOCOLS`) and
+    its transport options: ``target_options`` and the ``options`` given to ``gds`` itself (``gds::s3``
+    with ``storage_options={...}``). Local files take no options.
+
+    Examples:
+        >>> chain_target(None, None, {}), chain_target("s3", {"anon": True}, {"endpoint_url": "http://h"})
+        (('file', {}), ('s3', {'anon': True, 'endpoint_url': 'http://h'}))
+    """
+    opts = dict(target_options or {})
+    if target_protocol in LOCAL_PROTOCOLS:
+        if opts or options:
+            raise TypeError(
+                f"GDSFileSystem(): local files take no storage options, got {sorted({**opts, **options})}"
+            )
+        return "file", {}
+    if target_protocol not in REMOTE_PROTOCOLS:
+        raise ValueError(
+            f"GDSFileSystem(): unsupported target_protocol {target_protocol!r}; use one of "
+            f"file, {', '.join(REMOTE_PROTOCOLS)}"
+        )
+    opts.update(options)
+    return target_protocol, opts
