@@ -122,54 +122,11 @@ def bench_file(
     Raises:
         FileNotFoundError: ``path`` does not exist.
     """
-    import numpy as np
-
-    import gdsstore
-
     device = cuda.device_count() > 0 if device is None else device
     size = os.path.getsize(path)
-    buf = _dest(size, device)
     n_threads = threads or int(config.get("num_threads"))
-    cases: list[tuple[str, Callable[[], Any], dict[str, Any]]] = []
-
-    def engine_read(**kw: Any) -> Callable[[], int]:
-        def run() -> int:
-            with _settings(**kw), gdsstore.open(path) as f:
-                return int(f.read(buf))
-
-        return run
-
-    cases.append(("gdsstore (defaults)", engine_read(), {}))
-    if threads:
-        cases.append((f"gdsstore ({n_threads} threads)", engine_read(num_threads=n_threads), {}))
-    if device:
-        cases.append(("gdsstore posix route", engine_read(compat_mode="on", num_threads=n_threads), {}))
-        from gdsstore.engine import cufile
-
-        if cufile.driver_probe().ok:
-            cases.append(("gdsstore cufile route", engine_read(compat_mode="off", num_threads=n_threads), {}))
-
-    def np_fromfile() -> int:
-        arr = np.fromfile(path, dtype=np.uint8)
-        if device:
-            import cupy as cp
-
-            cp.asarray(arr)
-        return arr.size
-
-    cases.append(("numpy.fromfile" + (" + cupy.asarray" if device else ""), np_fromfile, {}))
-    results = []
-    it: Any = cases
-    if progress:
-        from tqdm import tqdm
-
-        it = tqdm(cases, desc="bench", unit="route", leave=False)
-    for name, fn, _ in it:
-        try:
-            seconds, note = _measure(fn, path, cold, repeat, device)
-            results.append(BenchResult(name, size, seconds, note))
-        except Exception as exc:
-            results.append(BenchResult(name, size, 0.0, f"failed: {type(exc).__name__}: {exc}"))
+    cases = _file_cases(path, _dest(size, device), device, n_threads if threads else None)
+    results = _run_cases(cases, size, repeat, device, progress, path=path, cold=cold)
     if device and importlib.util.find_spec("kvikio") is not None:
         # In its own process: kvikio and gdsstore each open the cuFile driver their own way.
         # kvikio's cuFile path opens files O_DIRECT (page cache bypassed); its compat (POSIX) mode
@@ -179,6 +136,43 @@ def bench_file(
             name = f"kvikio.CuFile ({label}{', KVIKIO_COMPAT_MODE=ON' if compat else ''})"
             results.append(_kvikio_subprocess(name, path, size, nthreads, repeat, cold, compat))
     return results
+
+
+def _file_cases(path: str, buf: Any, device: bool, threads: int | None) -> list[tuple[str, Callable[[], Any]]]:
+    """The routes :func:`bench_file` measures in this process, each a call reading ``path`` whole."""
+    import numpy as np
+
+    import gdsstore
+
+    n_threads = threads or int(config.get("num_threads"))
+
+    def engine_read(**kw: Any) -> Callable[[], int]:
+        def run() -> int:
+            with _settings(**kw), gdsstore.open(path) as f:
+                return int(f.read(buf))
+
+        return run
+
+    cases = [("gdsstore (defaults)", engine_read())]
+    if threads:
+        cases.append((f"gdsstore ({n_threads} threads)", engine_read(num_threads=n_threads)))
+    if device:
+        cases.append(("gdsstore posix route", engine_read(compat_mode="on", num_threads=n_threads)))
+        from gdsstore.engine import cufile
+
+        if cufile.driver_probe().ok:
+            cases.append(("gdsstore cufile route", engine_read(compat_mode="off", num_threads=n_threads)))
+
+    def np_fromfile() -> int:
+        arr = np.fromfile(path, dtype=np.uint8)
+        if device:
+            import cupy as cp
+
+            cp.asarray(arr)
+        return arr.size
+
+    cases.append(("numpy.fromfile" + (" + cupy.asarray" if device else ""), np_fromfile))
+    return cases
 
 
 _KVIKIO_CODE = """
@@ -225,8 +219,17 @@ def _kvikio_subprocess(
 
 
 def _run_cases(
-    cases: list[tuple[str, Callable[[], Any]]], nbytes: int, repeat: int, device: bool, progress: bool
+    cases: list[tuple[str, Callable[[], Any]]],
+    nbytes: int,
+    repeat: int,
+    device: bool,
+    progress: bool,
+    *,
+    path: str | None = None,
+    cold: bool = False,
 ) -> list[BenchResult]:
+    """Measure each case (the best of ``repeat`` runs; ``cold``: ``path``'s pages dropped before each);
+    a case that fails is reported with ``seconds=0`` and the error in its note."""
     it: Any = cases
     if progress:
         from tqdm import tqdm
@@ -235,7 +238,7 @@ def _run_cases(
     results = []
     for name, fn in it:
         try:
-            seconds, note = _measure(fn, None, False, repeat, device)
+            seconds, note = _measure(fn, path, cold, repeat, device)
             results.append(BenchResult(name, nbytes, seconds, note))
         except Exception as exc:
             results.append(BenchResult(name, nbytes, 0.0, f"failed: {type(exc).__name__}: {exc}"))
