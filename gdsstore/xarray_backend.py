@@ -39,36 +39,21 @@ from gdsstore._optional import require
 require("xarray", purpose="gdsstore.xarray_backend")
 from xarray.backends.common import BackendEntrypoint  # noqa: E402
 
+from gdsstore import xarray_variables  # noqa: E402
 from gdsstore.xarray_variables import (  # noqa: E402
-    DeviceDaskManager,
     Placement,
     VirtualBackendArray,
     choose_placement,
-    coordinate_names,
-    device_decodable,
     move_to_placement,
-    placement_of,
     prototype_for,
-    read_block,
     settle_placement,
 )
 
 if TYPE_CHECKING:
     from xarray import Dataset
 
-__all__ = [
-    "DeviceDaskManager",
-    "GDSStoreBackendEntrypoint",
-    "Placement",
-    "VirtualBackendArray",
-    "choose_placement",
-    "coordinate_names",
-    "device_decodable",
-    "placement_of",
-    "prototype_for",
-    "read_block",
-    "to_zarr",
-]
+# The variables' names (placements, backend arrays, the dask manager) are this module's too (__getattr__).
+__all__ = ["GDSStoreBackendEntrypoint", "to_zarr", *xarray_variables.__all__]
 
 
 def _use_device(device: bool | None) -> bool:
@@ -261,6 +246,8 @@ def __getattr__(name: str) -> Any:
         return placed if name == "PlacedZarrStore" else placed.wrapper_class
     if name == "VirtualZarrStore":
         return _virtual_zarr_store_class()
+    if name in xarray_variables.__all__:
+        return getattr(xarray_variables, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
