@@ -32,9 +32,8 @@ __all__ = ["Residency", "drop", "resident", "resident_fraction"]
 
 _PAGE = mmap.PAGESIZE
 #: Pages :func:`resident_fraction` looks at by default: 8 windows of 32 pages (128 KiB each with 4 KiB
-#: pages), enough to tell a mostly cold range from a mostly cached one. mincore costs ~0.15 us a page
-#: and a ctypes call a few us on the busy 2-core machine, against 7.6 ms for all 48829 pages of a
-#: 200 MB file.
+#: pages), enough to tell a mostly cold range from a mostly cached one, at a small part of the cost of
+#: every page of a large file (docs/performance.md).
 _SAMPLE_WINDOWS = 8
 _SAMPLE_PAGES = _SAMPLE_WINDOWS * 32
 

@@ -49,8 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["GDSStore", "TickGatherer", "enable_pipeline", "to_byte_range"]
 
 # Local batches leave the event loop every few items: zarr copies each chunk on the loop thread (out
-# of a read, into a write), and one batch per tick would keep the files idle while it copies (measured
-# slower than these sizes). Remote gets of a tick form one wave: its requests are in flight together.
+# of a read, into a write), and one batch per tick would keep the files idle while it copies. Remote
+# gets of a tick form one wave: its requests are in flight together.
 _LOCAL_GETS = 4
 _LOCAL_SETS = 2
 

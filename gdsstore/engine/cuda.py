@@ -126,7 +126,7 @@ def current_event(device: int) -> Any:
     Why: a copy into device memory runs on a thread's non-blocking stream (:func:`thread_stream`), which has
     no order with the caller's. CuPy's pool hands out memory freed on the caller's stream at once, while a
     kernel queued there may still read it; a copy into it must wait for that kernel, or it changes the
-    bytes the kernel reads (seen once on the H200 as wrong bytes of a multi-window archive read). Taken
+    bytes the kernel reads (wrong bytes in a multi-window archive read). Taken
     in the caller's thread when an operation starts, waited for by every stream that copies into its memory.
     """
     cp = cupy_or_none()
@@ -138,9 +138,9 @@ def current_event(device: int) -> Any:
 def record_event(stream: Any, *, blocking: bool = False) -> Any:
     """An event recorded on ``stream``, without timing.
 
-    ``blocking``: waiting for it sleeps (``cudaEventBlockingSync``) instead of spinning. Measured on
-    the H200: local reads are 3-10% faster with spinning waits, loopback remote reads 5% faster with
-    sleeping ones (a sleeping thread leaves its core to the receivers and the server).
+    ``blocking``: waiting for it sleeps (``cudaEventBlockingSync``) instead of spinning: a sleeping
+    thread leaves its core to the receivers of remote reads; local reads are faster spinning
+    (docs/performance.md, "Measurements behind the engine's choices").
     """
     cp = cupy_or_none()
     assert cp is not None

@@ -331,10 +331,9 @@ class LocalFile(BaseFile):
         direct = self._direct() if s.direct_io_read else -1  # O_DIRECT reads: bypass the page cache
         slot, limit = bounce.bounce_slots(s)
         # One contiguous stretch per thread (never under task_size), each through one slot: fewer
-        # tasks to hand out, and a thread's slot stays in the CPU cache for the whole stretch.
-        # Measured on the H200, 1 GiB warm, the bare loop: 45.8-47.3 GB/s in 64 MiB stretches
-        # against 44.7-45.5 in 16 MiB ones (benchmarks/results/probe_raw.txt). A cold plan may ask for fewer
-        # threads, each stretch then on a descriptor of its own (its own readahead).
+        # tasks to hand out, and a thread's slot stays in the CPU cache for the whole stretch (faster
+        # than shorter stretches: docs/performance.md). A cold plan may ask for fewer threads, each
+        # stretch then on a descriptor of its own (its own readahead).
         per_thread = -(-total // plan.threads)
         pieces = _split(total, max(s.task_size, -(-per_thread // slot) * slot))
         events: list[Any] = []

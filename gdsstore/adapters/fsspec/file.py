@@ -5,8 +5,7 @@ storage of the ``bytes`` it returns, through public APIs only: an ``io.BytesIO``
 ``bytes(n)`` (calloc: no page touched before the engine writes it) owns the storage, the engine
 writes through a numpy array over that storage's address, and ``getvalue()`` then hands the storage
 over as ``bytes`` -- on CPython without a copy (a test checks the address), elsewhere with one copy,
-never wrong bytes. A ``bytearray`` and a ``bytes()`` copy cost a second pass over the memory
-(measured 2.4x the time).
+never wrong bytes. A ``bytearray`` and a ``bytes()`` copy cost a second pass over the memory.
 
 Why no ``getbuffer()`` view reaches the engine: a BytesIO export caught in a garbage cycle (an
 exception's traceback holding the view, as every failed read makes) lets CPython 3.12's collector free
