@@ -138,3 +138,58 @@ def zarr_tensorstore(device: bool) -> Reader:
         return cp.asarray(host) if cp is not None else host
 
     return read
+
+
+def zarr_zarrs(device: bool) -> Reader:
+    """zarr with zarrs' Rust codec pipeline (decodes on the host), then ``cupy.asarray`` on a GPU."""
+    try:
+        import zarrs  # noqa: F401
+    except Exception as exc:
+        raise Missing(f"zarrs not installed ({type(exc).__name__})") from None
+    import zarr
+    from zarr.storage import LocalStore
+
+    cp = _cupy() if device else None
+
+    def read(path: str) -> Any:
+        with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}):
+            host = zarr.open_array(LocalStore(path), mode="r")[:]
+        return cp.asarray(host) if cp is not None else host
+
+    return read
+
+
+def _czarr() -> Any:
+    try:
+        import czarr
+    except Exception as exc:  # czarr imports cupy, rmm and nvCOMP at import: any of them may be missing
+        raise Missing(f"czarr not importable ({type(exc).__name__}: {str(exc)[:200]})") from None
+    return czarr
+
+
+def zarr_czarr(device: bool) -> Reader:
+    """czarr's zarr route: ``czarr.configure_gpu()`` (its codec pipeline, GPU buffers), then zarr."""
+    if not device:
+        raise Missing("czarr needs a GPU (host mode)")
+    czarr = _czarr()
+    import zarr
+
+    def read(path: str) -> Any:
+        # The context form restores zarr's config on exit: nothing of czarr outlives the read.
+        with czarr.configure_gpu():
+            return zarr.open_array(path, mode="r")[:]
+
+    return read
+
+
+def zarr_czarr_core(device: bool) -> Reader:
+    """czarr's own API: ``czarr.core.Array.open(path)[...]`` (cuFile reads, one nvCOMP batch)."""
+    if not device:
+        raise Missing("czarr needs a GPU (host mode)")
+    _czarr()
+    from czarr.core import Array
+
+    def read(path: str) -> Any:
+        return Array.open(path)[...]
+
+    return read
