@@ -297,6 +297,14 @@ class Settings:
         ([GPU pipeline](gpu-pipeline.md#small-reads)). The trace says `decode/cpu-codec "few chunks per
         nvCOMP call ..."`. 0: only `gpu.host_decode_bytes` sends reads to the CPU.""",
     )  # fmt: skip
+    gpu_split_decode_bytes: int = _setting(
+        "gpu.split_decode_bytes", 4 << 20, _int(0),
+        """A GPU pipeline read that `gpu.host_decode_chunks` sends to the CPU, of zstd chunks of at least this
+        many decoded bytes, is decoded by the host's threads and nvCOMP at once instead: both take chunks from
+        one queue as they free, and land them in the same device output ([GPU pipeline](gpu-pipeline.md#few-large-chunks-both-decoders-at-once)).
+        The trace says `decode/gpu-decode "nvCOMP batched zstd, beside the CPU: ..."` and `decode/cpu-codec
+        "beside nvCOMP: ..."`. 0: such reads decode on the CPU alone.""",
+    )  # fmt: skip
     pause_gc: bool = _setting(
         "pause_gc", True, _bool,
         """Pause Python's cyclic garbage collector for each zarr read or write through gdsstore's pipeline (one

@@ -57,10 +57,16 @@ class CodecChain:
     bb_codecs: tuple[Any, ...]  # bytes->bytes, encode order
     bb_formats: tuple[str | None, ...]  # encode order
     host_reason: str | None = None  # set: the bytes-to-bytes stage runs on the CPU, for this reason
+    split_reason: str | None = None  # set: zstd decoded by the host's threads and nvCOMP at once, for this reason
 
     def on_host(self, reason: str) -> CodecChain:
         """This chain with its bytes-to-bytes stage on the CPU (staged in host memory), for ``reason``."""
         return dataclasses.replace(self, host_reason=reason)
+
+    def split(self, reason: str) -> CodecChain:
+        """This zstd chain decoded by the host's threads and nvCOMP at once (staged in host memory, where the
+        host's threads read it; :mod:`gdsstore.gpu.decode_split`), for ``reason``."""
+        return dataclasses.replace(self, split_reason=reason)
 
     @classmethod
     def of(cls, codecs: Sequence[Codec]) -> CodecChain:
@@ -101,7 +107,7 @@ class CodecChain:
         """Whether a device read stages the stored bytes straight on the GPU (bounce ring): nothing
         about them is parsed on the CPU (no crc32c to check, no gzip/lz4 framing, no CPU codec)."""
         fmt, crc, _ = self.device_plan()
-        return fmt in (None, "zstd") and not crc
+        return fmt in (None, "zstd") and not crc and self.split_reason is None
 
     def swap_width(self, spec: ArraySpec) -> int:
         """:func:`bytes_swap_width` of this chain's array-to-bytes codec for ``spec``'s dtype."""
@@ -224,31 +230,13 @@ def decode_bb_on_host(
     Raises:
         ValueError: a chunk that decodes to other than its raw size (naming it; ``names``: the chunks' keys).
     """
-    from zarr.core.buffer.cpu import Buffer as HostBuffer
-    from zarr.core.buffer.cpu import numpy_buffer_prototype
-
-    host_proto = numpy_buffer_prototype()
     want = np.full(len(specs), -1, dtype=np.int64)
     want[ids] = [raw_nbytes(specs[i]) for i in ids]
     out = staging.empty_slots(want, pinned=True)
-    plain_zstd = tuple(chain.bb_formats) == ("zstd",)
 
     def one(i: int) -> None:
-        view = staged.view(i)
-        assert view is not None
         a, n = int(out.offsets[i]), int(want[i])
-        if plain_zstd and nvcomp.zstd_content_size(view) == n and _zstd_into(view, out.host[a : a + n]):
-            return
-        hspec = dataclasses.replace(specs[i], prototype=host_proto)
-        buf: Any = HostBuffer.from_array_like(view)
-        with _codecs.quiet_records():
-            for c in reversed(chain.bb_codecs):  # zarr's SupportsSyncCodec protocol: no public sync call
-                buf = c._decode_sync(buf, hspec)
-        got = buf.as_numpy_array().view(np.uint8).reshape(-1)
-        if got.nbytes != want[i]:
-            name = names[i] if names else f"chunk {i} of the window"
-            raise ValueError(f"GDSCodecPipeline.read(): {name} decoded to {got.nbytes} bytes, expected {n}")
-        out.host[a : a + n] = got  # copied while the bytes are in this core's cache
+        decode_host_into(chain, specs, staged, names, i, out.host[a : a + n])
 
     try:
         if len(ids) > 1:
@@ -260,6 +248,47 @@ def decode_bb_on_host(
         out.release()
         raise
     return out
+
+
+def decode_host_into(
+    chain: CodecChain, specs: list[ArraySpec], staged: Landed, names: Sequence[str] | None, i: int, dst: np.ndarray
+) -> None:
+    """Decode window chunk ``i``'s bytes-to-bytes stage on the CPU into ``dst`` (its raw size): a zstd chunk of
+    one frame, or of several that each declare their size, straight into ``dst``; anything else through zarr's
+    codecs, then copied.
+
+    Raises:
+        ValueError: the chunk decodes to other than ``dst``'s size (naming it; ``names``: the chunks' keys).
+    """
+    from zarr.core.buffer.cpu import Buffer as HostBuffer
+    from zarr.core.buffer.cpu import numpy_buffer_prototype
+
+    from gdsstore.gpu.decode_split import chunk_frames
+
+    view = staged.view(i)
+    assert view is not None
+    n = int(dst.nbytes)
+    if tuple(chain.bb_formats) == ("zstd",):
+        if nvcomp.zstd_content_size(view) == n and _zstd_into(view, dst):
+            return
+        frames = chunk_frames(view, n) if n else None  # several frames (pzstd, streaming writers)
+        if frames is not None and all(
+            _zstd_into(view[a : a + m], dst[b : b + d])
+            for a, m, b, d in zip(
+                frames.offsets.tolist(), frames.sizes.tolist(), frames.decoded_offsets.tolist(), frames.decoded.tolist()
+            )
+        ):
+            return
+    hspec = dataclasses.replace(specs[i], prototype=numpy_buffer_prototype())
+    buf: Any = HostBuffer.from_array_like(view)
+    with _codecs.quiet_records():
+        for c in reversed(chain.bb_codecs):  # zarr's SupportsSyncCodec protocol: no public sync call
+            buf = c._decode_sync(buf, hspec)
+    got = buf.as_numpy_array().view(np.uint8).reshape(-1)
+    if got.nbytes != n:
+        name = names[i] if names else f"chunk {i} of the window"
+        raise ValueError(f"GDSCodecPipeline.read(): {name} decoded to {got.nbytes} bytes, expected {n}")
+    dst[:] = got  # copied while the bytes are in this core's cache
 
 
 def _zstd_into(frame: np.ndarray, dst: np.ndarray) -> bool:
@@ -421,6 +450,31 @@ def _blosc_decode(
     return pres[dec.on_cpu].tolist(), dec.cpu_reason
 
 
+def _split_decode(
+    chain: CodecChain, specs: list[ArraySpec], staged: Landed, raw: RawChunks, names: Sequence[str] | None
+) -> None:
+    """The window's zstd chunks decoded by the host's threads and nvCOMP at once
+    (:func:`gdsstore.gpu.decode_split.decode_split`), into one device buffer; traced per decoder."""
+    from gdsstore.gpu import decode_split
+
+    pres = staged.present
+    want = np.array([raw_nbytes(specs[i]) for i in pres.tolist()], dtype=np.int64)
+
+    def into(i: int, dst: np.ndarray) -> None:
+        decode_host_into(chain, specs, staged, names, i, dst)
+
+    threads = policy.settings().num_threads
+    got = decode_split.decode_split(staged, pres, want, into, threads, to_device=_to_device_traced)
+    raw.add(got.out, pres, got.out_offsets, want)
+    run, why = got.run, chain.split_reason or ""
+    if run.device:
+        nbytes = int(want[run.device].sum())
+        _trace.record("decode", "gpu-decode", f"nvCOMP batched zstd, beside the CPU: {why}", nbytes, got.seconds)
+    if run.host:
+        nbytes = int(want[run.host].sum())
+        _trace.record("decode", "cpu-codec", run.device_failed or f"beside nvCOMP: {why}", nbytes, got.seconds)
+
+
 def decode_on_device(
     chain: CodecChain, specs: list[ArraySpec], staged: Landed, names: Sequence[str] | None = None
 ) -> RawChunks:
@@ -432,6 +486,9 @@ def decode_on_device(
     fmt, crc, reason = chain.device_plan()
     cpu_why: str | None = None
     on_cpu: list[int] = list(present) if fmt == "-" else []
+    if chain.split_reason is not None and fmt == "zstd" and not crc and present:
+        _split_decode(chain, specs, staged, raw, names)  # its staged bytes go to the device when nvCOMP takes some
+        return raw
     if fmt != "-" and present:
         dev = _to_device_traced(staged)
         t0 = time.perf_counter()

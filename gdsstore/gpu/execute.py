@@ -105,7 +105,8 @@ def window_bytes(chain: CodecChain, device: bool, chunk_bytes: int = 0, alone: b
 def decode_side(chain: CodecChain, sizes: Sequence[int]) -> CodecChain:
     """``chain`` as it is, or to decode on the CPU (with the reason) for a device read of ``sizes`` decoded
     bytes per chunk: a small read (``gpu.host_decode_bytes``), or zstd chunks of which each nvCOMP call would
-    decode fewer than ``gpu.host_decode_chunks`` (one call lasts about one chunk's decode)."""
+    decode fewer than ``gpu.host_decode_chunks`` (one call lasts about one chunk's decode); large ones of those
+    (``gpu.split_decode_bytes``) by the CPU and nvCOMP at once (:mod:`gdsstore.gpu.decode_split`)."""
     s = policy.settings()
     total = sum(sizes)
     if total <= s.gpu_host_decode_bytes:
@@ -115,6 +116,11 @@ def decode_side(chain: CodecChain, sizes: Sequence[int]) -> CodecChain:
         return chain
     per_call = max(len(w) for w in read_windows(sizes, chain, True, most))
     if per_call < s.gpu_host_decode_chunks:
+        if s.gpu_split_decode_bytes and most >= s.gpu_split_decode_bytes:
+            return chain.split(
+                f"few large chunks ({per_call} of {most >> 10} KiB per nvCOMP call, gpu.split_decode_bytes "
+                f"{s.gpu_split_decode_bytes >> 10} KiB): split between the CPU and nvCOMP"
+            )
         return chain.on_host(
             f"few chunks per nvCOMP call ({per_call} of {most >> 10} KiB under gpu.memory_budget, "
             f"gpu.host_decode_chunks {s.gpu_host_decode_chunks}): decoded on the CPU"

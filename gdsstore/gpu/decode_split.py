@@ -1,0 +1,304 @@
+"""A read of few large zstd chunks decoded by the host's threads and nvCOMP at once.
+
+nvCOMP decodes each zstd frame in one thread block, so a call of a few large chunks lasts one chunk's decode
+at a block's rate, while the host's threads (numcodecs) each decode one chunk at a time. Neither alone uses
+the machine: here both take chunks from one queue (:class:`SplitQueue`), the device a batch from its front
+(:func:`device_share` of what is left, each time it frees), the host's threads one chunk at a time from its
+back, until it is empty. Each chunk's place in the device output is fixed before either starts, so both
+land there: nvCOMP decodes straight into it; a host thread decodes into its slot of a pinned buffer and
+copies that slot into it. A chunk of several zstd frames (:func:`gdsstore.gpu.zstd_frames.split_frames`) is
+one nvCOMP item per frame, each decoded into its place of the chunk's output.
+
+The scheduling (:func:`run_split`) takes the two decoders as callables: the tests run it, and the landing,
+with numpy arrays posing as device memory.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gdsstore.engine import cuda
+from gdsstore.engine.landing import Landed
+from gdsstore.engine.pool import engine_pool
+from gdsstore.gpu import codecs as _codecs
+from gdsstore.gpu import nvcomp, staging
+from gdsstore.gpu.zstd_frames import FrameTable, split_frames
+
+__all__ = [
+    "DEVICE_FRAME_RATE", "DEVICE_SLOTS", "HOST_THREAD_RATE", "SplitDecode", "SplitQueue", "SplitRun",
+    "caller_event", "chunk_frames", "decode_split", "device_share", "host_to_device", "run_split",
+]
+
+#: Bytes per second one host thread decodes zstd (numcodecs, level 1, into pinned memory); an estimate from the
+#: CPU route's rate of 16 threads on the H200 (3.4-3.6 GB/s with the read and the copy), to be measured on a GPU run.
+HOST_THREAD_RATE = 220e6
+#: Bytes per second nvCOMP decodes one zstd frame (one thread block): 50-85 MB/s measured per chunk on an H100
+#: for 16-128 MiB chunks; the lower middle, to be measured on a GPU run.
+DEVICE_FRAME_RATE = 60e6
+#: Frames nvCOMP decodes at once at that rate (about one per streaming multiprocessor: an H100's 132).
+DEVICE_SLOTS = 132
+
+
+def device_share(
+    frames: Sequence[np.ndarray | None],
+    chunk_bytes: Sequence[int],
+    threads: int,
+    slots: int = DEVICE_SLOTS,
+    host_rate: float = HOST_THREAD_RATE,
+    frame_rate: float = DEVICE_FRAME_RATE,
+) -> int:
+    """How many chunks from the front of ``frames`` the device should take so that both decoders finish
+    soonest: the device's call lasts its largest frame's decode per round of ``slots`` frames; the host's
+    ``threads`` take the other chunks one at a time from the back. Ties go to the smaller share (less device
+    memory); a chunk whose frames are unknown (``None``) and the chunks behind it stay with the host.
+
+    Args:
+        frames: per chunk in queue order, its frames' decoded sizes (``None``: the host decodes it).
+        chunk_bytes: per chunk, its decoded size.
+        threads: the host's threads (0: none, the device takes what it can).
+
+    Examples:
+        >>> mib = 1 << 20
+        >>> device_share([np.array([128 * mib])] * 8, [128 * mib] * 8, 16)  # one frame each: the host is faster
+        0
+        >>> device_share([np.array([mib] * 128)] * 8, [128 * mib] * 8, 16)  # 128 frames each: the device takes all
+        8
+        >>> device_share([np.array([16 * mib])] * 64, [16 * mib] * 64, 16)
+        16
+    """
+    n = next((k for k, f in enumerate(frames) if f is None), len(frames))
+    if threads <= 0:
+        return n
+    best, best_k = math.inf, 0
+    for k in range(n + 1):
+        t_dev = 0.0
+        if k:
+            sizes = np.concatenate([f for f in frames[:k] if f is not None])
+            t_dev = math.ceil(len(sizes) / slots) * float(sizes.max(initial=0)) / frame_rate
+        t_host = _host_makespan(chunk_bytes[k:][::-1], threads) / host_rate
+        t = max(t_dev, t_host)
+        if t < best:
+            best, best_k = t, k
+    return best_k
+
+
+def _host_makespan(sizes: Sequence[int], threads: int) -> float:
+    """The bytes the busiest of ``threads`` decodes when each takes the next of ``sizes`` as it frees."""
+    free = [0.0] * min(threads, max(len(sizes), 1))
+    for s in sizes:
+        heapq.heapreplace(free, free[0] + s)
+    return max(free)
+
+
+class SplitQueue:
+    """Chunks ``0..n-1`` handed out once each: batches from the front, single chunks from the back."""
+
+    def __init__(self, n: int) -> None:
+        self._lo, self._hi = 0, n
+        self._lock = threading.Lock()
+
+    def rest(self) -> range:
+        """The chunks not handed out yet."""
+        with self._lock:
+            return range(self._lo, self._hi)
+
+    def take_front(self, k: int) -> list[int]:
+        """Up to ``k`` chunks from the front."""
+        with self._lock:
+            hi = min(self._lo + max(k, 0), self._hi)
+            out = list(range(self._lo, hi))
+            self._lo = hi
+            return out
+
+    def take_back(self) -> int | None:
+        """The last chunk, or ``None`` when none is left."""
+        with self._lock:
+            if self._hi <= self._lo:
+                return None
+            self._hi -= 1
+            return self._hi
+
+
+@dataclass
+class SplitRun:
+    """Who decoded what: ``device`` and ``host`` chunk ids (queue positions), and why the device stopped
+    early (its chunks then decoded on the host), if it did."""
+
+    device: list[int] = field(default_factory=list)
+    host: list[int] = field(default_factory=list)
+    device_failed: str | None = None
+
+
+def run_split(
+    n: int,
+    threads: int,
+    decode_host: Callable[[int], None],
+    decode_device: Callable[[list[int]], None] | None,
+    share: Callable[[range], int],
+) -> SplitRun:
+    """Decode chunks ``0..n-1`` once each: the device takes a batch from the front of a :class:`SplitQueue`
+    (``decode_device(ids)``, ``share(rest)`` chunks of those left) before ``threads`` host workers on the engine's
+    pool start taking them one at a time from the back (``decode_host(i)``), and another batch each time it
+    frees, while ``share`` gives it any. ``decode_device`` ``None`` (no nvCOMP): the host alone. A device batch
+    that fails goes to the host.
+
+    Raises:
+        Exception: the first error of a host decode, once every worker has stopped.
+    """
+    queue = SplitQueue(n)
+    run = SplitRun()
+    lock = threading.Lock()
+    stop = threading.Event()  # a host decode failed: the other workers stop taking chunks
+
+    def host_worker() -> None:
+        while not stop.is_set() and (i := queue.take_back()) is not None:
+            try:
+                decode_host(i)
+            except BaseException:
+                stop.set()
+                raise
+            with lock:
+                run.host.append(i)
+
+    width = max(threads, 0) if decode_device is not None else max(threads, 1)
+    ids = [] if decode_device is None else queue.take_front(share(queue.rest()))
+    pool = engine_pool(width) if width else None
+    workers: list[Future[None]] = [pool.submit(host_worker) for _ in range(width)] if pool else []
+    failed: list[int] = []
+    try:
+        while decode_device is not None and ids and not stop.is_set():
+            try:
+                decode_device(ids)
+            except Exception as exc:  # nvCOMP refused the batch: the CPU codec decides (it raises on corrupt data)
+                run.device_failed = f"nvCOMP failed ({type(exc).__name__})"
+                failed = ids
+                break
+            run.device.extend(ids)
+            ids = queue.take_front(share(queue.rest()))
+    finally:
+        for f in workers:
+            f.exception()  # every worker stopped before the first error is raised
+    for f in workers:
+        f.result()
+    for i in failed + list(queue.rest()):  # a failed batch, and what no worker was left to take
+        decode_host(i)
+        run.host.append(i)
+    return run
+
+
+def chunk_frames(view: Any, want: int) -> FrameTable | None:
+    """The frames of a stored zstd chunk of ``want`` decoded bytes, or ``None`` where nvCOMP cannot take it
+    frame by frame: a frame without a content size, sizes that do not add up to ``want``, or not zstd (the CPU
+    codec then decides, and names the error)."""
+    try:
+        table = split_frames(view)
+    except ValueError:
+        return None
+    return table if table is not None and table.total == want else None
+
+
+@dataclass
+class SplitDecode:
+    """A window's chunks decoded by both decoders into one device buffer: chunk ``k`` (of the present ones) is
+    ``want[k]`` bytes at ``out_offsets[k]`` of ``out``; ``run`` says who decoded which."""
+
+    out: Any
+    out_offsets: np.ndarray
+    want: np.ndarray
+    run: SplitRun
+    seconds: float
+
+
+def decode_split(
+    staged: Landed,
+    present: np.ndarray,
+    want: np.ndarray,
+    decode_host_into: Callable[[int, np.ndarray], None],
+    threads: int,
+    device: bool = True,
+    to_device: Callable[[Landed], Any] = staging.to_device,
+) -> SplitDecode:
+    """Decode the ``present`` chunks of a host-staged window (``want[k]`` decoded bytes each) with the host's
+    ``threads`` and nvCOMP at once (:func:`run_split`) into one device buffer, each chunk in a slot fixed in
+    advance. ``decode_host_into(i, dst)`` decodes window chunk ``i`` into the host array ``dst`` (raising on
+    corrupt data); ``device`` ``False``: the host alone; ``to_device``: the one copy of the staged window to the
+    device, made when nvCOMP takes its first batch."""
+    t0 = time.perf_counter()
+    cp = _codecs._cupy()
+    padded = (want + 255) // 256 * 256
+    out_off = np.cumsum(padded) - padded
+    out = cp.empty(max(int(padded.sum()), 1), dtype=cp.uint8)
+    host = staging.empty_slots(want, pinned=True)
+    views = [staged.view(int(i)) for i in present.tolist()]
+    frames = [None if v is None else chunk_frames(v, int(n)) for v, n in zip(views, want.tolist())]
+    # Chunks nvCOMP cannot take frame by frame go to the back of the queue, where the host starts.
+    order = sorted(range(len(frames)), key=lambda k: frames[k] is None)
+    after = caller_event(out)
+    dev_staged: list[Any] = []
+
+    def on_host(q: int) -> None:
+        k = order[q]
+        a, n = int(host.offsets[k]), int(want[k])
+        decode_host_into(int(present[k]), host.host[a : a + n])
+        host_to_device(out, int(out_off[k]), host, a, n, after)
+
+    def on_device(qs: list[int]) -> None:
+        if not dev_staged:
+            dev_staged.append(to_device(staged))
+        ks = [order[q] for q in qs]
+        src_off, src_len, dst_off, dst_len = _frame_items(staged, present, frames, ks, out_off)
+        nvcomp.decode_batch_into("zstd", dev_staged[0], src_off, src_len, out, dst_off, dst_len)
+
+    sizes = [None if (t := frames[k]) is None else t.decoded for k in order]
+    nbytes = [int(want[k]) for k in order]
+
+    def share(rest: range) -> int:
+        return device_share(sizes[rest.start : rest.stop], nbytes[rest.start : rest.stop], threads)
+
+    try:
+        run = run_split(len(order), threads, on_host, on_device if device else None, share)
+    finally:
+        host.release()
+    run.device = [order[q] for q in run.device]
+    run.host = [order[q] for q in run.host]
+    return SplitDecode(out, out_off, want, run, time.perf_counter() - t0)
+
+
+def _frame_items(
+    staged: Landed, present: np.ndarray, frames: Sequence[FrameTable | None], ks: list[int], out_off: np.ndarray
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """One nvCOMP item per frame of chunks ``ks``: ``(source offsets, sizes, output offsets, decoded sizes)``."""
+    tables = [frames[k] for k in ks]
+    assert all(t is not None for t in tables)  # device_share never hands the device such a chunk
+    base = staged.offsets[present[ks]]
+    src = np.concatenate([b + t.offsets for b, t in zip(base, tables) if t is not None])
+    dst = np.concatenate([out_off[k] + t.decoded_offsets for k, t in zip(ks, tables) if t is not None])
+    sizes = np.concatenate([t.sizes for t in tables if t is not None])
+    decoded = np.concatenate([t.decoded for t in tables if t is not None])
+    keep = decoded > 0  # a frame of no content writes nothing
+    return src[keep].tolist(), sizes[keep].tolist(), dst[keep].tolist(), decoded[keep].tolist()
+
+
+def caller_event(out: Any) -> Any:
+    """An event after the work queued so far on the caller's stream, for copies into ``out`` from other threads."""
+    return cuda.current_event(out.device.id)
+
+
+def host_to_device(out: Any, out_offset: int, host: Landed, offset: int, n: int, after: Any) -> None:
+    """Copy ``n`` decoded bytes at ``offset`` of the host buffer into ``out`` at ``out_offset``, after the
+    caller's work queued when the read started (``after``: its stream may still use this memory)."""
+    if not n:
+        return
+    if host.pinned is not None:
+        cuda.memcpy_htod(out.device.id, int(out.data.ptr) + out_offset, int(host.pinned.ptr) + offset, n, after)
+    else:
+        out[out_offset : out_offset + n].set(host.host[offset : offset + n])
