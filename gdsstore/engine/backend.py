@@ -11,7 +11,6 @@ All methods block; async adapters run them through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import abc
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -20,7 +19,8 @@ import numpy as np
 
 from gdsstore.engine import registry
 from gdsstore.engine.file import BaseFile
-from gdsstore.engine.landing import MISSING_KEY, AddressTable, Alloc, Free, Landed, land_objects
+from gdsstore.engine.keys import check_key
+from gdsstore.engine.landing import MISSING_KEY, AddressTable, Alloc, BatchResult, Free, Landed, land_objects
 from gdsstore.engine.pool import map_all
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 
@@ -43,26 +43,6 @@ class ObjectInfo:
     etag: str | None = None
 
 
-#: A backslash, a NUL byte, or an empty, ``.`` or ``..`` segment: one search instead of a split per key (a
-#: read of 4,096 chunks checks 4,096 keys).
-_BAD_KEY = re.compile(r"[\\\x00]|(?:^|/)\.{0,2}(?:/|$)")
-
-
-def check_key(key: str, where: str) -> str:
-    """Validate a relative key: no absolute paths, ``..``, ``.``, empty segments or NUL bytes.
-
-    Raises:
-        ValueError: naming ``where`` and the key.
-    """
-    if not isinstance(key, str):
-        raise TypeError(f"{where}: key must be a str, got {type(key).__name__}")
-    if key == "":
-        return key
-    if key.startswith("/") or _BAD_KEY.search(key.rstrip("/")):
-        raise ValueError(f"{where}: invalid key {key!r}: keys are relative paths without '.', '..' or empty segments")
-    return key
-
-
 def host_alloc(n: int) -> tuple[np.ndarray, None]:
     """A wave buffer in plain host memory (``alloc`` of :meth:`Backend.get_many`)."""
     return np.empty(n, dtype=np.uint8), None
@@ -71,18 +51,6 @@ def host_alloc(n: int) -> tuple[np.ndarray, None]:
 def host_buffer(n: int) -> np.ndarray:
     """``n`` uninitialised bytes of host memory (``alloc`` of :meth:`Backend.get`)."""
     return np.empty(n, dtype=np.uint8)
-
-
-class BatchResult:
-    """Per item of a batch (:meth:`Backend.get_batch`, :meth:`Backend.put_batch`): its buffer (None:
-    missing, or a write) and, where it failed, its error; one item's failure fails it alone."""
-
-    __slots__ = ("bufs", "errors")
-
-    def __init__(self, n: int) -> None:
-        self.bufs: list[Any] = [None] * n
-        #: item -> the exception that failed it.
-        self.errors: dict[int, BaseException] = {}
 
 
 class Backend(abc.ABC):

@@ -42,9 +42,18 @@ import numpy as np
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine import native
-from gdsstore.engine.backend import BatchResult, check_key
-from gdsstore.engine.landing import MISSING_KEY
+from gdsstore.engine import bounce, cuda, native
+from gdsstore.engine.keys import check_key
+from gdsstore.engine.landing import (
+    MISSING_KEY,
+    AddressTable,
+    Alloc,
+    BatchResult,
+    Free,
+    Landed,
+    checked_sizes,
+    slot_layout,
+)
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange
 
@@ -560,3 +569,53 @@ def local_paths(root: str, keys: Sequence[str], where: str) -> list[str]:
         return [os.path.join(root, *k.rstrip("/").split("/")) if k.rstrip("/") else root for k in keys]
     prefix = root.rstrip(os.sep) + os.sep
     return [prefix + k for k in keys]
+
+
+def _file_extents(paths: list[str], table: AddressTable, threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, sizes)`` to read from each file (``-1``: missing): no ``stat`` for known sizes or exact
+    ranges, else one batched ``stat``."""
+    n = len(paths)
+    if table.expect is not None:
+        return np.zeros(n, dtype=np.int64), np.asarray(table.expect, dtype=np.int64) + 1
+    if table.exact and table.starts is not None:
+        assert table.stops is not None
+        offsets = np.asarray(table.starts, dtype=np.int64)
+        return offsets, np.asarray(table.stops, dtype=np.int64) - offsets
+    return table.clamp(stat_batch(paths, threads))
+
+
+def land_files(
+    root: str, url: str, table: AddressTable, alloc: Alloc, free: Free, device: int | None, where: str
+) -> Landed:
+    """Local files under ``root``: every item by :func:`gdsstore.engine.read_batch` straight into
+    its slot (``device``: on that GPU through the bounce ring's pinned slots, each copied while the next
+    is read, with no host buffer as large as the table)."""
+    paths = local_paths(root, table.keys, where)
+    threads = policy.settings().num_threads
+    offsets, sizes = _file_extents(paths, table, threads)
+    slots, total = slot_layout(sizes)
+    host, owner, dev = None, None, None
+    try:
+        if device is not None:
+            dev, sink = _device_sink(device, total, threads)
+            got = read_batch(paths, offsets, sizes, sink, slots, threads, url=url)
+        else:
+            host, owner = alloc(total)
+            into = "pinned staging" if owner is not None else "host buffer"
+            got = read_batch(paths, offsets, sizes, host, slots, threads, into=into, url=url)
+        sizes = checked_sizes(table, offsets, sizes, got, where)
+    except BaseException:
+        free(owner)
+        raise
+    return Landed(host, slots, sizes, owner, dev)
+
+
+def _device_sink(device: int, total: int, threads: int) -> tuple[Any, Any]:
+    """``total`` bytes on GPU ``device`` and the bounce ring's sink that lands reads there."""
+    cp = cuda.cupy_or_none()
+    assert cp is not None
+    slot, limit = bounce.bounce_slots(policy.settings())
+    with cp.cuda.Device(device):
+        dev = cp.empty(max(total, 1), dtype=cp.uint8)
+    piece = piece_size(total, threads, slot)
+    return dev, bounce.DeviceSink(device, int(dev.data.ptr), total, piece, slot, limit)

@@ -5,7 +5,7 @@ to have) is to read every item into its own slot of one buffer (:func:`slot_layo
 order) and hand back one :class:`Landed`. :func:`land` is the one entry: it takes the memory (host, the
 pinned pool's, or a GPU's) and asks the backend to land the table
 (:meth:`gdsstore.engine.backend.Backend.land`): local files by the batched ``preadv`` or the native core
-(:func:`land_files`), remote objects in one wave (``gdsstore.engine.remote.wave.read_wave``), any other
+(``gdsstore.engine.batch.land_files``), remote objects in one wave (``gdsstore.engine.remote.wave.read_wave``), any other
 backend by one size lookup and one read per item (:func:`land_objects`).
 
 Pinned buffers come from one pool (:data:`pinned_pool`), counted in the bounce ring's account
@@ -37,8 +37,19 @@ from gdsstore.engine.pool import map_all
 from gdsstore.engine.ranges import ByteRange
 
 __all__ = [
-    "ALIGN", "MISSING_KEY", "AddressTable", "Landed", "PinnedPool", "alloc_host", "land", "land_files",
-    "land_objects", "pinned_pool", "release_host", "slot_layout", "staging_size",
+    "ALIGN",
+    "MISSING_KEY",
+    "AddressTable",
+    "BatchResult",
+    "Landed",
+    "PinnedPool",
+    "alloc_host",
+    "land",
+    "land_objects",
+    "pinned_pool",
+    "release_host",
+    "slot_layout",
+    "staging_size",
 ]
 
 #: Slots start on a cache line (nvCOMP wants 8-16 bytes; 64 keeps every item on lines of its own).
@@ -59,6 +70,19 @@ def slot_layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
     padded = (np.asarray(sizes, dtype=np.int64).clip(0) + ALIGN - 1) // ALIGN * ALIGN
     ends = np.cumsum(padded)
     return ends - padded, int(ends[-1]) if len(ends) else 0
+
+
+
+class BatchResult:
+    """Per item of a batch (:meth:`Backend.get_batch`, :meth:`Backend.put_batch`): its buffer (None:
+    missing, or a write) and, where it failed, its error; one item's failure fails it alone."""
+
+    __slots__ = ("bufs", "errors")
+
+    def __init__(self, n: int) -> None:
+        self.bufs: list[Any] = [None] * n
+        #: item -> the exception that failed it.
+        self.errors: dict[int, BaseException] = {}
 
 
 class Landed:
@@ -386,62 +410,6 @@ def checked_sizes(
         sizes = np.where(gone, -1, sizes - 1)
     _short(table.keys, got, sizes, offsets, where)
     return sizes
-
-
-def _file_extents(paths: list[str], table: AddressTable, threads: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(offsets, sizes)`` to read from each file (``-1``: missing): no ``stat`` for known sizes or exact
-    ranges, else one batched ``stat``."""
-    from gdsstore.engine import batch
-
-    n = len(paths)
-    if table.expect is not None:
-        return np.zeros(n, dtype=np.int64), np.asarray(table.expect, dtype=np.int64) + 1
-    if table.exact and table.starts is not None:
-        assert table.stops is not None
-        offsets = np.asarray(table.starts, dtype=np.int64)
-        return offsets, np.asarray(table.stops, dtype=np.int64) - offsets
-    return table.clamp(batch.stat_batch(paths, threads))
-
-
-def land_files(
-    root: str, url: str, table: AddressTable, alloc: Alloc, free: Free, device: int | None, where: str
-) -> Landed:
-    """Local files under ``root``: every item by :func:`gdsstore.engine.batch.read_batch` straight into
-    its slot (``device``: on that GPU through the bounce ring's pinned slots, each copied while the next
-    is read, with no host buffer as large as the table)."""
-    from gdsstore.engine import batch
-
-    paths = batch.local_paths(root, table.keys, where)
-    threads = policy.settings().num_threads
-    offsets, sizes = _file_extents(paths, table, threads)
-    slots, total = slot_layout(sizes)
-    host, owner, dev = None, None, None
-    try:
-        if device is not None:
-            dev, sink = _device_sink(device, total, threads)
-            got = batch.read_batch(paths, offsets, sizes, sink, slots, threads, url=url)
-        else:
-            host, owner = alloc(total)
-            into = "pinned staging" if owner is not None else "host buffer"
-            got = batch.read_batch(paths, offsets, sizes, host, slots, threads, into=into, url=url)
-        sizes = checked_sizes(table, offsets, sizes, got, where)
-    except BaseException:
-        free(owner)
-        raise
-    return Landed(host, slots, sizes, owner, dev)
-
-
-def _device_sink(device: int, total: int, threads: int) -> tuple[Any, Any]:
-    """``total`` bytes on GPU ``device`` and the bounce ring's sink that lands reads there."""
-    from gdsstore.engine import batch
-
-    cp = cuda.cupy_or_none()
-    assert cp is not None
-    slot, limit = bounce.bounce_slots(policy.settings())
-    with cp.cuda.Device(device):
-        dev = cp.empty(max(total, 1), dtype=cp.uint8)
-    piece = batch.piece_size(total, threads, slot)
-    return dev, bounce.DeviceSink(device, int(dev.data.ptr), total, piece, slot, limit)
 
 
 def land_objects(backend: Any, table: AddressTable, alloc: Alloc, free: Free, where: str) -> Landed:

@@ -33,8 +33,8 @@ from typing import Any
 import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine.backend import Backend, BatchResult, ObjectInfo, check_key, host_buffer
-from gdsstore.engine.batch import local_paths, read_objects
-from gdsstore.engine.landing import MISSING_KEY, AddressTable, Alloc, Free, Landed, land_files
+from gdsstore.engine.batch import land_files, local_paths, read_objects
+from gdsstore.engine.landing import MISSING_KEY, AddressTable, Alloc, Free, Landed
 from gdsstore.engine.local import LocalFile, check_mode
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange
@@ -440,7 +440,7 @@ class LocalBackend(Backend):
         self, table: AddressTable, alloc: Alloc, free: Free, *, device: int | None = None, room: int | None = None,
         where: str = "land()",
     ) -> Landed:
-        """Files into their slots by :func:`~gdsstore.engine.landing.land_files` (on a GPU: ``device``)."""
+        """Files into their slots by :func:`~gdsstore.engine.batch.land_files` (on a GPU: ``device``)."""
         return land_files(self.root, self.url, table, alloc, free, device, where)
 
     # -- writes --------------------------------------------------------------------------------------

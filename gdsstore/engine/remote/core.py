@@ -30,10 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine import native
-from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.remote.redact import scrub_text
 from gdsstore.engine.remote.retry import RetryPolicy, log_retry
 from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
@@ -476,50 +474,4 @@ class CoreSource:
         self.etag, self.version_id = res.etag, res.version
         return size
 
-    def get(self, alloc: Any, byte_range: ByteRange | None, where: str) -> Any:
-        """The object (or a range of it, zarr's clamping) into ``alloc(n)``: one request into a scratch of
-        ``task_size``, copied; a larger one is read again as concurrent ranges straight into ``alloc(n)``
-        (:class:`~gdsstore.engine.remote.reader.RemoteFile`, each range asked with the first answer's ETag)."""
-        import numpy as np
 
-        from gdsstore.engine.remote.reader import RemoteFile, with_range_fix
-
-        s = policy.settings()
-        t0 = time.perf_counter()
-        br = byte_range
-        start, end = (0, None) if br is None else (-br.start, None) if br.kind == "suffix" else (br.start, br.end)
-        scratch = np.empty(s.task_size, np.uint8)
-        (res,) = read_wave(self.core.store(), self.core.base, [CorePiece(self.path, start, end, None, 0, s.task_size)],
-                           scratch, retry=RetryPolicy.from_settings(s), concurrency=1, timeout=s.remote_timeout or 1e9)
-        if res.error is None or (res.kind == "status" and "HTTP 416" in str(res.error)):
-            n = res.size if res.error is None else 0  # 416: nothing at that offset (zarr's clamp)
-            buf = _copy_into(alloc(n), scratch[:n], where)
-        elif res.kind == "too_large" and res.total >= 0:
-            offset, n = br.resolve(res.total) if br is not None else (0, res.total)
-            self.etag = res.etag
-            buf = alloc(n)
-            if n:
-                with RemoteFile(self, size=res.total) as f:
-                    f.read(buf, n, offset)
-        elif res.kind == "range_ignored":
-            raise with_range_fix(RangeNotSupportedError(str(res.error)))
-        else:
-            raise res.error or RemoteIOError(f"{where}: {self.url}: no answer")
-        if _trace.active():
-            _trace.record("read", self.route, f"{wave_reason(s)}; one object", n, time.perf_counter() - t0, self.url)
-        return buf
-
-
-def _copy_into(buf: Any, data: Any, where: str) -> Any:
-    """``data`` (a uint8 array) into ``buf`` (host or device memory); returns ``buf``."""
-    from gdsstore.engine.buffers import as_io_buffer
-
-    b = as_io_buffer(buf, writable=True, where=where)
-    if b.host is not None:
-        b.host_slice(0, data.nbytes)[:] = data
-    elif data.nbytes:
-        from gdsstore.engine.remote.reader import _copy_h2d_async
-
-        assert b.device is not None
-        _copy_h2d_async(b.device, b.ptr, data.ctypes.data, data.nbytes).synchronize()
-    return buf

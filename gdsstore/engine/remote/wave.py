@@ -48,7 +48,7 @@ from gdsstore.engine.landing import MISSING_KEY as _MISSING
 from gdsstore.engine.landing import AddressTable, Alloc, Free, Landed, slot_layout
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
-from gdsstore.engine.remote import core
+from gdsstore.engine.remote import core, core_object
 from gdsstore.engine.remote.core import CoreRoot, CoreSource
 from gdsstore.engine.remote.reader import RangeSource, Source, get_object, with_range_fix
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
@@ -537,7 +537,7 @@ class WaveReads:
             return get_one(src, alloc, byte_range)
         src = self.source(key, where)
         assert isinstance(src, CoreSource)
-        return src.get(alloc, byte_range, where)
+        return core_object.get_object(src, alloc, byte_range, where)
 
     def get_many(
         self,
