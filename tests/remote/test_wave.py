@@ -57,6 +57,24 @@ def test_whole_objects_one_get_each_no_size_lookup(faults: FaultServer, objs: di
     assert np.all(w.offsets[w.sizes > 0] % 64 == 0)  # every slot starts on a cache line
 
 
+@pytest.mark.parametrize("kind", ["suffix", "whole"])
+def test_items_past_the_room_land_whole(faults: FaultServer, kind: str) -> None:
+    """A wave whose room runs out before its last items (the room per object comes from the last wave's
+    largest object, here 1,000 bytes): those are asked with no room, told their size, and land in full in a
+    second call, never as empty items (a shard index read as 0 bytes once did, issue 36's one stack)."""
+    data = objects(16, seed=9, top=50_000)
+    data = {k: v + b"x" * 2000 for k, v in data.items()}  # every one larger than the room per object
+    faults.objects.update(data)
+    faults.objects["small"] = b"s" * 1000
+    backend = wave_of(faults)
+    assert backend.get_many(["small"], None, host).view(0).tobytes() == b"s" * 1000  # sets the room hint
+    keys = list(data)
+    ranges = [ByteRange("suffix", 1028)] * len(keys) if kind == "suffix" else None
+    w = backend.get_many(keys, ranges, host)
+    want = [v[-1028:] if kind == "suffix" else v for v in data.values()]
+    assert [w.view(i).tobytes() for i in range(len(keys))] == want
+
+
 def test_touching_ranges_share_a_request_and_clamp(faults: FaultServer, objs: dict[str, bytes]) -> None:
     data = objs["o/3"]
     n = len(data)

@@ -247,15 +247,22 @@ def _core_piece(r: _Request, path: str, room: _Room, each: int) -> core.CorePiec
         if at < 0:
             cap = each
             at = room.reserve(r, each)
-        return None if at < 0 else core.CorePiece(path, -r.suffix, None, None, at, cap)
+        return core.CorePiece(path, -r.suffix, None, None, at, cap) if at >= 0 else _sized_first(r, path, -r.suffix, None)
     end = None if r.limit is None else r.offset + r.limit
     if r.slot >= 0:
         n = int(r.expect if r.expect is not None else r.limit or 0)
         if n <= 0:
             return None  # an empty request: nothing to ask
         return core.CorePiece(path, r.offset, end, r.expect, r.slot, n)
-    at = room.reserve(r, each)  # no room (0 bytes): the answer tells the size, a second call lands it
-    return None if at < 0 else core.CorePiece(path, r.offset, end, r.expect, at, each)
+    at = room.reserve(r, each)
+    return core.CorePiece(path, r.offset, end, r.expect, at, each) if at >= 0 else _sized_first(r, path, r.offset, end)
+
+
+def _sized_first(r: _Request, path: str, start: int, end: int | None) -> core.CorePiece:
+    """``r`` with no room left: asked with none (an empty answer lands as it is; any other is too large for
+    it and tells its size, and the second call lands it in room of that size)."""
+    r.base = 0
+    return core.CorePiece(path, start, end, r.expect, 0, 0)
 
 
 def _core_done(reqs: list[_Request], ks: list[int], results: list[core.CoreResult],
