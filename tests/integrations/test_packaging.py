@@ -21,8 +21,8 @@ from .test_zarr_entry_points import SELECT_BY_NAME
 pytestmark = pytest.mark.slow
 
 
-def _run(*cmd: str, cwd: str | None = None, timeout: float = 180) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+def _run(*cmd: str, cwd: str | None = None, timeout: float = 180, extra_env: dict[str, str] | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | (extra_env or {})
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
     if proc.returncode != 0 and "Could not find a version" in proc.stderr + proc.stdout:
         pytest.skip(f"the package index is unreachable here: {proc.stderr[-300:]}")
@@ -32,12 +32,15 @@ def _run(*cmd: str, cwd: str | None = None, timeout: float = 180) -> str:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # built from a copy of what the wheel is made of: setuptools leaves build/ and *.egg-info behind
+    # built from a copy of what the wheel is made of (the Python sources and the core's crate), compiled in
+    # the tree's cargo target directory, where the set-up already compiled the core's dependencies
     src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    shutil.copytree(REPO / "gdsstore", src / "gdsstore", ignore=shutil.ignore_patterns("__pycache__"))
-    _run(sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(out))
+    shutil.copytree(REPO / "gdsstore", src / "gdsstore", ignore=shutil.ignore_patterns("__pycache__", "_core.*.so"))
+    shutil.copytree(REPO / "native", src / "native", ignore=shutil.ignore_patterns("target"))
+    _run(sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(out), timeout=600,
+         extra_env={"CARGO_TARGET_DIR": str(REPO / "native" / "target")})
     (whl,) = out.glob("gdsstore-*.whl")
     return whl
 

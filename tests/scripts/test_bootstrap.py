@@ -20,6 +20,11 @@ def _repo(tmp_path: Path) -> Path:
     (repo / "scripts").mkdir(parents=True)
     (repo / "scripts" / "bootstrap.sh").write_text((ROOT / "scripts" / "bootstrap.sh").read_text())
     (repo / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    # the core's crate (its sources are part of the stamp) and a build script that only says it ran
+    (repo / "native" / "src").mkdir(parents=True)
+    for name in ("Cargo.toml", "Cargo.lock", "src/lib.rs"):
+        (repo / "native" / name).write_text((ROOT / "native" / name).read_text())
+    (repo / "scripts" / "build_core.sh").write_text('echo "$*" >> "$(dirname "$0")/../build_core.log"\n')
     (repo / ".venv" / "bin").mkdir(parents=True)
     python = repo / ".venv" / "bin" / "python"  # a Python >= 3.12, so the script creates no venv
     python.write_text(
@@ -99,3 +104,13 @@ def test_one_cuda_major_per_venv(tmp_path: Path) -> None:
     assert _bootstrap(other, "gpu") == [".[gpu]"]
     assert _bootstrap(other, "test,docs,s3,cufile") == [".[cufile,docs,gpu,s3,test]"]
     assert _bootstrap(other, "cuda12") == [".[cuda12,cufile-cu12,docs,s3,test]"]
+
+
+def test_changed_core_sources_reinstall(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    assert _bootstrap(repo, "test") == [".[test]"]
+    assert _bootstrap(repo, "test") == []
+    with (repo / "native" / "src" / "lib.rs").open("a") as fh:
+        fh.write("\n// a change to the core\n")
+    assert _bootstrap(repo, "test") == [".[test]"]  # an editable install builds the extension again
+    assert (repo / "build_core.log").read_text().split() == ["--build-only", "--build-only"]

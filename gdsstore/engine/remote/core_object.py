@@ -44,6 +44,8 @@ def get_object(src: CoreSource, alloc: Any, byte_range: ByteRange | None, where:
             with RemoteFile(src, size=res.total) as f:
                 f.read(buf, n, offset)
     elif res.kind == "range_ignored":
+        if br is not None and br.kind == "suffix" and src.stat() <= br.start:
+            return get_object(src, alloc, None, where)  # the whole object is the suffix (moto answers so)
         raise with_range_fix(RangeNotSupportedError(str(res.error)))
     else:
         raise res.error or RemoteIOError(f"{where}: {src.url}: no answer")
