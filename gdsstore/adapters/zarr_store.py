@@ -58,6 +58,17 @@ _LOCAL_SETS = 2
 # -- the root and listings (blocking; each async method runs one in a thread) ----------------------
 
 
+async def _to_thread[T](fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``asyncio.to_thread``, except that a call made after zarr's executor shut down (at exit) cancels its
+    caller quietly instead of leaving a "cannot schedule new futures" traceback on stderr."""
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except RuntimeError as exc:
+        if "after shutdown" not in str(exc):
+            raise
+        raise asyncio.CancelledError from None
+
+
 def _exists(backend: Backend, key: str) -> bool:
     try:
         return backend.info(key).type == "file"
@@ -312,13 +323,13 @@ class GDSStore(Store):
     async def _open(self) -> None:
         if self._is_open:
             raise ValueError("store is already open")
-        await asyncio.to_thread(self._prepare)
+        await _to_thread(self._prepare)
         await super()._open()
 
     async def _ensure_open(self) -> None:
         # Concurrent lazy opens may all get here; preparing twice is harmless, Store._open is not.
         if not self._is_open:
-            await asyncio.to_thread(self._prepare)
+            await _to_thread(self._prepare)
             self._is_open = True
 
     def _ensure_open_sync(self) -> None:
@@ -343,9 +354,9 @@ class GDSStore(Store):
         if self._gets is not None and not is_device_buffer(prototype.buffer):
             buf = await self._gets.submit((key, br, prototype))
         else:
-            buf = await asyncio.to_thread(get_key, self.backend, key, prototype, br)
+            buf = await _to_thread(get_key, self.backend, key, prototype, br)
         if buf is None and self._root_unchecked:
-            await asyncio.to_thread(self._missing, key)
+            await _to_thread(self._missing, key)
         return buf
 
     def get_sync(
@@ -383,10 +394,10 @@ class GDSStore(Store):
         if self._waves(prototype):
             keys = [key for key, _ in requests]
             ranges = [to_byte_range(r, where) for _, r in requests]
-            return await asyncio.to_thread(read_wave, self.backend, prototype, keys, ranges, where)
+            return await _to_thread(read_wave, self.backend, prototype, keys, ranges, where)
 
         async def one(key: str, items: list[tuple[int, ByteRange | None]]) -> None:
-            groups = await asyncio.to_thread(
+            groups = await _to_thread(
                 read_ranges, self.backend, key, prototype, [r for _, r in items], one_wave=False
             )
             for group in groups or ():
@@ -413,7 +424,7 @@ class GDSStore(Store):
         """
         ranges = self._ranges(key, byte_ranges, "GDSStore.get_ranges()")
         await self._ensure_open()
-        groups = await asyncio.to_thread(
+        groups = await _to_thread(
             read_ranges, self.backend, key, prototype, ranges,
             one_wave=self._waves(prototype), max_gap=max_gap_bytes, max_coalesced=max_coalesced_bytes,
         )
@@ -450,18 +461,18 @@ class GDSStore(Store):
     async def exists(self, key: str) -> bool:
         # docstring inherited
         check_key(key, "GDSStore.exists()")
-        return await asyncio.to_thread(_exists, self.backend, key)
+        return await _to_thread(_exists, self.backend, key)
 
     async def getsize(self, key: str) -> int:
         # docstring inherited
         check_key(key, "GDSStore.getsize()")
-        return await asyncio.to_thread(_getsize, self.backend, key)
+        return await _to_thread(_getsize, self.backend, key)
 
     async def getsize_prefix(self, prefix: str) -> int:
         # docstring inherited
         check_key(prefix, "GDSStore.getsize_prefix()")
         self._check_listing("GDSStore.getsize_prefix()")
-        return await asyncio.to_thread(_size_prefix, self.backend, _dir_prefix(prefix))
+        return await _to_thread(_size_prefix, self.backend, _dir_prefix(prefix))
 
     # -- writes --------------------------------------------------------------------------------------
 
@@ -485,7 +496,7 @@ class GDSStore(Store):
         self._check_writes(where)
         self._check_value(value, where)
         if self._sets is None:
-            await asyncio.to_thread(put_key, self.backend, key, value, exclusive)
+            await _to_thread(put_key, self.backend, key, value, exclusive)
             return
         try:
             await self._sets.submit((key, value, exclusive))
@@ -514,7 +525,7 @@ class GDSStore(Store):
         # docstring inherited
         check_key(key, "GDSStore.delete()")
         self._check_writes("GDSStore.delete()")
-        await asyncio.to_thread(self._delete, key)
+        await _to_thread(self._delete, key)
 
     def delete_sync(self, key: str) -> None:
         """Blocking :meth:`delete`."""
@@ -535,7 +546,7 @@ class GDSStore(Store):
         if not isinstance(self.backend, LocalBackend):
             raise NotImplementedError(f"GDSStore.move(): {self} is remote; only local stores can be moved")
         dest = os.path.abspath(os.fspath(dest_root))
-        await asyncio.to_thread(_move, self.root, dest)
+        await _to_thread(_move, self.root, dest)
         self._root_arg = dest
         self._attach(backend_for(dest, self._storage_options))
 
@@ -544,7 +555,7 @@ class GDSStore(Store):
         check_key(prefix, "GDSStore.delete_dir()")
         self._check_writes("GDSStore.delete_dir()")
         self._check_listing("GDSStore.delete_dir()")
-        await asyncio.to_thread(self.backend.delete_prefix, _dir_prefix(prefix))
+        await _to_thread(self.backend.delete_prefix, _dir_prefix(prefix))
 
     async def clear(self) -> None:
         # docstring inherited
@@ -555,7 +566,7 @@ class GDSStore(Store):
     async def _listed(self, fn: Callable[[str], Iterable[str]], prefix: str, where: str) -> list[str]:
         check_key(prefix, where)
         self._check_listing(where)
-        return await asyncio.to_thread(lambda: list(fn(prefix)))
+        return await _to_thread(lambda: list(fn(prefix)))
 
     async def list(self) -> AsyncIterator[str]:
         # docstring inherited
@@ -578,4 +589,4 @@ class GDSStore(Store):
             prefix = ""  # "/" is the root, as zarr's stores and its hierarchy state machine ask for it
         check_key(prefix, "GDSStore.is_empty()")
         self._check_listing("GDSStore.is_empty()")
-        return await asyncio.to_thread(_is_empty, self.backend, _dir_prefix(prefix))
+        return await _to_thread(_is_empty, self.backend, _dir_prefix(prefix))
