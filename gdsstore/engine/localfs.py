@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import stat as stat_mod
 import time
@@ -42,15 +43,20 @@ from gdsstore.engine.ranges import ByteRange
 __all__ = ["TMP_SUFFIX", "AtomicWriter", "LocalBackend", "atomic_copy", "fsync_dir", "write_atomic"]
 
 #: Suffix of in-flight temporary files. They are hidden from listings (a writer killed mid-``put``
-#: leaves one behind; it must not show up as a key) and keys may not end with it.
+#: leaves one behind; it must not show up as a key) and no key may take a temporary file's name.
 TMP_SUFFIX = ".gdsstore-partial"
 
 # Errors from os.link that mean "this filesystem has no hard links" (FAT, some FUSE/SMB mounts).
 _NO_HARDLINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS}
 
 
+#: The names temporary files are given (``.<name>.<hex>.gdsstore-partial``): only these are hidden and
+#: reserved, so a key such as ``.gdsstore-partial`` itself stays an ordinary key.
+_TMP_NAME = re.compile(r"\..+\.[0-9a-f]+" + re.escape(TMP_SUFFIX) + r"\Z")
+
+
 def _is_tmp(name: str) -> bool:
-    return name.endswith(TMP_SUFFIX)
+    return _TMP_NAME.match(name) is not None
 
 
 def fsync_dir(path: str) -> None:
@@ -487,7 +493,8 @@ class LocalBackend(Backend):
         if not key.rstrip("/") or key.endswith("/"):
             raise ValueError(f"{where}: invalid key {key!r}: a value needs a file name")
         if _is_tmp(os.path.basename(path)):
-            raise ValueError(f"{where}: invalid key {key!r}: names ending in {TMP_SUFFIX!r} are reserved")
+            raise ValueError(f"{where}: invalid key {key!r}: names of the form .<name>.<hex>{TMP_SUFFIX} are "
+                             "reserved for temporary files")
         view = _host_bytes(buf)
         for attempt in (0, 1):
             try:

@@ -122,7 +122,7 @@ def test_put_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="needs a file name"):
         b.put("dir/", np.zeros(1, "u1"))
     with pytest.raises(ValueError, match="reserved"):
-        b.put("x" + TMP_SUFFIX, np.zeros(1, "u1"))
+        b.put(".x.0123" + TMP_SUFFIX, np.zeros(1, "u1"))  # a temporary file's name
     with pytest.raises(TypeError, match=r"LocalFile\.pwrite\(\): `buf` must be"):
         b.put("k", object())
     # A failed write leaves no temp file and no key.

@@ -181,7 +181,11 @@ class TestGDSStoreHost(StoreTests[GDSStore, cpu.Buffer]):
         assert [k async for k in store.list()] == ["a/b"]
         assert [k async for k in store.list_dir("a")] == ["b"]
         with pytest.raises(ValueError, match="reserved"):
-            await store.set(f"a/x{TMP_SUFFIX}", cpu.Buffer.from_bytes(b"x"))
+            await store.set(f"a/.x.0123{TMP_SUFFIX}", cpu.Buffer.from_bytes(b"x"))
+        # A key that only looks like the suffix is an ordinary key, listed as any other.
+        await store.set(f"{TMP_SUFFIX}/0", cpu.Buffer.from_bytes(b"y"))
+        await store.set(f"c/{TMP_SUFFIX}", cpu.Buffer.from_bytes(b"z"))
+        assert sorted([k async for k in store.list()]) == sorted(["a/b", f"{TMP_SUFFIX}/0", f"c/{TMP_SUFFIX}"])
 
     async def test_list_prefix_is_a_string_prefix(self, store: GDSStore) -> None:
         for k in ("foo/a", "foo/b/c", "food", "f"):
