@@ -29,6 +29,8 @@ def get_object(src: CoreSource, alloc: Any, byte_range: ByteRange | None, where:
     s = policy.settings()
     t0 = time.perf_counter()
     br = byte_range
+    if br is not None and br.kind == "suffix" and br.start == 0:
+        return alloc(0)  # the last 0 bytes: nothing to ask ("-0" would be the whole object)
     start, end = (0, None) if br is None else (-br.start, None) if br.kind == "suffix" else (br.start, br.end)
     scratch = np.empty(s.task_size, np.uint8)
     (res,) = read_wave(src.core.store(), src.core.base, [CorePiece(src.path, start, end, None, 0, s.task_size)],

@@ -242,6 +242,8 @@ def _fetch(source: RangeSource, r: _Request, room: _Room, where: str) -> None:
 def _core_piece(r: _Request, path: str, room: _Room, each: int) -> core.CorePiece | None:
     """``r`` as one piece of the core's wave: in its slot, or in room set aside (``each`` bytes)."""
     if r.suffix is not None:
+        if r.suffix == 0:
+            return None  # the last 0 bytes: nothing to ask ("-0" would be the whole object)
         cap = r.suffix  # all of it where the room has it, else the share of an object of unknown size
         at = room.reserve(r, _pad(cap))
         if at < 0:
