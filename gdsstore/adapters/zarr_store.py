@@ -580,7 +580,7 @@ class GDSStore(Store):
 
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
         # docstring inherited
-        for name in await self._listed(self.backend.list_dir, prefix, "GDSStore.list_dir()"):
+        for name in await self._listed(self.backend.list_dir_of_keys, prefix, "GDSStore.list_dir()"):
             yield name
 
     async def is_empty(self, prefix: str) -> bool:

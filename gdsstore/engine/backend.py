@@ -209,6 +209,11 @@ class Backend(abc.ABC):
     def list_dir(self, prefix: str = "") -> Iterator[str]:
         """Names of the immediate children (keys and "directories") of ``prefix``."""
 
+    def list_dir_of_keys(self, prefix: str = "") -> Iterator[str]:
+        """:meth:`list_dir` as a key-value store sees it: keys and prefixes of keys only. Object stores
+        have no empty prefixes; a file system drops directories that hold no file (zarr's ``list_dir``)."""
+        return self.list_dir(prefix)
+
     def list_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
         """:meth:`list` with sizes (every key under ``prefix``); object stores take them from the listing."""
         for key in self.list(prefix):

@@ -595,6 +595,14 @@ class LocalBackend(Backend):
             except FileNotFoundError:  # removed since the listing
                 continue
 
+    def list_dir_of_keys(self, prefix: str = "") -> Iterator[str]:
+        # A directory left empty by deletes is no prefix of a key: an object store would not list it.
+        base = prefix.rstrip("/")
+        for name in self.list_dir(prefix):
+            path = self._path(f"{base}/{name}" if base else name, "LocalBackend.list_dir_of_keys()")
+            if not os.path.isdir(path) or os.path.islink(path) or next(self._walk(path, ""), None) is not None:
+                yield name
+
     def list_dir(self, prefix: str = "") -> Iterator[str]:
         """Names of the files and directories directly under the directory ``prefix``."""
         path = self._path(prefix, "LocalBackend.list_dir()")
