@@ -42,24 +42,12 @@ import numpy as np
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine import bounce, cuda, native
-from gdsstore.engine.keys import check_key
-from gdsstore.engine.landing import (
-    MISSING_KEY,
-    AddressTable,
-    Alloc,
-    BatchResult,
-    Free,
-    Landed,
-    checked_sizes,
-    slot_layout,
-)
+from gdsstore.engine import native
+from gdsstore.engine.landing import MISSING_KEY, BatchResult
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange
 
-__all__ = [
-    "HostSink", "Sink", "groups", "local_paths", "piece_size", "read_batch", "read_objects", "stat_batch",
-]
+__all__ = ["HostSink", "Sink", "groups", "piece_size", "read_batch", "read_objects", "stat_batch"]
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _S_IFMT, _S_IFREG = 0o170000, 0o100000
@@ -550,72 +538,3 @@ def piece_size(total: int, threads: int, cap: int, floor: int = 1 << 20) -> int:
     want = -(-total // (threads * rounds))
     want = -(-want // 4096) * 4096
     return max(min(floor, cap), min(cap, want))
-
-
-def local_paths(root: str, keys: Sequence[str], where: str) -> list[str]:
-    """File paths of many keys under ``root``, validated like
-    :func:`~gdsstore.engine.backend.check_key` (no escape from the root) with one scan of all keys.
-
-    Raises:
-        ValueError: naming ``where`` and the first bad key.
-    """
-    joined = "\n".join(keys)
-    # Conservative one-pass test: anything unusual (NUL, backslash, empty/./.. segments, newlines
-    # that split a key) goes through the exact per-key check, which raises for bad keys.
-    wrapped = "/" + joined.replace("\n", "/\n/") + "/"
-    if "\x00" in joined or "\\" in joined or "//" in wrapped or "/./" in wrapped or "/../" in wrapped:
-        for k in keys:
-            check_key(k, where)
-        return [os.path.join(root, *k.rstrip("/").split("/")) if k.rstrip("/") else root for k in keys]
-    prefix = root.rstrip(os.sep) + os.sep
-    return [prefix + k for k in keys]
-
-
-def _file_extents(paths: list[str], table: AddressTable, threads: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(offsets, sizes)`` to read from each file (``-1``: missing): no ``stat`` for known sizes or exact
-    ranges, else one batched ``stat``."""
-    n = len(paths)
-    if table.expect is not None:
-        return np.zeros(n, dtype=np.int64), np.asarray(table.expect, dtype=np.int64) + 1
-    if table.exact and table.starts is not None:
-        assert table.stops is not None
-        offsets = np.asarray(table.starts, dtype=np.int64)
-        return offsets, np.asarray(table.stops, dtype=np.int64) - offsets
-    return table.clamp(stat_batch(paths, threads))
-
-
-def land_files(
-    root: str, url: str, table: AddressTable, alloc: Alloc, free: Free, device: int | None, where: str
-) -> Landed:
-    """Local files under ``root``: every item by :func:`gdsstore.engine.read_batch` straight into
-    its slot (``device``: on that GPU through the bounce ring's pinned slots, each copied while the next
-    is read, with no host buffer as large as the table)."""
-    paths = local_paths(root, table.keys, where)
-    threads = policy.settings().num_threads
-    offsets, sizes = _file_extents(paths, table, threads)
-    slots, total = slot_layout(sizes)
-    host, owner, dev = None, None, None
-    try:
-        if device is not None:
-            dev, sink = _device_sink(device, total, threads)
-            got = read_batch(paths, offsets, sizes, sink, slots, threads, url=url)
-        else:
-            host, owner = alloc(total)
-            into = "pinned staging" if owner is not None else "host buffer"
-            got = read_batch(paths, offsets, sizes, host, slots, threads, into=into, url=url)
-        sizes = checked_sizes(table, offsets, sizes, got, where)
-    except BaseException:
-        free(owner)
-        raise
-    return Landed(host, slots, sizes, owner, dev)
-
-
-def _device_sink(device: int, total: int, threads: int) -> tuple[Any, Any]:
-    """``total`` bytes on GPU ``device`` and the bounce ring's sink that lands reads there."""
-    cp = cuda.cupy_or_none()
-    assert cp is not None
-    slot, limit = bounce.bounce_slots(policy.settings())
-    with cp.cuda.Device(device):
-        dev = cp.empty(max(total, 1), dtype=cp.uint8)
-    piece = piece_size(total, threads, slot)
-    return dev, bounce.DeviceSink(device, int(dev.data.ptr), total, piece, slot, limit)

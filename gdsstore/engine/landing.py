@@ -5,7 +5,7 @@ to have) is to read every item into its own slot of one buffer (:func:`slot_layo
 order) and hand back one :class:`Landed`. :func:`land` is the one entry: it takes the memory (host, the
 pinned pool's, or a GPU's) and asks the backend to land the table
 (:meth:`gdsstore.engine.backend.Backend.land`): local files by the batched ``preadv`` or the native core
-(``gdsstore.engine.batch.land_files``), remote objects in one wave (``gdsstore.engine.remote.wave.read_wave``), any other
+(``gdsstore.engine.localfs.land_files``), remote objects in one wave (``gdsstore.engine.remote.wave.read_wave``), any other
 backend by one size lookup and one read per item (:func:`land_objects`).
 
 Pinned buffers come from one pool (:data:`pinned_pool`), counted in the bounce ring's account
@@ -64,13 +64,17 @@ Alloc = Callable[[int], tuple[np.ndarray, Any]]
 Free = Callable[[Any], None]
 
 
-def slot_layout(sizes: np.ndarray) -> tuple[np.ndarray, int]:
-    """Slot offsets (:data:`ALIGN`-byte aligned, in order) for ``sizes`` (``-1``: missing, no room), and
-    the bytes of the buffer that holds them all."""
-    padded = (np.asarray(sizes, dtype=np.int64).clip(0) + ALIGN - 1) // ALIGN * ALIGN
+def slot_layout(sizes: Any, align: int = ALIGN) -> tuple[np.ndarray, int]:
+    """Slot offsets (``align``-byte aligned, in order) for ``sizes`` (``-1``: missing, no room), and
+    the bytes of the buffer that holds them all (the last slot padded too).
+
+    Examples:
+        >>> [o.tolist() for o in slot_layout([300, 1], align=256)[:1]], slot_layout([300, 1], align=256)[1]
+        ([[0, 512]], 768)
+    """
+    padded = (np.asarray(sizes, dtype=np.int64).clip(0) + align - 1) // align * align
     ends = np.cumsum(padded)
     return ends - padded, int(ends[-1]) if len(ends) else 0
-
 
 
 class BatchResult:
@@ -175,6 +179,9 @@ class AddressTable:
     ``starts[i] < 0``: its last ``-starts[i]`` bytes. Ranges are clamped to their objects as zarr says
     (:meth:`clamp`), unless ``exact``: they lie inside them, and a shorter answer is an error. ``expect``:
     whole objects' sizes when known (no size lookup; an object of another size is an error).
+    ``max_request``: the most bytes one request of a wave carries when it joins touching ranges of an
+    object (None: ``remote.max_range_size``): a large read cut into ranges of that size stays that many
+    requests, all in flight at once.
     """
 
     keys: Sequence[str]
@@ -182,6 +189,7 @@ class AddressTable:
     stops: np.ndarray | None = None
     expect: np.ndarray | None = None
     exact: bool = False
+    max_request: int | None = None
 
     @classmethod
     def from_ranges(cls, keys: Sequence[str], ranges: Sequence[ByteRange | None] | None) -> AddressTable:
@@ -347,7 +355,7 @@ def land(
     backend: Any,
     table: AddressTable,
     *,
-    into: Literal["host", "pinned"] | int = "host",
+    into: Literal["host", "pinned"] | int | np.ndarray = "host",
     room: int | None = None,
     where: str = "land()",
 ) -> Landed:
@@ -359,7 +367,9 @@ def land(
         into: ``"host"`` (pageable), ``"pinned"`` (the pinned pool's, pageable where a GPU is missing or
             ``pinned_memory_limit`` is reached), or a GPU ordinal: on that GPU, through the bounce ring,
             where the backend lands on devices (:attr:`~gdsstore.engine.backend.Backend.lands_on_device`),
-            else in pinned memory (the caller copies it over).
+            else in pinned memory (the caller copies it over). Or a host ``uint8`` array of the caller's
+            (a run of a larger buffer): the items land in its first bytes where it holds them all, else in
+            a new host buffer (``landed.host`` tells which); the caller owns it, nothing is given back.
         room: bytes a wave sets aside for whole objects of unknown size (see ``read_wave``).
         where: the caller, for messages.
 
@@ -370,12 +380,31 @@ def land(
         OSError: a short read, an object not of its expected size, or a request failed for good.
     """
     device = into if isinstance(into, int) and not isinstance(into, bool) else None
-    pinned = into == "pinned" or device is not None
+    alloc: Alloc
+    free: Free
+    if isinstance(into, np.ndarray):
+        alloc, free = _in_region(into), _caller_owns
+    else:
+        pinned = into == "pinned" or device is not None
+        alloc, free = (lambda n: alloc_host(n, pinned)), release_host
     if device is not None and not backend.lands_on_device:
         device = None
-    landed: Landed = backend.land(table, lambda n: alloc_host(n, pinned), release_host, device=device, room=room,
-                                  where=where)
+    landed: Landed = backend.land(table, alloc, free, device=device, room=room, where=where)
     return landed
+
+
+def _in_region(region: np.ndarray) -> Alloc:
+    """``alloc`` of a landing into the caller's ``region``: its first bytes, or a new host buffer where it
+    is too small."""
+
+    def alloc(n: int) -> tuple[np.ndarray, Any]:
+        return (region[:n], None) if n <= region.size else (np.empty(n, dtype=np.uint8), None)
+
+    return alloc
+
+
+def _caller_owns(owner: Any) -> None:
+    """``free`` of a landing into the caller's memory: nothing to give back."""
 
 
 def _short(keys: Sequence[str], got: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, where: str) -> None:

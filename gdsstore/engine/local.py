@@ -21,7 +21,7 @@ from gdsstore.engine.file import BaseFile, WriteGuard
 from gdsstore.engine.pool import completed, run_pieces
 
 if TYPE_CHECKING:
-    from gdsstore.engine.localfs import AtomicWriter
+    from gdsstore.engine.atomic import AtomicWriter
 
 __all__ = ["MODES", "LocalFile", "LocalWriteFile", "check_mode"]
 

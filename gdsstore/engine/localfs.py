@@ -10,62 +10,36 @@ does); writes and deletes never go through a link that resolves outside the root
 ``follow_symlinks=False`` refuses every key whose path passes through a link. Listings show links
 to files as keys and never descend into links to directories.
 
-Writes are atomic (:class:`AtomicWriter`, used by every local writer: this backend and the fsspec
-file): the value goes to a temporary file in the key's directory, then ``os.replace`` puts it in
-place, so a reader (or a writer killed with SIGKILL) sees the old or the new value, never a mix.
-Exclusive creates publish with ``os.link``, which fails when the key exists: two exclusive writers
-can never both win.
+Writes are atomic (:mod:`gdsstore.engine.atomic`: a temporary file in the key's directory, published
+by ``os.replace``, or by ``os.link`` for exclusive creates). Batched reads of many keys land in slots
+of one buffer (:meth:`LocalBackend.land`, through :func:`gdsstore.engine.batch.read_batch`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import re
 import shutil
 import stat as stat_mod
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
 
+import numpy as np
+
 import gdsstore.trace as _trace
 from gdsstore import policy
+from gdsstore.engine import bounce, cuda
+from gdsstore.engine.atomic import TMP_SUFFIX, AtomicWriter, is_tmp, write_atomic
 from gdsstore.engine.backend import Backend, BatchResult, ObjectInfo, check_key, host_buffer
-from gdsstore.engine.batch import land_files, local_paths, read_objects
-from gdsstore.engine.landing import MISSING_KEY, AddressTable, Alloc, Free, Landed
+from gdsstore.engine.batch import piece_size, read_batch, read_objects, stat_batch
+from gdsstore.engine.landing import MISSING_KEY, AddressTable, Alloc, Free, Landed, checked_sizes, slot_layout
 from gdsstore.engine.local import LocalFile, check_mode
 from gdsstore.engine.pool import run_pieces
 from gdsstore.engine.ranges import ByteRange
 
-__all__ = ["TMP_SUFFIX", "AtomicWriter", "LocalBackend", "atomic_copy", "fsync_dir", "write_atomic"]
-
-#: Suffix of in-flight temporary files. They are hidden from listings (a writer killed mid-``put``
-#: leaves one behind; it must not show up as a key) and no key may take a temporary file's name.
-TMP_SUFFIX = ".gdsstore-partial"
-
-# Errors from os.link that mean "this filesystem has no hard links" (FAT, some FUSE/SMB mounts).
-_NO_HARDLINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS}
-
-
-#: The names temporary files are given (``.<name>.<hex>.gdsstore-partial``): only these are hidden and
-#: reserved, so a key such as ``.gdsstore-partial`` itself stays an ordinary key.
-_TMP_NAME = re.compile(r"\..+\.[0-9a-f]+" + re.escape(TMP_SUFFIX) + r"\Z")
-
-
-def _is_tmp(name: str) -> bool:
-    return _TMP_NAME.match(name) is not None
-
-
-def fsync_dir(path: str) -> None:
-    """Make a rename in ``path`` durable (the directory entry, not only the file data)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+__all__ = ["LocalBackend", "land_files", "local_paths"]
 
 
 def _inside(path: str, root: str) -> bool:
@@ -99,201 +73,73 @@ def _host_bytes(buf: Any) -> memoryview | None:
     return view if view.nbytes <= policy.settings().task_size else None
 
 
-def _publish(tmp: str, path: str, exclusive: bool, exists: Callable[[], None]) -> None:
-    """Put the finished file ``tmp`` at ``path``: ``os.replace``, or with ``exclusive`` a hard link
-    that fails if ``path`` exists (``exists()`` raises FileExistsError). ``tmp`` stays for the caller
-    to remove after a link."""
-    if not exclusive:
-        os.replace(tmp, path)
-        return
-    try:
-        os.link(tmp, path)  # atomic, and fails with EEXIST: the one exclusive primitive we need
-    except FileExistsError:
-        exists()
-    except OSError as exc:
-        if exc.errno not in _NO_HARDLINKS:
-            raise
-        # No hard links here (FAT, some FUSE/SMB mounts): claim the name with O_EXCL, which still
-        # lets exactly one writer win, then rename over the claim (readers may briefly see it empty).
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))
-        except FileExistsError:
-            exists()
-        os.replace(tmp, path)
-
-
-def _tmp_name(path: str) -> str:
-    head, name = os.path.split(path)
-    return os.path.join(head, f".{name}.{uuid.uuid4().hex}{TMP_SUFFIX}")
-
-
-def _open_tmp(tmp: str, parent: str, where: str, name: str) -> int:
-    """Create the temporary file (and, the first time, its directory)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    try:
-        return os.open(tmp, flags, 0o666)
-    except FileNotFoundError:
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            raise NotADirectoryError(f"{where}: cannot create {name!r}: a parent of it is a file") from None
-        return os.open(tmp, flags, 0o666)
-    except NotADirectoryError:
-        raise NotADirectoryError(f"{where}: cannot create {name!r}: a parent of it is a file") from None
-
-
-def write_atomic(path: str, view: memoryview, *, exclusive: bool = False, where: str = "write",
-                 name: str | None = None) -> None:
-    """Write the host bytes ``view`` as the whole file ``path``, atomically: :class:`AtomicWriter`'s
-    contract (a temporary file beside it, ``fsync`` when the setting asks, then ``os.replace`` or,
-    with ``exclusive``, ``os.link``) in the fewest system calls, for values one ``pwrite`` writes.
+def local_paths(root: str, keys: Sequence[str], where: str) -> list[str]:
+    """File paths of many keys under ``root``, validated like
+    :func:`~gdsstore.engine.backend.check_key` (no escape from the root) with one scan of all keys.
 
     Raises:
-        FileExistsError: ``exclusive`` and ``path`` exists (the value untouched).
-        NotADirectoryError: a parent of ``path`` is a file.
+        ValueError: naming ``where`` and the first bad key.
     """
-    name = path if name is None else name
-    parent = os.path.dirname(path) or "."
-    tmp = _tmp_name(path)
-    fd = _open_tmp(tmp, parent, where, name)
-    durable = policy.settings().fsync
+    joined = "\n".join(keys)
+    # Conservative one-pass test: anything unusual (NUL, backslash, empty/./.. segments, newlines
+    # that split a key) goes through the exact per-key check, which raises for bad keys.
+    wrapped = "/" + joined.replace("\n", "/\n/") + "/"
+    if "\x00" in joined or "\\" in joined or "//" in wrapped or "/./" in wrapped or "/../" in wrapped:
+        for k in keys:
+            check_key(k, where)
+        return [os.path.join(root, *k.rstrip("/").split("/")) if k.rstrip("/") else root for k in keys]
+    prefix = root.rstrip(os.sep) + os.sep
+    return [prefix + k for k in keys]
+
+
+def _file_extents(paths: list[str], table: AddressTable, threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, sizes)`` to read from each file (``-1``: missing): no ``stat`` for known sizes or exact
+    ranges, else one batched ``stat``."""
+    n = len(paths)
+    if table.expect is not None:
+        return np.zeros(n, dtype=np.int64), np.asarray(table.expect, dtype=np.int64) + 1
+    if table.exact and table.starts is not None:
+        assert table.stops is not None
+        offsets = np.asarray(table.starts, dtype=np.int64)
+        return offsets, np.asarray(table.stops, dtype=np.int64) - offsets
+    return table.clamp(stat_batch(paths, threads))
+
+
+def land_files(
+    root: str, url: str, table: AddressTable, alloc: Alloc, free: Free, device: int | None, where: str
+) -> Landed:
+    """Local files under ``root``: every item by :func:`gdsstore.engine.batch.read_batch` straight into
+    its slot (``device``: on that GPU through the bounce ring's pinned slots, each copied while the next
+    is read, with no host buffer as large as the table)."""
+    paths = local_paths(root, table.keys, where)
+    threads = policy.settings().num_threads
+    offsets, sizes = _file_extents(paths, table, threads)
+    slots, total = slot_layout(sizes)
+    host, owner, dev = None, None, None
     try:
-        try:
-            done = 0
-            while done < view.nbytes:
-                done += os.pwritev(fd, [view[done:]], done)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-
-        def exists() -> None:
-            raise FileExistsError(f"{where}: {name!r} already exists")
-
-        _publish(tmp, path, exclusive, exists)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    if exclusive:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)  # the link published it; the temporary name goes
-    if durable:
-        fsync_dir(parent)
-
-
-class AtomicWriter:
-    """A file written beside ``path`` and published there whole: readers see the old or the new
-    value, never a mix (zarr's ``_atomic_write`` and ``_safe_move`` in one place).
-
-    The bytes go to ``.<name>.<uuid>.gdsstore-partial`` in ``path``'s directory (same filesystem),
-    through ``file`` (a :class:`~gdsstore.engine.local.LocalFile`, host or device buffers).
-    :meth:`commit` fsyncs it when the ``fsync`` setting is on, then publishes it with ``os.replace``
-    — or, with ``exclusive=True``, with ``os.link``, which fails if ``path`` exists (FileExistsError,
-    the existing value untouched) — and fsyncs the directory. :meth:`discard` removes the temporary
-    file. As a context manager it commits on success and discards on an exception.
-
-    Args:
-        path: the file to publish (its directory is created).
-        exclusive: publish only if ``path`` does not exist.
-        where: the caller, for error messages (``"LocalBackend.put()"``).
-        name: what to call ``path`` in messages (a key; default: the path).
-
-    Raises:
-        FileExistsError: ``exclusive`` and ``path`` exists (now or at commit).
-        NotADirectoryError: a parent of ``path`` is a file.
-
-    Examples:
-        >>> import os, tempfile, numpy as np
-        >>> p = os.path.join(tempfile.mkdtemp(), "a", "x.bin")
-        >>> with AtomicWriter(p) as f:
-        ...     f.write(np.arange(3, dtype="u1"))
-        3
-        >>> open(p, "rb").read()
-        b'\\x00\\x01\\x02'
-    """
-
-    def __init__(self, path: str, *, exclusive: bool = False, where: str = "write", name: str | None = None):
-        self.path = path
-        self.exclusive = exclusive
-        self._where = where
-        self._name = path if name is None else name
-        self._fsync = policy.settings().fsync
-        self._parent = os.path.dirname(path) or "."
-        try:
-            os.makedirs(self._parent, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            raise NotADirectoryError(f"{where}: cannot create {self._name!r}: a parent of it is a file") from None
-        if exclusive and os.path.lexists(path):
-            self._exists()  # cheap early out; the link at commit decides
-        self._tmp: str | None = os.path.join(
-            self._parent, f".{os.path.basename(path)}.{uuid.uuid4().hex}{TMP_SUFFIX}"
-        )
-        self.file: LocalFile | None = LocalFile(self._tmp, "xb")
-
-    def _exists(self) -> None:
-        raise FileExistsError(f"{self._where}: {self._name!r} already exists")
-
-    def commit(self) -> None:
-        """Publish the written bytes at ``path`` (once); the temporary file is gone afterwards."""
-        file, self.file = self.file, None
-        tmp, self._tmp = self._tmp, None
-        if file is None or tmp is None:
-            raise ValueError(f"{self._where}: {self._name!r} was already committed or discarded")
-        try:
-            try:
-                if self._fsync:
-                    file.fsync()
-            finally:
-                file.close()
-            self._publish(tmp)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        if self._fsync:
-            fsync_dir(self._parent)
-
-    def _publish(self, tmp: str) -> None:
-        _publish(tmp, self.path, self.exclusive, self._exists)
-
-    def discard(self) -> None:
-        """Drop the written bytes: nothing is published. Idempotent."""
-        file, self.file = self.file, None
-        tmp, self._tmp = self._tmp, None
-        if file is not None:
-            file.close()
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-
-    def copy_from(self, src: str) -> None:
-        """Fill the temporary file with a copy of the file ``src`` (the kernel copies: no bytes
-        through Python)."""
-        if self._tmp is None:
-            raise ValueError(f"{self._where}: {self._name!r} was already committed or discarded")
-        shutil.copyfile(src, self._tmp)  # the same inode our file holds open: commit fsyncs it
-
-    def __enter__(self) -> LocalFile:
-        assert self.file is not None
-        return self.file
-
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is None:
-            self.commit()
+        if device is not None:
+            dev, sink = _device_sink(device, total, threads)
+            got = read_batch(paths, offsets, sizes, sink, slots, threads, url=url)
         else:
-            self.discard()
-
-
-def atomic_copy(src: str, dst: str, *, exclusive: bool = False, where: str = "copy") -> None:
-    """Copy the file ``src`` to ``dst`` through an :class:`AtomicWriter`: ``dst`` holds its old
-    value or the whole copy, never part of it (``exclusive``: only if ``dst`` does not exist)."""
-    writer = AtomicWriter(dst, exclusive=exclusive, where=where)
-    try:
-        writer.copy_from(src)
+            host, owner = alloc(total)
+            into = "pinned staging" if owner is not None else "host buffer"
+            got = read_batch(paths, offsets, sizes, host, slots, threads, into=into, url=url)
+        sizes = checked_sizes(table, offsets, sizes, got, where)
     except BaseException:
-        writer.discard()
+        free(owner)
         raise
-    writer.commit()
+    return Landed(host, slots, sizes, owner, dev)
+
+
+def _device_sink(device: int, total: int, threads: int) -> tuple[Any, Any]:
+    """``total`` bytes on GPU ``device`` and the bounce ring's sink that lands reads there."""
+    cp = cuda.cupy_or_none()
+    assert cp is not None
+    slot, limit = bounce.bounce_slots(policy.settings())
+    with cp.cuda.Device(device):
+        dev = cp.empty(max(total, 1), dtype=cp.uint8)
+    piece = piece_size(total, threads, slot)
+    return dev, bounce.DeviceSink(device, int(dev.data.ptr), total, piece, slot, limit)
 
 
 class LocalBackend(Backend):
@@ -446,7 +292,7 @@ class LocalBackend(Backend):
         self, table: AddressTable, alloc: Alloc, free: Free, *, device: int | None = None, room: int | None = None,
         where: str = "land()",
     ) -> Landed:
-        """Files into their slots by :func:`~gdsstore.engine.batch.land_files` (on a GPU: ``device``)."""
+        """Files into their slots by :func:`land_files` (on a GPU: ``device``)."""
         return land_files(self.root, self.url, table, alloc, free, device, where)
 
     # -- writes --------------------------------------------------------------------------------------
@@ -492,7 +338,7 @@ class LocalBackend(Backend):
         path = self._path(key, where, write=True)
         if not key.rstrip("/") or key.endswith("/"):
             raise ValueError(f"{where}: invalid key {key!r}: a value needs a file name")
-        if _is_tmp(os.path.basename(path)):
+        if is_tmp(os.path.basename(path)):
             raise ValueError(f"{where}: invalid key {key!r}: names of the form .<name>.<hex>{TMP_SUFFIX} are "
                              "reserved for temporary files")
         view = _host_bytes(buf)
@@ -571,7 +417,7 @@ class LocalBackend(Backend):
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             return
         for e in entries:
-            if _is_tmp(e.name) or not e.name.startswith(name_prefix):
+            if is_tmp(e.name) or not e.name.startswith(name_prefix):
                 continue
             key = f"{rel}{e.name}"
             if e.is_dir(follow_symlinks=False):
@@ -611,5 +457,5 @@ class LocalBackend(Backend):
         except MISSING_KEY:
             return
         for name in names:
-            if not _is_tmp(name):
+            if not is_tmp(name):
                 yield name

@@ -82,7 +82,7 @@ def open_local_writer(path: str, mode: str, where: str) -> LocalWriteFile:
     published on a clean close (:class:`~gdsstore.engine.local.LocalWriteFile`); missing parent
     directories are created."""
     from gdsstore.engine.local import LocalWriteFile
-    from gdsstore.engine.localfs import AtomicWriter
+    from gdsstore.engine.atomic import AtomicWriter
 
     if os.path.isdir(path):
         raise IsADirectoryError(f"{where}: {path!r} is a directory, not a file")

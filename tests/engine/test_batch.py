@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import gdsstore
 from gdsstore import policy
-from gdsstore.engine import batch
+from gdsstore.engine import batch, localfs
 from gdsstore.engine.landing import AddressTable, land
 
 
@@ -56,13 +56,13 @@ def test_read_batch_offsets_and_bounds(files: tuple[list[str], list[bytes]]) -> 
 def test_stat_batch_and_local_paths(files: tuple[list[str], list[bytes]], tmp_path: Path) -> None:
     paths, datas = files
     assert batch.stat_batch([*paths, str(tmp_path)]).tolist() == [len(d) for d in datas] + [-1, -1]
-    assert batch.local_paths(str(tmp_path), ["0", "c/1"], "t") == [
+    assert localfs.local_paths(str(tmp_path), ["0", "c/1"], "t") == [
         os.path.join(str(tmp_path), "0"),
         os.path.join(str(tmp_path), "c", "1"),
     ]
     for bad in ("../x", "a//b", "/abs", "a/./b"):
         with pytest.raises(ValueError, match="invalid key"):
-            batch.local_paths(str(tmp_path), ["ok", bad], "t")
+            localfs.local_paths(str(tmp_path), ["ok", bad], "t")
 
 
 def test_land_local_expect_checks_sizes(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def copy_local(src: str, dst: str, *, exclusive: bool = False, where: str) -> None:
     """Copy the local file ``src`` to ``dst`` atomically (``exclusive``: FileExistsError if ``dst`` exists)."""
-    from gdsstore.engine.localfs import atomic_copy  # local copies only: the entry point stays light
+    from gdsstore.engine.atomic import atomic_copy  # local copies only: the entry point stays light
 
     atomic_copy(src, dst, exclusive=exclusive, where=where)
 
