@@ -1,10 +1,11 @@
-"""Landing a read plan's bytes in one buffer: local files and remote objects, checked around each read.
+"""Landing archive chunks in one buffer: local files and remote objects, checked around each read.
 
 A reference set's targets are local paths or ``http(s)://`` and ``s3://`` URLs (:func:`is_remote`).
-:func:`land` reads the reads of a :class:`~gdsstore.archives.plan.ReadPlan` into one host buffer: the
-local ones with one call of the engine's batched reader, the remote ones as **one wave per backend**
-(:meth:`gdsstore.engine.backend.Backend.get_many`: every range in flight at once, no size lookup,
-bodies landing in place in the buffer), never one request per chunk. A backend is made once per root
+:func:`land_chunks` plans a set of chunks' reads (coalesced, :func:`~gdsstore.archives.plan.plan_reads`)
+and :func:`land` lands them in one host buffer through the engine's landing layer
+(:func:`gdsstore.engine.landing.land`, one call per backend into its run of the buffer): the local files'
+reads with the engine's batched reader, each remote root's as **one wave** (every range in flight at once,
+no size lookup, bodies landing in place), never one request per chunk. A backend is made once per root
 (``http://host:port``, ``s3://bucket``) from the caller's ``storage_options``, as
 ``gdsstore.GDSStore(root, storage_options=...)`` takes them.
 
@@ -35,15 +36,20 @@ from urllib.parse import unquote, urlsplit
 import numpy as np
 
 from gdsstore import policy
-from gdsstore.archives.plan import ALIGN, ReadPlan
-from gdsstore.engine.backend import Backend, ByteRange, backend_for
-from gdsstore.engine.batch import read_batch
+from gdsstore.archives.plan import ALIGN, ReadPlan, plan_reads
+from gdsstore.engine.backend import Backend, backend_for
+from gdsstore.engine.landing import AddressTable, Landed, alloc_host, slot_layout
+from gdsstore.engine.landing import land as land_table
 from gdsstore.engine.pool import map_all
 from gdsstore.errors import ArchiveChangedError, ChunkDecodeError
 
 __all__ = [
-    "REMOTE_SCHEMES", "Targets", "chunk_ends", "chunk_positions", "is_remote", "land", "pieces", "split_url",
+    "MAX_GAP", "REMOTE_SCHEMES", "Targets", "chunk_ends", "chunk_positions", "is_remote", "land", "land_chunks",
+    "pieces", "split_url",
 ]
+
+#: Chunks at most this many bytes apart share one read (HDF5 interleaves small B-tree nodes).
+MAX_GAP = 64 << 10
 
 #: URL schemes read through the engine's remote backends (as waves).
 REMOTE_SCHEMES = ("http", "https", "s3")
@@ -115,11 +121,13 @@ class Targets:
         self._backends, self._lock = {}, threading.Lock()
 
     def backend(self, root: str) -> Backend:
-        """The backend of a remote root (made on first use, then kept: its connections are pooled)."""
+        """The backend of a remote root, or of local files (``""``: the file system's root), made on first
+        use, then kept (its connections are pooled)."""
         with self._lock:
             b = self._backends.get(root)
             if b is None:
-                b = self._backends[root] = backend_for(root, self.storage_options, read_only=True)
+                b = self._backends[root] = backend_for(root, self.storage_options, read_only=True) if root else \
+                    backend_for(os.sep, read_only=True)
             return b
 
     def size(self, target: str) -> int:
@@ -186,46 +194,64 @@ def _local_stamp(path: str) -> Stamp:
     return st.st_size, st.st_mtime_ns
 
 
-def land(
-    targets: Targets, files: list[str], rp: ReadPlan, buf: np.ndarray, where: str
-) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
-    """Read the plan's reads into ``buf`` (``rp.nbytes`` bytes at least): local files first, then each
-    remote backend's objects in one wave of their own, each read 64-byte aligned.
+def land_chunks(
+    targets: Targets, files: list[str], fids: np.ndarray, offs: np.ndarray, lens: np.ndarray, *, pinned: bool,
+    extra: int = 0, where: str,
+) -> Landed:
+    """Land chunks (``files[fids[i]]``, ``lens[i]`` bytes at ``offs[i]``; ``fids[i] < 0``: nothing to read)
+    in one host buffer (``pinned``: the pinned pool's), their reads coalesced (:func:`~.plan.plan_reads`),
+    the files checked before and after (:meth:`Targets.check`: a read never mixes two versions).
 
     Returns:
-        Each read's first byte in ``buf``, the bytes it got (short only for a local file that is shorter
-        than its references; a remote range that comes back short fails the wave), and the ETag every
-        answer for a remote file carried, where its wave saw them all (for :meth:`Targets.check`).
+        The chunks as items of one buffer (``-1``: not read), with ``extra`` bytes free after the last read
+        (from ``plan.nbytes``, the :class:`~.plan.ReadPlan`'s size: where the caller puts inlined chunks).
+    """
+    rp = plan_reads(fids, offs, lens, max_gap=MAX_GAP)
+    buf, owner = alloc_host(max(rp.nbytes + extra, 1), pinned)
+    landed = Landed(buf, np.full(len(fids), -1), np.full(len(fids), -1), owner)
+    try:
+        ends = chunk_ends(files, fids, offs, lens)
+        targets.check(ends, after=False)
+        read_pos, seen = land(targets, files, rp, buf, where)
+        targets.check(ends, after=True, seen=seen)  # a file rewritten during the read: fail, never mix
+    except BaseException:
+        landed.release()
+        raise
+    pos = chunk_positions(rp, read_pos)
+    landed.offsets, landed.sizes = pos, np.where(pos >= 0, lens, -1)
+    return landed
+
+
+def land(targets: Targets, files: list[str], rp: ReadPlan, buf: np.ndarray, where: str) -> tuple[np.ndarray, dict[str, str]]:
+    """Land the plan's reads in ``buf`` (``rp.nbytes`` bytes at least) through the engine's landing layer
+    (:func:`gdsstore.engine.landing.land`): the local files' reads first, then each remote root's as one
+    wave, every read in a slot of :func:`~gdsstore.engine.landing.slot_layout`.
+
+    Returns:
+        Each read's first byte in ``buf``, and the ETag every answer for a remote file carried, where its
+        wave saw them all (for :meth:`Targets.check`).
 
     Raises:
-        OSError: a remote request failed for good (its URL and the reason).
+        OSError: a short read, or a remote request failed for good (its URL and the reason).
+        ArchiveChangedError: a file gone. ChunkDecodeError: a file shorter than its references.
     """
     paths = [files[i] for i in rp.read_file.tolist()]
-    remote = [is_remote(p) for p in paths]
-    roots = [split_url(p)[0] if r else "" for p, r in zip(paths, remote)]
-    order = sorted(range(len(paths)), key=lambda k: (remote[k], roots[k]))  # local, then one run per root
-    padded = -(-rp.read_nbytes // ALIGN) * ALIGN
+    roots = [split_url(p)[0] if is_remote(p) else "" for p in paths]
+    runs: dict[str, list[int]] = {}
+    for k in sorted(range(len(paths)), key=lambda k: (roots[k] != "", roots[k])):  # local, then one run per root
+        runs.setdefault(roots[k], []).append(k)
+    order = np.array([k for run in runs.values() for k in run], dtype=np.int64)
     read_pos = np.zeros(len(paths), dtype=np.int64)
-    if order:
-        read_pos[order] = np.concatenate([[0], np.cumsum(padded[order])[:-1]])
-    got = rp.read_nbytes.copy()
-    local = np.array([k for k in order if not remote[k]], dtype=np.int64)
-    if len(local):
-        got[local] = read_batch(
-            [paths[k] for k in local.tolist()], rp.read_offset[local], rp.read_nbytes[local], buf, read_pos[local],
-            url=where,
-        )
+    read_pos[order] = slot_layout(rp.read_nbytes[order])[0]
     seen: dict[str, str] = {}
-    for root in dict.fromkeys(roots[k] for k in order if remote[k]):
-        wave = [k for k in order if roots[k] == root]
-        keys = [split_url(paths[k])[1] for k in wave]
-        etags = _wave(targets.backend(root), keys, rp, np.array(wave), buf, read_pos, where)
-        seen.update((paths[k], etags[key]) for k, key in zip(wave, keys) if key in etags)
-    return read_pos, got, seen
+    for root, run in runs.items():
+        seen.update(_land_run(targets, root, [paths[k] for k in run], rp, np.array(run), buf, read_pos, where))
+    return read_pos, seen
 
 
 #: A wave's reads are cut into at least this many requests (each at least :data:`MIN_PIECE` bytes): a window's
-#: reads are few and large (one per file, its chunks coalesced), and one connection lands about 1 GB/s.
+#: reads are few and large (one per file, its chunks coalesced), and one connection lands only a share of
+#: what many do (docs/performance.md).
 PIECES_PER_WAVE = 64
 MIN_PIECE = 1 << 20
 
@@ -248,40 +274,36 @@ def pieces(nbytes: np.ndarray, total: int, most: int) -> tuple[int, np.ndarray, 
     return size, read, at
 
 
-def _wave(
-    backend: Backend, keys: list[str], rp: ReadPlan, reads: np.ndarray, buf: np.ndarray, read_pos: np.ndarray,
-    where: str,
+def _land_run(
+    targets: Targets, root: str, paths: list[str], rp: ReadPlan, reads: np.ndarray, buf: np.ndarray,
+    read_pos: np.ndarray, where: str,
 ) -> dict[str, str]:
-    """One backend's reads as one wave (each cut into :func:`pieces`, so that many requests are in flight),
-    landing in their run of ``buf`` (in place when the wave lays its slots out as this plan did, else
-    copied there once); returns the wave's ETags per key (:attr:`~gdsstore.engine.backend.Wave.etags`)."""
-    base = int(read_pos[reads[0]])
-    end = int(read_pos[reads[-1]] + -(-rp.read_nbytes[reads[-1]] // ALIGN) * ALIGN)
-    region = buf[base:end]
-
-    def alloc(n: int) -> tuple[np.ndarray, Any]:
-        # The wave's one buffer is this run of ours; a wave that wants more gets its own (then copied).
-        return (region[:n], None) if n <= region.size else (np.empty(n, dtype=np.uint8), None)
-
+    """One backend's reads (``root`` ``""``: local files) as one landing: a remote root's reads cut into
+    :func:`pieces` (many requests in flight), in their run of ``buf`` (in place when the backend lays its
+    slots out as the plan did, else copied there once); returns the ETags per path the wave saw."""
     want = rp.read_nbytes[reads]
-    size, read, at = pieces(want, int(want.sum()), policy.settings().remote_max_range_size)
-    p_off = rp.read_offset[reads][read] + at
-    p_len = np.minimum(want[read] - at, size)
-    ranges = [ByteRange("range", int(o), int(o + n)) for o, n in zip(p_off.tolist(), p_len.tolist())]
-    # max_bytes: the wave does not join the pieces again.
-    w = backend.get_many([keys[k] for k in read.tolist()], ranges, alloc, exact=True, where=where, max_bytes=size)
-    sizes = np.asarray(w.sizes, dtype=np.int64)
-    if (sizes != p_len).any():
-        j = int(np.flatnonzero(sizes != p_len)[0])
-        url = f"{backend.url}/{keys[int(read[j])]}"
-        if sizes[j] < 0:
-            raise ArchiveChangedError(f"{url}: referenced file is gone")
-        raise ChunkDecodeError(f"{url}: truncated: {int(sizes[j])} of {int(p_len[j])} bytes at offset {int(p_off[j])}")
+    if root:
+        keys = [split_url(p)[1] for p in paths]
+        size, read, at = pieces(want, int(want.sum()), policy.settings().remote_max_range_size)
+    else:  # the engine's batched read cuts large reads itself
+        keys = [os.path.abspath(p).lstrip(os.sep) for p in paths]
+        size, read, at = int(want.max(initial=0)), np.arange(len(reads)), np.zeros(len(reads), dtype=np.int64)
+    starts = rp.read_offset[reads][read] + at
+    lens = np.minimum(want[read] - at, size)
+    table = AddressTable([keys[k] for k in read.tolist()], starts, starts + lens, exact=True, max_request=size)
+    base = int(read_pos[reads[0]])
+    region = buf[base : base + slot_layout(want)[1]]
+    landed = land_table(targets.backend(root), table, into=region, where=where)
+    bad = np.flatnonzero(landed.sizes != lens)
+    if bad.size:
+        j = int(bad[0])
+        name = paths[int(read[j])]
+        if landed.sizes[j] < 0:
+            raise ArchiveChangedError(f"{name}: referenced file is gone")
+        raise ChunkDecodeError(f"{name}: truncated: {int(landed.sizes[j])} of {int(lens[j])} bytes at offset {int(starts[j])}")
     dest = read_pos[reads][read] + at
-    got = np.asarray(w.offsets, dtype=np.int64) + base
-    if np.may_share_memory(w.host, region) and (got == dest).all():
-        return w.etags  # landed in place
-    host = np.array(w.host, copy=True)  # the wave's layout differs from ours: copy out before overwriting
-    for a, d, n in zip(w.offsets, dest.tolist(), p_len.tolist()):
-        buf[d : d + n] = host[int(a) : int(a) + n]
-    return w.etags
+    if not (np.may_share_memory(landed.host, region) and (landed.offsets + base == dest).all()):
+        host = np.array(landed.host, copy=True)  # laid out otherwise: copied out before overwriting
+        for a, d, n in zip(landed.offsets.tolist(), dest.tolist(), lens.tolist()):
+            buf[d : d + n] = host[a : a + n]
+    return {p: landed.etags[k] for p, k in zip(paths, keys) if k in landed.etags}

@@ -3,10 +3,10 @@
 Why arrays of our own beside a zarr ``Store`` over the references (:mod:`.store`): a store answers one
 key at a time, and zarr then decodes and scatters chunk by chunk; that per-chunk cost is what limits
 ``zarr.open_group(ManifestStore)`` on small chunks. A :class:`VirtualArray` sees the whole selection:
-it plans the chunks' (file, offset, length) triples with numpy (:mod:`.plan`), reads them with one
-call of the engine's batched reader (``gdsstore.engine.batch.read_batch``: coalesced reads on the
-engine's threads, into one buffer), decodes them on threads (zlib releases the GIL) or on the GPU in
-batches (one nvCOMP call), and copies each chunk's box into the output. It is indexable like a numpy
+it plans the chunks' (file, offset, length) triples with numpy (:mod:`.plan`), lands them through the
+engine's landing layer (:func:`gdsstore.engine.landing.land`: coalesced reads on the engine's threads,
+into one buffer, a :class:`~gdsstore.engine.landing.Landed`), decodes them on threads (zlib releases the
+GIL) or on the GPU in batches (one nvCOMP call), and copies each chunk's box into the output. It is indexable like a numpy
 array (``arr[0, :128]``), and ``np.asarray`` reads it whole.
 
 Targets are local files or ``http(s)://`` and ``s3://`` URLs: remote chunks of one read go to the
@@ -21,8 +21,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,18 +29,16 @@ import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.archives import codecs as _codecs
 from gdsstore.archives import plan as _plan
-from gdsstore.archives.fetch import Targets, chunk_ends, chunk_positions, land
+from gdsstore.archives.fetch import Targets, land_chunks
 from gdsstore.archives.refs import INLINED, MISSING, ArrayRefs, from_kerchunk, from_manifest_store
 from gdsstore.engine.batch import groups
-from gdsstore.engine.landing import alloc_host, release_host
+from gdsstore.engine.landing import Landed
 from gdsstore.engine.pool import map_all
 from gdsstore.errors import ChunkDecodeError
-from gdsstore.gpu.execute import run_windows
+from gdsstore.gpu.windows import run_windows
 
 __all__ = ["VirtualArray", "VirtualGroup", "decode_rows", "gpu_unsupported", "open_icechunk", "open_virtual"]
 
-#: Chunks at most this many bytes apart share one read (HDF5 interleaves small B-tree nodes).
-MAX_GAP = 64 << 10
 #: Stored bytes read, decoded and scattered at a time, at most: a large selection's bytes are never all
 #: in memory beside its output (on the GPU, the pinned pool's buffer is reused window after window).
 #: Two windows are in flight (one decoding, the next landing): :func:`_window_bytes` keeps them within
@@ -113,12 +109,11 @@ class VirtualArray:
         on_gpu = device and why_not is None
         out = _output(r, sel.out_shape, bool((fids == MISSING).any()), _cupy() if on_gpu else np)
         windows = _windows(fids, r.lengths.reshape(-1)[flat], _window_bytes(), _most_chunks(r, on_gpu))
-        run_windows(
+        run_windows(  # the next window lands on the engine's pool while this one decodes
             windows,
             lambda w: self._land_window(_plan.subset(sel, w), flat[w], on_gpu),
-            lambda _, landed: self._decode_window(landed, out, on_gpu, batch and not device),
-            lambda landed: _give_back(landed.owner),  # pinned staging back to the pool once decoded
-            _ahead_pool(),
+            lambda w, landed: self._decode_window(_plan.subset(sel, w), flat[w], landed, out, on_gpu, batch and not device),
+            Landed.release,  # pinned staging back to the pool once decoded
         )
         if device and not on_gpu:
             # What cannot decode on the GPU decoded on the host; the result goes up in one copy (in
@@ -131,76 +126,33 @@ class VirtualArray:
             out = out[tuple(slice(None, None, s) for s in sel.step)]
         return out.reshape(tuple(n for d, n in enumerate(out.shape) if d not in sel.squeeze)) if sel.squeeze else out
 
-    def _land_window(self, sel: _plan.ChunkSelection, flat: np.ndarray, on_gpu: bool) -> _Landed:
-        """Read one window of a selection's chunks into host memory (pinned for the GPU)."""
+    def _land_window(self, sel: _plan.ChunkSelection, flat: np.ndarray, on_gpu: bool) -> Landed:
+        """Land one window of a selection's chunks in one host buffer (pinned for the GPU), inlined chunks
+        after the read ones (:func:`~.fetch.land_chunks`); ``-1``: a missing chunk."""
         r = self.refs
-        fids = r.file_ids.reshape(-1)[flat]
-        offs = r.offsets.reshape(-1)[flat]
-        lens = r.lengths.reshape(-1)[flat]
-        rp = _plan.plan_reads(fids, offs, lens, max_gap=MAX_GAP)
-        buf, owner, pos, lens = self._land(rp, sel, fids, offs, lens, on_gpu)
-        return _Landed(sel, fids, offs, buf, owner, pos, lens)
-
-    def _decode_window(self, landed: _Landed, out: Any, on_gpu: bool, batch: bool) -> None:
-        """Decode and scatter one landed window into ``out`` (its caller gives its staging back)."""
-        r, w = self.refs, landed
-        where = _Where(r, w.fids, w.offs)
-        if on_gpu or batch:
-            _decode_batched(r, w.sel, out, w.buf, w.owner, w.pos, w.lens, where, on_gpu)
-        else:
-            _decode_host(r, w.sel, out, w.buf, w.pos, w.lens, where)
-
-    def _land(
-        self,
-        rp: _plan.ReadPlan,
-        sel: _plan.ChunkSelection,
-        fids: np.ndarray,
-        offs: np.ndarray,
-        lens: np.ndarray,
-        device: bool,
-    ) -> tuple[np.ndarray, Any, np.ndarray, np.ndarray]:
-        """Read the plan's bytes into one host buffer (pinned for the GPU), inlined chunks after them.
-
-        Returns the buffer, what owns its memory, and each chunk's position and length in it
-        (``-1``: a missing chunk).
-        """
-        r = self.refs
+        fids, offs, lens = (a.reshape(-1)[flat] for a in (r.file_ids, r.offsets, r.lengths))
         inl = np.flatnonzero(fids == INLINED)
         blobs = [r.inlined[tuple(int(c) for c in sel.coords[i])] for i in inl.tolist()]
-        total = rp.nbytes + sum(len(b) for b in blobs)
-        buf, owner = _host_buffer(total, pinned=device)
-        try:
-            pos, lens = self._read_into(buf, rp, fids, offs, lens)
-        except BaseException:
-            _give_back(owner)
-            raise
-        at = rp.nbytes
+        landed = land_chunks(self._targets, r.files, fids, offs, lens, pinned=on_gpu,
+                             extra=sum(len(b) for b in blobs), where=f"archive:{r.name}")
+        at = int(landed.host.size) - sum(len(b) for b in blobs)
         for i, b in zip(inl.tolist(), blobs):
-            buf[at : at + len(b)] = np.frombuffer(b, np.uint8)
-            pos[i], lens[i] = at, len(b)
+            landed.host[at : at + len(b)] = np.frombuffer(b, np.uint8)
+            landed.offsets[i], landed.sizes[i] = at, len(b)
             at += len(b)
-        return buf, owner, pos, lens
+        return landed
 
-    def _read_into(
-        self, buf: np.ndarray, rp: _plan.ReadPlan, fids: np.ndarray, offs: np.ndarray, lens: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The plan's reads into ``buf`` (local files in one batch, remote ones in one wave per
-        backend), the files checked before and after; each chunk's position and length in ``buf``
-        (``-1``: not read)."""
+    def _decode_window(
+        self, sel: _plan.ChunkSelection, flat: np.ndarray, landed: Landed, out: Any, on_gpu: bool, batch: bool
+    ) -> None:
+        """Decode and scatter one landed window into ``out`` (its caller gives its staging back); ``batch``:
+        on the host with the GPU path's batch code."""
         r = self.refs
-        ends = chunk_ends(r.files, fids, offs, lens)
-        self._targets.check(ends, after=False)
-        read_pos, got, seen = land(self._targets, r.files, rp, buf, f"archive:{r.name}")
-        short = np.flatnonzero(got != rp.read_nbytes)
-        if short.size:
-            i = int(short[0])
-            raise ChunkDecodeError(
-                f"{r.files[int(rp.read_file[i])]}: truncated: {int(got[i])} of {int(rp.read_nbytes[i])} bytes at "
-                f"offset {int(rp.read_offset[i])} (the file is shorter than its references)"
-            )
-        self._targets.check(ends, after=True, seen=seen)  # a file rewritten during the read: fail, never mix
-        pos = chunk_positions(rp, read_pos)
-        return pos, np.where(pos >= 0, lens, -1)
+        where = _Where(r, r.file_ids.reshape(-1)[flat], r.offsets.reshape(-1)[flat])
+        if on_gpu or batch:
+            _decode_batched(r, sel, out, landed, where, on_gpu)
+        else:
+            _decode_host(r, sel, out, landed, where)
 
 
 class _Where:
@@ -224,32 +176,6 @@ def _require_gpu() -> None:
         from gdsstore.errors import GPUUnavailableError
 
         raise GPUUnavailableError("VirtualArray.read(device=True): no CUDA GPU with CuPy here; read on the host")
-
-
-def _host_buffer(nbytes: int, *, pinned: bool) -> tuple[np.ndarray, Any]:
-    """``nbytes`` of host memory and its owner: for the GPU a buffer of the GPU pipeline's pinned pool
-    (reused across reads, counted in ``pinned_memory_limit``; ``None`` owner: pageable, traced)."""
-    if not pinned:
-        return np.empty(max(nbytes, 1), dtype=np.uint8), None
-    return alloc_host(max(nbytes, 1), True)
-
-
-def _give_back(owner: Any) -> None:
-    release_host(owner)
-
-
-def _upload(buf: np.ndarray, owner: Any) -> Any:
-    """The landed bytes on the GPU in one copy (a DMA from pinned memory)."""
-    import cupy as cp
-
-    from gdsstore.engine import cuda
-
-    dev = cp.empty(buf.size, dtype=cp.uint8)
-    if owner is not None:
-        cuda.memcpy_htod(dev.device.id, int(dev.data.ptr), int(owner.ptr), int(buf.size))
-    else:
-        dev.set(buf)
-    return dev
 
 
 def _cupy() -> Any:
@@ -286,42 +212,6 @@ def _most_chunks(r: ArrayRefs, on_gpu: bool) -> int | None:
     return max(1, window_budget(policy.settings().gpu_memory_budget) // max(r.chunk_nbytes, 1))
 
 
-@dataclass
-class _Landed:
-    """One window's chunks, read: their selection, references, and where their bytes landed."""
-
-    sel: _plan.ChunkSelection
-    fids: np.ndarray
-    offs: np.ndarray
-    buf: np.ndarray
-    owner: Any
-    pos: np.ndarray
-    lens: np.ndarray
-
-
-#: Reads the next window of an archive read while the current one decodes (a few: reads of several
-#: threads overlap too). Landing a window waits on the engine's own pool, never on this one.
-_ahead: ThreadPoolExecutor | None = None
-
-
-def _ahead_pool() -> ThreadPoolExecutor:
-    """The read-ahead threads, made on first use (a forked child makes its own: see below)."""
-    global _ahead
-    if _ahead is None:
-        _ahead = ThreadPoolExecutor(4, thread_name_prefix="gdsstore-archive-ahead")
-    return _ahead
-
-
-def _forget_ahead_in_child() -> None:
-    # A forked child has none of the parent's threads: work submitted to its executor would wait forever.
-    global _ahead
-    _ahead = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_ahead_in_child)
-
-
 def _output(r: ArrayRefs, shape: tuple[int, ...], missing: bool, xp: Any) -> Any:
     """The output array, filled with the fill value only where a chunk is missing."""
     if missing:
@@ -351,18 +241,15 @@ def _undo(codec: Any, data: Any, where: _Where, i: int, last: int) -> Any:
         raise ChunkDecodeError(f"{where[i]}: {cid} decode failed ({exc})") from exc
 
 
-def _decode_host(
-    r: ArrayRefs, sel: _plan.ChunkSelection, out: np.ndarray, buf: np.ndarray, pos: np.ndarray, lens: np.ndarray,
-    where: _Where,
-) -> None:
+def _decode_host(r: ArrayRefs, sel: _plan.ChunkSelection, out: np.ndarray, landed: Landed, where: _Where) -> None:
     """Decode the chunks on the engine's threads, each thread copying its chunks' boxes into ``out``."""
     t0 = time.perf_counter()
     chain, fused = _host_chain(r)
     raw = r.chunk_nbytes
-    present = np.flatnonzero(lens >= 0).tolist()
+    present = landed.present.tolist()
     # Python lists once, not numpy rows per chunk.
     srcs, dsts, counts = sel.src_start.tolist(), sel.dst_start.tolist(), sel.count.tolist()
-    plist, nlist = pos.tolist(), lens.tolist()
+    buf, plist, nlist = landed.host, landed.offsets.tolist(), landed.sizes.tolist()
     sizes = [-1] * (len(chain) - 1) + [raw]
 
     def run(g: range) -> None:
@@ -413,21 +300,20 @@ def gpu_unsupported(r: ArrayRefs) -> str | None:
     return None
 
 
-def _decode_batched(
-    r: ArrayRefs, sel: _plan.ChunkSelection, out: Any, buf: np.ndarray, owner: Any, pos: np.ndarray,
-    lens: np.ndarray, where: _Where, device: bool,
-) -> None:
+def _decode_batched(r: ArrayRefs, sel: _plan.ChunkSelection, out: Any, landed: Landed, where: _Where, device: bool) -> None:
     """Decode every chunk as one batch and scatter them into ``out``: on the GPU, the landed bytes
     uploaded once and the boxes copied by one kernel; on the host the same batch code over numpy arrays."""
     t0 = time.perf_counter()
-    present = np.flatnonzero(lens >= 0)
+    present, buf = landed.present, landed.host
+    pos, lens = landed.offsets[present], landed.sizes[present]
     if not device:
-        rows = decode_rows(r, buf, buf, pos[present], lens[present], lambda k: where[int(present[k])])
+        rows = decode_rows(r, buf, buf, pos, lens, lambda k: where[int(present[k])])
         sp = _plan.scatter_plan(sel, present, r.chunks, r.dtype.itemsize, out.strides)
         _plan.scatter_host(sp, rows, out)
         return
-    dev = _upload(buf, owner)
-    rows = decode_rows(r, dev, buf, pos[present], lens[present], lambda k: where[int(present[k])])
+    from gdsstore.gpu.staging import to_device
+
+    rows = decode_rows(r, to_device(landed), buf, pos, lens, lambda k: where[int(present[k])])
     if len(present):
         from gdsstore.gpu.kernels import scatter_arrays
 

@@ -31,14 +31,12 @@ import numpy as np
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from gdsstore.archives.fetch import chunk_ends, chunk_positions, land
-from gdsstore.archives.plan import plan_reads
-from gdsstore.archives.reader import MAX_GAP, VirtualArray, VirtualGroup, open_virtual
+from gdsstore.archives.fetch import land_chunks
+from gdsstore.archives.reader import VirtualArray, VirtualGroup, open_virtual
 from gdsstore.archives.refs import INLINED, load_kerchunk_json
 from gdsstore.engine.backend import BatchResult
 from gdsstore.engine.ranges import ByteRange
 from gdsstore.engine.tick import TickGatherer
-from gdsstore.errors import ChunkDecodeError
 from gdsstore.zarr_requests import to_byte_range
 
 __all__ = ["VirtualStore"]
@@ -250,28 +248,15 @@ def _get_batch(store: VirtualStore, items: list[tuple[str, ByteRange | None, Buf
         local = int(r.file_ids[idx])
         fids[i] = store._global[r.name][local] if local >= 0 else local
         offs[i], lens[i] = r.offsets[idx], r.lengths[idx]
-    rp = plan_reads(fids, offs, lens, max_gap=MAX_GAP)
-    buf = np.empty(max(rp.nbytes, 1), dtype=np.uint8)
-    ends = chunk_ends(store._files, fids, offs, lens)
-    targets = store.group.targets
-    targets.check(ends, after=False)
-    read_pos, got, seen = land(targets, store._files, rp, buf, "archive:zarr")
-    targets.check(ends, after=True, seen=seen)  # a file rewritten during the read: fail, never mix
-    pos = chunk_positions(rp, read_pos)
-    for i, (key, br, prototype) in enumerate(items):
+    landed = land_chunks(store.group.targets, store._files, fids, offs, lens, pinned=False, where="archive:zarr")
+    for i, (_, br, prototype) in enumerate(items):
         arr, idx = found[i]
         if fids[i] == INLINED:
             data: Any = np.frombuffer(arr.refs.inlined[idx], np.uint8)
         elif fids[i] < 0:
             continue  # missing: zarr reads the fill value
         else:
-            p = int(pos[i])
-            data = buf[p : p + int(lens[i])]
-            read = int(np.searchsorted(rp.read_dest, rp.chunk_pos[i], side="right")) - 1
-            if got[read] != rp.read_nbytes[read]:
-                where = f"{store._files[fids[i]]}: chunk at offset {int(offs[i])} ({key!r})"
-                out.errors[i] = ChunkDecodeError(f"{where}: truncated: the file is shorter than its references")
-                continue
+            data = landed.view(i)
         if br is not None:
             a, k = br.resolve(len(data))
             data = data[a : a + k]

@@ -450,6 +450,22 @@ def test_a_failing_window_stops_the_read_ahead(tmp_path: Path, monkeypatch: pyte
     np.testing.assert_array_equal(ga.open_virtual(refs)["t"][1:], data["t"][1:])
 
 
+def test_windows_land_ahead_on_the_engines_one_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read of several windows lands the next one while this one decodes on the engine's pool: the
+    threads alive after it are the ones before it and the engine pool's (no pool of the archives' own)."""
+    import threading
+
+    from gdsstore.archives import reader
+
+    p = tmp_path / "w.h5"
+    data = write_h5(p, partial=False)
+    monkeypatch.setattr(reader, "WINDOW_BYTES", 40_000)
+    before = {t.ident for t in threading.enumerate()}
+    np.testing.assert_array_equal(ga.open_virtual(kerchunk_refs(p))["t"][:], data["t"])
+    new = [t.name for t in threading.enumerate() if t.ident not in before]
+    assert all(name.startswith("gdsstore_") for name in new), new
+
+
 def test_read_ahead_in_a_forked_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A child forked after the parent's read-ahead threads started reads in windows too (its own
     threads: the parent's do not exist there), and gets the same array."""

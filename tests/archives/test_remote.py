@@ -285,10 +285,10 @@ def test_wave_laid_out_otherwise_is_copied_where_the_plan_says(served: tuple[Pat
     (d / "b.bin").write_bytes(data.tobytes())
     rp = plan_reads(np.array([0, 0]), np.array([100, 5000]), np.array([300, 700]), max_gap=0)
     targets = fetch.Targets([f"{url}/b.bin"])
-    root, key = fetch.split_url(f"{url}/b.bin")
+    root = fetch.split_url(f"{url}/b.bin")[0]
     buf = np.zeros(2048, dtype=np.uint8)
     read_pos = np.array([704, 0])
-    fetch._wave(targets.backend(root), [key, key], rp, np.array([1, 0]), buf, read_pos, "test")
+    fetch._land_run(targets, root, [f"{url}/b.bin"] * 2, rp, np.array([1, 0]), buf, read_pos, "test")
     np.testing.assert_array_equal(buf[704:1004], data[100:400])
     np.testing.assert_array_equal(buf[0:700], data[5000:5700])
     assert fetch.chunk_positions(rp, read_pos).tolist() == [704, 0]
@@ -311,8 +311,8 @@ def test_large_reads_are_cut_into_pieces_in_flight_together(
     read_pos = np.array([0, 3 << 20]) if order == [0, 1] else np.array([320, 0])
     before = len(archive_nginx.requests())
     targets = fetch.Targets([f"{url}/big.bin"])
-    root, key = fetch.split_url(f"{url}/big.bin")
-    fetch._wave(targets.backend(root), [key, key], rp, np.array(order), buf, read_pos, "test")
+    root = fetch.split_url(f"{url}/big.bin")[0]
+    fetch._land_run(targets, root, [f"{url}/big.bin"] * 2, rp, np.array(order), buf, read_pos, "test")
     a, b = read_pos.tolist()
     np.testing.assert_array_equal(buf[a : a + (3 << 20)], data[10 : 10 + (3 << 20)])
     np.testing.assert_array_equal(buf[b : b + 300], data[len(data) - 500 : len(data) - 200])

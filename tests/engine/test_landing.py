@@ -146,3 +146,48 @@ def test_the_store_backend_lands_through_its_one_function(tmp_path: Path) -> Non
     (tmp_path / "k").write_bytes(b"hello")
     backend = gdsstore.GDSStore(str(tmp_path)).backend
     assert _bytes(land(backend, AddressTable(["k"])), 0) == b"hello"
+
+
+def test_items_land_in_the_callers_region_or_a_buffer_of_their_own(
+    backend: Backend, site: tuple[Path, dict[str, np.ndarray], NginxServer | None]
+) -> None:
+    """``into`` a host array of the caller's: the items land in its first bytes, laid out by slot_layout,
+    and nothing beyond it is written; a region too small for them leaves it untouched."""
+    _, data, _ = site
+    starts, stops = np.array([0, 100, 69_000]), np.array([50, 4100, 70_000])
+    table = AddressTable(["a", "c/d", "e"], starts, stops, exact=True)
+    slots, total = slot_layout(stops - starts)
+    whole = np.full(64 + total + 64, 7, dtype=np.uint8)
+    landed = land(backend, table, into=whole[64 : 64 + total])
+    assert np.may_share_memory(landed.host, whole) and landed.offsets.tolist() == slots.tolist()
+    for i, (key, a, b) in enumerate(zip(["a", "c/d", "e"], starts.tolist(), stops.tolist())):
+        assert bytes(whole[64 + slots[i] : 64 + slots[i] + b - a]) == data[key][a:b].tobytes()
+    assert (whole[:64] == 7).all() and (whole[64 + total :] == 7).all()
+    small = np.full(total - 1, 7, dtype=np.uint8)
+    landed = land(backend, table, into=small)
+    assert not np.may_share_memory(landed.host, small) and (small == 7).all()
+    assert [_bytes(landed, i) for i in range(3)] == [data[k][a:b].tobytes() for k, a, b in zip(
+        ["a", "c/d", "e"], starts.tolist(), stops.tolist())]
+
+
+def test_touching_ranges_share_a_request_up_to_max_request(tmp_path: Path) -> None:
+    """A wave joins touching ranges of one object into one request, unless that request would carry more than
+    the table's ``max_request``: ranges cut to that size stay as many requests, all in flight."""
+    if nginx_binary() is None:
+        pytest.skip("nginx is not installed here")
+    os.chmod(tmp_path, 0o755)
+    data = np.random.default_rng(3).integers(0, 256, 8192, dtype=np.uint8)
+    (tmp_path / "o").write_bytes(data.tobytes())
+    srv = NginxServer(str(tmp_path), access_log=True)
+    try:
+        backend = backend_for(srv.url(""))
+        starts = np.arange(0, 8192, 1024)
+        for most, gets in ((None, 1), (1024, 8), (2048, 4)):
+            before = len(srv.requests())
+            table = AddressTable(["o"] * 8, starts, starts + 1024, exact=True, max_request=most)
+            landed = land(backend, table)
+            assert b"".join(_bytes(landed, i) or b"" for i in range(8)) == data.tobytes()
+            sent = [r for r in srv.requests()[before:] if r.startswith("GET ")]
+            assert len(sent) == gets, (most, sent)
+    finally:
+        srv.close()

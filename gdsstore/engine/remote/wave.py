@@ -584,4 +584,4 @@ class WaveReads:
     ) -> Landed:
         """The table in one wave (:func:`read_wave`); ``device`` is not taken (waves land in host memory)."""
         return read_wave(self, table.keys, table.byte_ranges(), alloc, free, expect=table.expect, exact=table.exact,
-                         room=room, where=where)
+                         room=room, max_bytes=table.max_request, where=where)
