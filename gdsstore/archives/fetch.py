@@ -36,9 +36,9 @@ from urllib.parse import unquote, urlsplit
 import numpy as np
 
 from gdsstore import policy
-from gdsstore.archives.plan import ALIGN, ReadPlan, plan_reads
+from gdsstore.archives.plan import ReadPlan, plan_reads
 from gdsstore.engine.backend import Backend, backend_for
-from gdsstore.engine.landing import AddressTable, Landed, alloc_host, slot_layout
+from gdsstore.engine.landing import ALIGN, AddressTable, Landed, alloc_host, slot_layout
 from gdsstore.engine.landing import land as land_table
 from gdsstore.engine.pool import map_all
 from gdsstore.errors import ArchiveChangedError, ChunkDecodeError

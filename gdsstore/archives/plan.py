@@ -27,15 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from gdsstore.engine.landing import slot_layout
+
 __all__ = [
     "ChunkSelection", "ReadPlan", "ScatterPlan", "chunk_index", "normalize_selection", "plan_reads", "scatter_host",
     "scatter_plan", "select_chunks", "subset",
 ]
-
-#: Where each coalesced read lands in the buffer: a multiple of this (CPU cache lines, nvCOMP's
-#: input alignment).
-ALIGN = 64
-
 
 @dataclass(frozen=True)
 class ChunkSelection:
@@ -136,7 +133,7 @@ class ReadPlan:
     Attributes:
         read_file, read_offset, read_nbytes: one row per read (``int64``), grouped by file, in offset
             order within a file.
-        read_dest: where each read lands in the buffer (multiples of :data:`ALIGN`).
+        read_dest: where each read lands in the buffer (its slot: :func:`~gdsstore.engine.landing.slot_layout`).
         chunk_pos: per input chunk, its first byte in the buffer (``-1``: not read: missing/inlined).
         nbytes: the buffer's size.
     """
@@ -179,11 +176,9 @@ def plan_reads(file_ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, *
     read_offset = o[starts]
     read_end = np.maximum.reduceat(e, starts) if len(starts) else np.zeros(0, dtype=np.int64)
     read_nbytes = read_end - read_offset
-    padded = -(-read_nbytes // ALIGN) * ALIGN
-    read_dest = np.concatenate([[0], np.cumsum(padded)[:-1]]).astype(np.int64) if len(padded) else padded
+    read_dest, total = slot_layout(read_nbytes)
     chunk_pos = np.full(len(file_ids), -1, dtype=np.int64)
     chunk_pos[order] = read_dest[group] + (o - read_offset[group])
-    total = int(padded.sum()) if len(padded) else 0
     return ReadPlan(f[starts], read_offset, read_nbytes, read_dest, chunk_pos, total)
 
 

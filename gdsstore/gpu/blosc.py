@@ -46,7 +46,9 @@ from typing import Any
 
 import numpy as np
 
+from gdsstore.engine.landing import slot_layout
 from gdsstore.errors import ChunkDecodeError
+from gdsstore.gpu.nvcomp import OUT_ALIGN
 
 __all__ = [
     "COMPRESSORS",
@@ -454,9 +456,8 @@ def _decode_streams_gpu(fmt: str, src: Any, st: Streams, sel: np.ndarray, tmp: A
         nvcomp.decode_batch_into(fmt, src, st.src[sel].tolist(), st.csize[sel].tolist(), tmp, d_off.tolist(), size.tolist())
         return
     xp = _xp(tmp)
-    padded = -(-size // 256) * 256
-    slots = np.cumsum(padded) - padded
-    scratch = xp.empty(max(int(padded.sum()), 1), dtype=xp.uint8)
+    slots, total = slot_layout(size, OUT_ALIGN)
+    scratch = xp.empty(max(total, 1), dtype=xp.uint8)
     nvcomp.decode_batch_into(fmt, src, st.src[sel].tolist(), st.csize[sel].tolist(), scratch, slots.tolist(), size.tolist())
     _copy_segments(scratch, slots, tmp, d_off, size)
 
@@ -468,13 +469,12 @@ def _layout(h: Headers, frames: np.ndarray) -> tuple[list[np.ndarray], np.ndarra
     keys = np.stack([h.nbytes, h.blocksize, h.typesize, mode], axis=1)[frames]
     _, inverse = np.unique(keys, axis=0, return_inverse=True)
     groups = [frames[inverse.reshape(-1) == g] for g in range(int(inverse.max(initial=-1)) + 1)]
+    strides = [-(-int(h.nbytes[grp[0]]) // _ALIGN) * _ALIGN for grp in groups]
+    starts, total = slot_layout([s * len(grp) for s, grp in zip(strides, groups)], OUT_ALIGN)
     bases = np.zeros(h.nbytes.size, dtype=np.int64)
-    pos = 0
-    for grp in groups:
-        stride = -(-int(h.nbytes[grp[0]]) // _ALIGN) * _ALIGN
-        bases[grp] = pos + stride * np.arange(len(grp), dtype=np.int64)
-        pos += -(-stride * len(grp) // 256) * 256
-    return groups, bases, pos
+    for grp, start, stride in zip(groups, starts.tolist(), strides):
+        bases[grp] = start + stride * np.arange(len(grp), dtype=np.int64)
+    return groups, bases, total
 
 
 def decode_frames(

@@ -20,7 +20,7 @@ from zarr.core.chunk_utils import ChunkTransform
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.landing import Landed
+from gdsstore.engine.landing import Landed, slot_layout
 from gdsstore.engine.pool import map_all
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import nvcomp, staging
@@ -388,9 +388,8 @@ def _nvcomp_decode(
     if not len(ids):
         return on_cpu, None
     w = want[ok]
-    padded = (w + 255) // 256 * 256
-    o_off = np.cumsum(padded) - padded
-    outbuf = _scratch(int(padded.sum()))
+    o_off, total = slot_layout(w, nvcomp.OUT_ALIGN)
+    outbuf = _scratch(total)
     try:
         nvcomp.decode_batch_into(
             fmt, dev, p_off[ok].tolist(), p_len[ok].tolist(), outbuf, o_off.tolist(), w.tolist()

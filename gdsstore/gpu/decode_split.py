@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from gdsstore.engine import cuda
-from gdsstore.engine.landing import Landed
+from gdsstore.engine.landing import Landed, slot_layout
 from gdsstore.engine.pool import engine_pool
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import nvcomp, staging
@@ -234,9 +234,8 @@ def decode_split(
     device, made when nvCOMP takes its first batch."""
     t0 = time.perf_counter()
     cp = _codecs._cupy()
-    padded = (want + 255) // 256 * 256
-    out_off = np.cumsum(padded) - padded
-    out = cp.empty(max(int(padded.sum()), 1), dtype=cp.uint8)
+    out_off, total = slot_layout(want, nvcomp.OUT_ALIGN)
+    out = cp.empty(max(total, 1), dtype=cp.uint8)
     host = staging.empty_slots(want, pinned=True)
     views = [staged.view(int(i)) for i in present.tolist()]
     frames = [None if v is None else chunk_frames(v, int(n)) for v, n in zip(views, want.tolist())]

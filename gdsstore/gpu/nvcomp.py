@@ -29,12 +29,14 @@ from typing import Any
 
 from gdsstore import policy
 from gdsstore.engine import cuda
+from gdsstore.engine.landing import slot_layout
 from gdsstore.gpu import nvcomp_capi
 from gdsstore.policy import Decision
 
 __all__ = [
     "GPU_DECODABLE",
     "GPU_ENCODABLE",
+    "OUT_ALIGN",
     "Frame",
     "decode_batch",
     "decode_batch_into",
@@ -181,6 +183,9 @@ def gzip_isize(tail: Any) -> int:
 
 _tls = threading.local()
 _ALIGN = 16  # input alignment given to nvCOMP (its strictest format asks for 4 or 8)
+#: Where the decoded outputs of one batch start (:func:`~gdsstore.engine.landing.slot_layout`'s alignment):
+#: on 256 bytes, as ``cudaMalloc`` gives, so every format's output alignment holds.
+OUT_ALIGN = 256
 
 
 #: Largest chunk nvCOMP compresses as one RAW stream (its zstd/LZ4 batched limit); larger: CPU.
@@ -284,12 +289,9 @@ def decode_batch_into(
         # pack them into aligned slots with one gather kernel.
         from gdsstore.gpu.kernels import scatter_blocks
 
-        packed_offsets = []
-        pos = 0
-        for n in src_sizes:
-            packed_offsets.append(pos)
-            pos += (n + 63) // 64 * 64
-        packed = cp.empty(max(pos, 1), dtype=cp.uint8)
+        slots, total = slot_layout(src_sizes)
+        packed_offsets = slots.tolist()
+        packed = cp.empty(max(total, 1), dtype=cp.uint8)
         p0 = int(packed.data.ptr)
         scatter_blocks(
             [(base + a, p0 + b, (n,), (1,), (1,)) for a, b, n in zip(src_offsets, packed_offsets, src_sizes)],

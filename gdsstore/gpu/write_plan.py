@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from gdsstore.engine.landing import slot_layout
+
 __all__ = [
     "EMPTY",
     "ShardLayout",
@@ -127,9 +129,8 @@ def pack_offsets(sizes: Sequence[int] | np.ndarray, align: int = 1) -> tuple[np.
         ([0, 8, 12], 20)
     """
     s = np.asarray(sizes, dtype=np.int64).clip(0)
-    padded = (s + align - 1) // align * align
-    ends = np.cumsum(padded)
-    return ends - padded, int(ends[-1] - padded[-1] + s[-1]) if len(s) else 0
+    offsets = slot_layout(s, align)[0]
+    return offsets, int(offsets[-1] + s[-1]) if len(s) else 0
 
 
 def as_coords(order: Any) -> np.ndarray:

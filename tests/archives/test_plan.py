@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gdsstore.archives.plan import ALIGN, chunk_index, plan_reads, scatter_host, scatter_plan, select_chunks
+from gdsstore.archives.plan import chunk_index, plan_reads, scatter_host, scatter_plan, select_chunks
+from gdsstore.engine.landing import ALIGN
 
 
 @st.composite
