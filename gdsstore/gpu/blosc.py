@@ -33,7 +33,7 @@ Examples:
     >>> COMPRESSORS[int(h.codes[0])], int(h.typesize[0]), bool(h.shuffle[0])
     ('lz4', 4, True)
     >>> out = decode_frames(frame, np.array([0]), np.array([frame.size]), np.array([raw.nbytes]))
-    >>> bool((out.chunk(0).view("<u4") == raw).all())
+    >>> bool((out.array(0).view("<u4") == raw).all())
     True
 """
 
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,12 +49,12 @@ import numpy as np
 from gdsstore.engine.landing import slot_layout
 from gdsstore.errors import ChunkDecodeError
 from gdsstore.gpu.nvcomp import OUT_ALIGN
+from gdsstore.gpu.staging import RawChunks
 
 __all__ = [
     "COMPRESSORS",
     "GPU_COMPRESSORS",
     "HEADER_BYTES",
-    "DecodedFrames",
     "Headers",
     "Streams",
     "bitunshuffle_rows",
@@ -368,37 +368,6 @@ def _unshuffle_group(tmp: Any, h: Headers, frames: np.ndarray, bases: np.ndarray
 # -- the batch --------------------------------------------------------------------------------------
 
 
-@dataclass
-class DecodedFrames:
-    """A batch's frames decoded: frame ``i`` is ``lens[i]`` bytes at ``offs[i]`` of ``bufs[where[i]]``
-    (``where[i] == -1``: left for the CPU, see ``cpu_reason``)."""
-
-    bufs: list[Any] = field(default_factory=list)
-    where: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    offs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    lens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    cpu_reason: str | None = None
-
-    def add(self, buf: Any, ids: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> None:
-        self.where[ids] = len(self.bufs)
-        self.offs[ids] = offs
-        self.lens[ids] = lens
-        self.bufs.append(buf)
-
-    @property
-    def on_cpu(self) -> np.ndarray:
-        """Frames left for the CPU (numcodecs)."""
-        return np.flatnonzero(self.where < 0)
-
-    def chunk(self, i: int) -> Any:
-        """Frame ``i``'s raw bytes (a ``uint8`` view), or ``None`` when it is left for the CPU."""
-        w = int(self.where[i])
-        if w < 0:
-            return None
-        a = int(self.offs[i])
-        return self.bufs[w][a : a + int(self.lens[i])]
-
-
 def _copy_segments(src: Any, s_off: np.ndarray, dst: Any, d_off: np.ndarray, n: np.ndarray) -> None:
     """``dst[d_off[k]:][:n[k]] = src[s_off[k]:][:n[k]]`` for every ``k``: one kernel on the GPU."""
     if not len(n):
@@ -486,7 +455,7 @@ def decode_frames(
     host: np.ndarray | None = None,
     where: Callable[[int], str] = _where_default,
     compressors: Iterable[str] = tuple(GPU_COMPRESSORS),
-) -> DecodedFrames:
+) -> RawChunks:
     """Decode many blosc frames of one ``uint8`` buffer (CuPy on the GPU, or numpy).
 
     Args:
@@ -496,7 +465,7 @@ def decode_frames(
         host: ``src``'s bytes on the host, where the frames are parsed (``src`` itself when numpy).
         where: frame number -> the chunk's name, for errors.
         compressors: compressors decoded in the batch; frames of others are left for the CPU
-            (:attr:`DecodedFrames.on_cpu`, with the reason).
+            (:attr:`~gdsstore.gpu.staging.RawChunks.on_cpu`, with the reason).
 
     Raises:
         ChunkDecodeError: a truncated or corrupt frame, naming it.
@@ -507,7 +476,7 @@ def decode_frames(
     n = len(offsets)
     heads = _gather(hb, np.where(lengths >= HEADER_BYTES, offsets, 0), HEADER_BYTES) if n else np.zeros((0, 16), np.uint8)
     h = read_headers(heads, lengths, nbytes, where)
-    out = DecodedFrames(where=np.full(n, -1, np.int64), offs=np.zeros(n, np.int64), lens=np.zeros(n, np.int64))
+    out = RawChunks(n)
     names = np.array(COMPRESSORS, dtype=object)[np.minimum(h.codes, len(COMPRESSORS) - 1)]
     gpu = h.memcpyed | (h.nbytes == 0) | np.isin(names, list(compressors))
     frames = np.flatnonzero(gpu)

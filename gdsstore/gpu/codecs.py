@@ -401,7 +401,7 @@ class BloscCodec(_ZarrBlosc):
         done = dec.where >= 0
         _record("decode", "gpu-decode", d.reason, int(dec.lens[done].sum()), t0)
         t0 = time.perf_counter()
-        res = [s.prototype.buffer.from_array_like(dec.chunk(k)) if done[k] else None for k, s in enumerate(specs)]
+        res = [s.prototype.buffer.from_array_like(dec.array(k)) if done[k] else None for k, s in enumerate(specs)]
         for k in np.flatnonzero(~done).tolist():
             res[k] = _on_host(super()._decode_sync, bufs[k], specs[k])
         if not done.all():

@@ -26,6 +26,7 @@ from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import nvcomp, staging
 from gdsstore.gpu.codecs import raw_nbytes
 from gdsstore.gpu.plan import Layout, c_order_layout
+from gdsstore.gpu.staging import RawChunks, device_pointer
 
 if TYPE_CHECKING:
     from zarr.abc.codec import Codec
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
     from zarr.core.buffer import NDBuffer
 
 __all__ = [
-    "CodecChain", "RawChunks", "bytes_swap_width", "decode_on_device", "decode_window", "is_device_spec",
-    "raw_nbytes", "swap_bytes",
+    "CodecChain", "RawChunks", "bytes_swap_width", "decode_on_device", "decode_window", "device_pointer",
+    "is_device_spec", "raw_nbytes", "swap_bytes",
 ]
 
 
@@ -176,44 +177,6 @@ def bytes_swap_width(codec: Any, dtype: np.dtype[Any]) -> int:
 def swap_bytes(raw: Any, width: int) -> Any:
     """A copy of the byte array ``raw`` with each ``width``-byte element's bytes reversed (NumPy or CuPy)."""
     return raw.reshape(-1, width)[:, ::-1].copy().reshape(-1)
-
-
-def device_pointer(a: Any) -> int:
-    """Address of a device (or, in tests, host) array's first byte."""
-    return int(a.data.ptr) if hasattr(a, "__cuda_array_interface__") else int(a.ctypes.data)
-
-
-class RawChunks:
-    """A window's chunks decoded to raw bytes on the device: chunk ``i`` is ``lens[i]`` bytes at
-    ``bufs[where[i]]`` + ``offs[i]`` (``where[i] == -1``: missing). ``bufs`` keeps the memory alive."""
-
-    __slots__ = ("bufs", "lens", "offs", "where")
-
-    def __init__(self, n: int) -> None:
-        self.bufs: list[Any] = []
-        self.where = np.full(n, -1, dtype=np.int64)
-        self.offs = np.zeros(n, dtype=np.int64)
-        self.lens = np.zeros(n, dtype=np.int64)
-
-    def add(self, buf: Any, ids: Any, offs: Any, lens: Any) -> None:
-        self.where[ids] = len(self.bufs)
-        self.offs[ids] = offs
-        self.lens[ids] = lens
-        self.bufs.append(buf)
-
-    def ptrs(self) -> np.ndarray:
-        """Device address of each chunk's raw bytes (``int64``; 0: missing)."""
-        base = np.array([device_pointer(b) for b in self.bufs] + [0], dtype=np.int64)
-        out: np.ndarray = np.where(self.where >= 0, base[self.where] + self.offs, 0)
-        return out
-
-    def array(self, i: int) -> Any:
-        """Chunk ``i``'s raw bytes as a device ``uint8`` array, or ``None`` when missing."""
-        w = int(self.where[i])
-        if w < 0:
-            return None
-        a = int(self.offs[i])
-        return self.bufs[w][a : a + int(self.lens[i])]
 
 
 def decode_bb_on_host(
