@@ -28,14 +28,18 @@ __all__ = [
     "Decision",
     "ReadPlan",
     "Settings",
+    "Sharding",
     "StorageFacts",
     "StorageKind",
     "WithoutNvfs",
+    "ZarrBatchFacts",
     "decide_codec",
     "decide_local",
     "decide_local_batch",
     "decide_local_read",
     "decide_remote",
+    "decide_zarr_read",
+    "decide_zarr_write",
     "fmt_bytes",
     "needs_residency_probe",
     "python_wave_concurrency",
@@ -399,6 +403,106 @@ def decide_codec(
     if nvcomp_error is not None:
         return Decision("cpu-codec", nvcomp_error)
     return Decision("gpu-encode" if encode else "gpu-decode", f"nvCOMP batched {_NVCOMP_ALGORITHM[fmt]}")
+
+
+#: How a batch's array-to-bytes codec shards: ``"none"``; ``"sharded"``; ``"outside"`` (other codecs beside
+#: the sharding codec); ``"nested"`` (a sharding codec inside it).
+Sharding = Literal["none", "sharded", "outside", "nested"]
+
+
+@dataclass(frozen=True)
+class ZarrBatchFacts:
+    """What the zarr pipeline's route for one read or write batch depends on (gathered from zarr's
+    codecs and byte getters or setters by ``gdsstore.gpu.pipeline.batch_facts``).
+
+    Attributes:
+        sync: every codec has a synchronous decode and encode (zarr's ``sync_transform``).
+        sharding: how the array-to-bytes codec shards (:data:`Sharding`).
+        v2_filters: zarr v2 filters the pipeline cannot separate from the decode (a numcodecs filter such
+            as ``Delta`` may change a chunk's size or make objects of its bytes).
+        zero_d: the batch has a 0-d array.
+        not_store_path: the type of a byte getter (or setter) that is no zarr ``StorePath``; ``""`` when
+            every one is.
+        store: the type of the store the batch's bytes live in.
+        engine: the store has a gdsstore engine backend.
+        one_store: every byte setter is on the same store.
+        writable: the store takes writes (not opened read-only, and its backend writes).
+
+    Examples:
+        >>> decide_zarr_read(ZarrBatchFacts(sync=True, sharding="none")).route
+        'chunks'
+        >>> decide_zarr_write(ZarrBatchFacts(sync=True, sharding="nested")).reason
+        'nested sharding'
+    """
+
+    sync: bool
+    sharding: Sharding
+    v2_filters: bool = False
+    zero_d: bool = False
+    not_store_path: str = ""
+    store: str = ""
+    engine: bool = True
+    one_store: bool = True
+    writable: bool = True
+
+
+def decide_zarr_read(facts: ZarrBatchFacts) -> Decision:
+    """Route of one batch of zarr's chunk reads: ``"chunks"`` (whole chunk objects, batched), ``"shards"``
+    (the shard indexes, then coalesced inner-chunk ranges) or ``"delegate"`` (zarr's own pipeline).
+
+    Examples:
+        >>> decide_zarr_read(ZarrBatchFacts(sync=True, sharding="sharded")).reason
+        'sharded: batched index reads + coalesced inner-chunk ranges'
+        >>> decide_zarr_read(ZarrBatchFacts(sync=True, sharding="none", not_store_path="bytes")).reason
+        'byte getter bytes is not a store path'
+    """
+    if facts.not_store_path:
+        return Decision("delegate", f"byte getter {facts.not_store_path} is not a store path")
+    if not facts.sync:
+        return Decision("delegate", "a codec has no synchronous decode")
+    if facts.sharding != "none":
+        return _sharded(facts, "sharded: batched index reads + coalesced inner-chunk ranges")
+    if facts.v2_filters:
+        return Decision("delegate", "zarr v2 filters")
+    return Decision("chunks", "whole chunk objects, batched")
+
+
+def decide_zarr_write(facts: ZarrBatchFacts) -> Decision:
+    """Route of one batch of zarr's chunk writes, the reverse of :func:`decide_zarr_read`: ``"chunks"``
+    (encoded as one batch, published in parallel), ``"shards"`` (every changed inner chunk encoded as one
+    batch, each shard written once) or ``"delegate"``. A write also needs the store's engine backend,
+    writable, and one store for the whole batch.
+
+    Examples:
+        >>> decide_zarr_write(ZarrBatchFacts(sync=True, sharding="none", store="MemoryStore", engine=False)).reason
+        'store MemoryStore has no gdsstore engine backend'
+        >>> decide_zarr_write(ZarrBatchFacts(sync=True, sharding="none", zero_d=True)).reason
+        '0-d array'
+    """
+    if facts.not_store_path:
+        return Decision("delegate", f"byte setter {facts.not_store_path} is not a store path")
+    if not facts.engine:
+        return Decision("delegate", f"store {facts.store} has no gdsstore engine backend")
+    if not facts.one_store:
+        return Decision("delegate", "byte setters on more than one store")
+    if not facts.writable:
+        return Decision("delegate", "store not writable (zarr's pipeline raises the error)")
+    if not facts.sync:
+        return Decision("delegate", "a codec has no synchronous encode")
+    if facts.zero_d:
+        return Decision("delegate", "0-d array")
+    if facts.sharding != "none":
+        return _sharded(facts, "sharded: inner chunks encoded as one batch, each shard written once")
+    return Decision("chunks", "chunks encoded as one batch, published in parallel")
+
+
+def _sharded(facts: ZarrBatchFacts, batched: str) -> Decision:
+    """A sharded batch: ``"shards"`` (``batched``: how), or zarr's pipeline for shardings it does not batch."""
+    if facts.sharding == "outside":
+        return Decision("delegate", "codecs outside the sharding codec")
+    if facts.sharding == "nested":
+        return Decision("delegate", "nested sharding")
+    return Decision("shards", batched)
 
 
 def decide_local_batch(*, core_missing: str | None, reads: int, overlapping: bool = False) -> Decision:

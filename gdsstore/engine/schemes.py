@@ -81,8 +81,8 @@ def open_local_writer(path: str, mode: str, where: str) -> LocalWriteFile:
     """The writer of a local file (``"wb"``, ``"xb"``, ``"ab"``): a temporary file beside ``path``,
     published on a clean close (:class:`~gdsstore.engine.local.LocalWriteFile`); missing parent
     directories are created."""
-    from gdsstore.engine.local import LocalWriteFile
     from gdsstore.engine.atomic import AtomicWriter
+    from gdsstore.engine.local import LocalWriteFile
 
     if os.path.isdir(path):
         raise IsADirectoryError(f"{where}: {path!r} is a directory, not a file")

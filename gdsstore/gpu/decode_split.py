@@ -38,13 +38,13 @@ __all__ = [
     "caller_event", "chunk_frames", "decode_split", "device_share", "host_to_device", "run_split",
 ]
 
-#: Bytes per second one host thread decodes zstd (numcodecs, level 1, into pinned memory); an estimate from the
-#: CPU route's rate of 16 threads on the H200 (3.4-3.6 GB/s with the read and the copy), to be measured on a GPU run.
+#: Bytes per second one host thread decodes zstd (numcodecs, level 1, into pinned memory): an estimate from the
+#: CPU route's rate (docs/performance.md, "Measurements behind the engine's choices").
 HOST_THREAD_RATE = 220e6
-#: Bytes per second nvCOMP decodes one zstd frame (one thread block): 50-85 MB/s measured per chunk on an H100
-#: for 16-128 MiB chunks; the lower middle, to be measured on a GPU run.
+#: Bytes per second nvCOMP decodes one zstd frame (one thread block, so one large frame decodes slowly): the lower
+#: middle of the rates measured per chunk (docs/performance.md).
 DEVICE_FRAME_RATE = 60e6
-#: Frames nvCOMP decodes at once at that rate (about one per streaming multiprocessor: an H100's 132).
+#: Frames nvCOMP decodes at once at that rate: about one per streaming multiprocessor (an H100 has 132).
 DEVICE_SLOTS = 132
 
 

@@ -1,11 +1,10 @@
 """nvCOMP's batched decode through its C API (``libnvcomp.so.6``, loaded with :mod:`ctypes`).
 
 Why not only ``nvidia.nvcomp``'s Python API: its ``Codec.decode`` holds the GIL until the device has
-decoded the batch. Measured on the H200 (``benchmarks/results/2026-12-02-h200-s2``): a Python thread
-ran at 11 % of its idle rate during a 36 ms decode of 64 x 4 MiB zstd chunks. The GPU pipeline reads
-the next window on another thread while a window decodes, so that read stalled (12-20 ms alone, 80 ms
-beside a decode), and the decode itself slowed from 28 to 62 ms per call as the two threads passed the
-GIL back and forth. A ctypes call releases the GIL; the batched ``Async`` entry points only enqueue
+decoded the batch, and the GPU pipeline reads the next window on another thread while a window decodes:
+that read stalled, and the decode slowed as the two threads passed the GIL back and forth (the
+measurement is in docs/performance.md, "Measurements behind the engine's choices"). A ctypes call
+releases the GIL; the batched ``Async`` entry points only enqueue
 work on the caller's CUDA stream. Two more reasons: the scratch memory (about three times the decoded
 bytes for zstd) comes from CuPy's current allocator, so it is counted in ``gpu.memory_budget`` and
 given back with the call's memory instead of staying in a codec object; and no codec object is built
@@ -32,22 +31,18 @@ _NAME = {"zstd": "Zstd", "gzip": "Deflate", "lz4": "LZ4"}
 _SONAME = "libnvcomp.so.6"
 
 
-#: nvCOMP's bound on its decode scratch (``...DecompressGetTempSize``) over the decoded bytes: 3.05x for zstd
-#: at 64 KiB-4 MiB chunks and 16-4,096 chunks per call (H200, ``benchmarks/probe_zstd_scratch.py`` of
-#: commit 9176d08).
+#: nvCOMP's bound on its decode scratch (``...DecompressGetTempSize``) over the decoded bytes, for zstd (what
+#: nvCOMP returned at every chunk size and count tried: docs/performance.md).
 BOUND_SCRATCH = 3.1
 
 #: zstd chunks of at least this many decoded bytes get the scratch nvCOMP computes from their frames
-#: (``...DecompressGetTempSizeSync``) instead of its bound. Measured on the H200 over zstd chunks of the
-#: memory benchmark's arrays (``benchmarks/results/2026-12-02-h200-s5/run2``): 4 MiB chunks need 1.72x
-#: their decoded bytes against the bound's 3.05x, for 1.5-9.6 ms of parsing per call of 64-256 chunks
-#: (one decode of them lasts 60-65 ms); 256 KiB chunks 2.54x against 3.05x, for 1.1 ms per 1,024
-#: chunks (decode 12.7 ms): not worth the parse there. Deflate and LZ4 keep the bound (not measured).
+#: (``...DecompressGetTempSizeSync``) instead of its bound: large chunks need far less than the bound, for a
+#: parse that is small beside their decode; small chunks save little (docs/performance.md). Deflate and LZ4
+#: keep the bound.
 EXACT_SCRATCH_FROM = 1 << 20
-#: ... and only in calls of at least this many decoded bytes: a process's first such call pays 27 ms more
-#: (16 chunks of 4 MiB on the H200), which a small read (a 16 MiB array: 0.17 s in all) should not pay
-#: for scratch it hardly needs. Windows smaller than this are planned with the bound
-#: (:func:`gdsstore.gpu.execute.window_bytes`).
+#: ... and only in calls of at least this many decoded bytes: a process's first such call costs more, which a
+#: small read should not pay for scratch it hardly needs. Windows smaller than this are planned with the
+#: bound (:func:`gdsstore.gpu.execute.window_bytes`).
 EXACT_SCRATCH_BATCH = 64 << 20
 
 #: The largest scratch ratio (exact scratch over decoded bytes) seen per format and chunk size.

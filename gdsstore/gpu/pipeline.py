@@ -21,8 +21,8 @@ the executor and the GPU codecs load on first use.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from zarr.abc.codec import CodecPipeline
 from zarr.core.codec_pipeline import FusedCodecPipeline
@@ -38,7 +38,13 @@ if TYPE_CHECKING:
     from zarr.core.indexing import SelectorTuple
     from zarr.core.metadata.v3 import ChunkGridMetadata
 
-__all__ = ["GDSCodecPipeline"]
+    from gdsstore.policy import Sharding, ZarrBatchFacts
+
+__all__ = ["BatchItem", "GDSCodecPipeline", "batch_facts"]
+
+#: One item of zarr's read or write batch: ``(byte getter or setter, chunk spec, chunk selection, output or
+#: value selection, is complete)``.
+BatchItem = tuple[Any, "ArraySpec", "SelectorTuple", "SelectorTuple", bool]
 
 
 def _upgrade(codecs: Iterable[Codec]) -> list[Codec]:
@@ -55,6 +61,48 @@ def _upgrade(codecs: Iterable[Codec]) -> list[Codec]:
     from gdsstore.gpu.codecs import upgrade
 
     return [upgrade(c) for c in codecs]
+
+
+def batch_facts(
+    delegate: FusedCodecPipeline, targets: Sequence[Any], *, write: bool = False, shapes: Sequence[tuple[int, ...]] = ()
+) -> ZarrBatchFacts:
+    """What :func:`gdsstore.policy.decide_zarr_read` (``write``: ``decide_zarr_write``) needs to know of a
+    batch for ``delegate``'s codecs: how they shard and whether they run synchronously, and where the
+    bytes live: ``targets``, the batch's byte getters (setters); a write's also need the store's engine
+    backend, one store, writable, and its chunks' ``shapes`` no 0-d array."""
+    import dataclasses
+
+    from zarr.codecs import ShardingCodec
+    from zarr.codecs._v2 import V2Codec  # private: zarr's v2 codec has no public name
+    from zarr.storage import StorePath
+
+    from gdsstore.gpu.fetch import backend_of
+    from gdsstore.policy import ZarrBatchFacts
+
+    ab = delegate.array_bytes_codec
+    sharding: Sharding = "none"
+    if isinstance(ab, ShardingCodec):
+        outside = delegate.array_array_codecs or delegate.bytes_bytes_codecs
+        nested = any(isinstance(c, ShardingCodec) for c in ab.codecs)
+        sharding = "outside" if outside else "nested" if nested else "sharded"
+    # numcodecs filters (Delta, ...) may change a chunk's size or make objects of its bytes
+    v2_filters = isinstance(ab, V2Codec) and bool(ab.filters)
+    facts = ZarrBatchFacts(delegate.sync_transform is not None, sharding, v2_filters, any(len(s) == 0 for s in shapes))
+    if not targets:
+        return facts
+    if not isinstance(targets[0], StorePath):
+        return dataclasses.replace(facts, not_store_path=type(targets[0]).__name__)
+    if not write:
+        return facts
+    store, backend = targets[0].store, backend_of(targets[0])
+    if backend is None:
+        return dataclasses.replace(facts, store=type(store).__name__, engine=False)
+    return dataclasses.replace(
+        facts,
+        store=type(store).__name__,
+        one_store=all(backend_of(t) is backend for t in targets),
+        writable=not store.read_only and backend.writable,
+    )
 
 
 class GDSCodecPipeline(CodecPipeline):
@@ -145,29 +193,12 @@ class GDSCodecPipeline(CodecPipeline):
     # -- reads: plan, then execute --
 
     def read_plan(self, byte_getter: object = None) -> tuple[str, str]:
-        """``(plan, reason)``: ``"chunks"``, ``"shards"`` or ``"delegate"`` for this pipeline's codecs."""
-        from zarr.codecs import ShardingCodec
-        from zarr.storage import StorePath
+        """``(plan, reason)``: ``"chunks"``, ``"shards"`` or ``"delegate"`` for this pipeline's codecs
+        (:func:`gdsstore.policy.decide_zarr_read`)."""
+        from gdsstore.policy import decide_zarr_read
 
-        if byte_getter is not None and not isinstance(byte_getter, StorePath):
-            return "delegate", f"byte getter {type(byte_getter).__name__} is not a store path"
-        if self.delegate.sync_transform is None:
-            return "delegate", "a codec has no synchronous decode"
-        ab = self.delegate.array_bytes_codec
-        if isinstance(ab, ShardingCodec):
-            if self.delegate.array_array_codecs or self.delegate.bytes_bytes_codecs:
-                return "delegate", "codecs outside the sharding codec"
-            if any(isinstance(c, ShardingCodec) for c in ab.codecs):
-                return "delegate", "nested sharding"
-            return "shards", "sharded: batched index reads + coalesced inner-chunk ranges"
-        from zarr.codecs._v2 import V2Codec  # private: zarr's v2 codec has no public name
-
-        from gdsstore.gpu import zarr_v2
-
-        if isinstance(ab, V2Codec) and ab.filters and zarr_v2.split(self.delegate.codecs) is None:
-            # numcodecs filters (Delta, ...) may change a chunk's size or make objects of its bytes
-            return "delegate", "zarr v2 filters"
-        return "chunks", "whole chunk objects, batched"
+        decision = decide_zarr_read(batch_facts(self.delegate, [] if byte_getter is None else [byte_getter]))
+        return decision.route, decision.reason
 
     async def read(
         self,
@@ -184,7 +215,7 @@ class GDSCodecPipeline(CodecPipeline):
 
             _trace.record("read-plan", "zarr-pipeline", reason, 0, 0.0)
             return await self.delegate.read(batch, out, drop_axes)
-        from gdsstore.gpu import execute
+        from gdsstore.gpu import execute, read_shards
         from gdsstore.gpu.fetch import StoreFetcher, fetcher_for
 
         fetch = fetcher_for([item[0] for item in batch])
@@ -195,4 +226,4 @@ class GDSCodecPipeline(CodecPipeline):
         run = execute.one_call
         if plan == "chunks":
             return await asyncio.to_thread(run, execute.read_chunks, codecs, batch, out, drop_axes, fetch)
-        return await asyncio.to_thread(run, execute.read_shards, sharding, batch, out, drop_axes, fetch)
+        return await asyncio.to_thread(run, read_shards.read_shards, sharding, batch, out, drop_axes, fetch)

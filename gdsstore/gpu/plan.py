@@ -48,8 +48,8 @@ __all__ = [
 #: Decoded bytes per window of host staging: bounds pinned staging, and sets the read/copy overlap.
 WINDOW_BYTES = 128 << 20
 #: Decoded bytes per window when nvCOMP decodes it: one nvCOMP call decodes each chunk on its own
-#: thread block, so its time is nearly flat in the number of chunks (measured on an H200: 64 zstd
-#: chunks of 4 MiB 62 ms, 256 of them 69 ms): fewer, larger windows decode several times faster.
+#: thread block, so its time is nearly flat in the number of chunks (docs/performance.md): fewer, larger
+#: windows decode several times faster.
 DECODE_WINDOW_BYTES = 1 << 30
 
 #: A strided view: ``(shape, byte strides)``.

@@ -191,3 +191,40 @@ def test_a_device_operation_below_gds_threshold_needs_no_cufile_probe() -> None:
     assert small == policy.Decision("posix", "below gds_threshold 1 MiB")
     with gdsstore.config.set({"compat_mode": "off"}):  # cuFile required: even a small write must probe
         assert policy.needs_cufile_probe(device=True, s=policy.settings(), nbytes=1)
+
+
+def test_zarr_read_and_write_ladders_side_by_side() -> None:
+    """The zarr pipeline's read and write routes are decided side by side from one set of facts: the same
+    sharding and codec rules, and what only a write needs (the store's engine backend, one store, writable,
+    no 0-d array) or only a read (zarr v2 filters) named in its own ladder."""
+    from dataclasses import replace
+
+    from gdsstore.policy import Decision, ZarrBatchFacts, decide_zarr_read, decide_zarr_write
+
+    base = ZarrBatchFacts(sync=True, sharding="none")
+    assert decide_zarr_read(base) == Decision("chunks", "whole chunk objects, batched")
+    assert decide_zarr_write(base) == Decision("chunks", "chunks encoded as one batch, published in parallel")
+    sharded = replace(base, sharding="sharded")
+    assert decide_zarr_read(sharded) == Decision("shards", "sharded: batched index reads + coalesced inner-chunk ranges")
+    assert decide_zarr_write(sharded).reason == "sharded: inner chunks encoded as one batch, each shard written once"
+    for sharding, reason in (("outside", "codecs outside the sharding codec"), ("nested", "nested sharding")):
+        for decide in (decide_zarr_read, decide_zarr_write):
+            assert decide(replace(base, sharding=sharding)) == Decision("delegate", reason)
+    no_sync = replace(sharded, sync=False)  # checked before the sharding
+    assert decide_zarr_read(no_sync).reason == "a codec has no synchronous decode"
+    assert decide_zarr_write(no_sync).reason == "a codec has no synchronous encode"
+    elsewhere = replace(no_sync, not_store_path="bytes")  # checked first
+    assert decide_zarr_read(elsewhere).reason == "byte getter bytes is not a store path"
+    assert decide_zarr_write(elsewhere).reason == "byte setter bytes is not a store path"
+    write_only = {
+        "store MemoryStore has no gdsstore engine backend": {"store": "MemoryStore", "engine": False},
+        "byte setters on more than one store": {"one_store": False},
+        "store not writable (zarr's pipeline raises the error)": {"writable": False},
+        "0-d array": {"zero_d": True},
+    }
+    for reason, facts in write_only.items():
+        assert decide_zarr_write(replace(sharded, **facts)) == Decision("delegate", reason)
+        assert decide_zarr_read(replace(sharded, **facts)).route == "shards"
+    v2 = replace(base, v2_filters=True)
+    assert decide_zarr_read(v2) == Decision("delegate", "zarr v2 filters")
+    assert decide_zarr_write(v2).route == "chunks"

@@ -24,6 +24,7 @@ from gdsstore.gpu import decode_split as gsplit
 from gdsstore.gpu import execute as gexec
 from gdsstore.gpu import nvcomp, staging
 from gdsstore.gpu import pipeline as gpipe
+from gdsstore.gpu import windows as gwindows
 from gdsstore.policy import Decision
 from gpu_pipeline.test_fast_path import _spec
 
@@ -225,7 +226,7 @@ def test_decode_side_splits_few_large_zstd_chunks(
 ) -> None:
     """Few chunks per nvCOMP call: large ones split between both decoders, small ones stay on the CPU, and a
     setting of 0 keeps them all on the CPU."""
-    monkeypatch.setattr(gexec, "window_bytes", lambda chain, device, chunk_bytes=0, alone=False: 1 << 30)
+    monkeypatch.setattr(gwindows, "window_bytes", lambda chain, device, chunk_bytes=0, alone=False: 1 << 30)
     codecs = gpipe.GDSCodecPipeline.from_codecs([BytesCodec(), ZstdCodec(level=1)]).codecs
     chain = gdecode.CodecChain.of(codecs)
     with gdsstore.config.set({"gpu.host_decode_bytes": 0, "gpu.host_decode_chunks": 64}):  # (conftest: 0)

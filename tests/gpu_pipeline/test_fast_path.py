@@ -22,7 +22,9 @@ from zarr.storage import MemoryStore
 import gdsstore
 from gdsstore.gpu import decode as gdecode
 from gdsstore.gpu import execute as gexec
+from gdsstore.gpu import output as goutput
 from gdsstore.gpu import pipeline as gpipe
+from gdsstore.gpu import read_shards as gshards
 
 SHAPE = (45, 38)
 FILL = 5
@@ -58,10 +60,12 @@ def emulated(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
             d[...] = np.frombuffer(fill, dt)[0] if src == 0 else _view(src, shape, sst, dt)
         return "gpu-kernel"
 
-    monkeypatch.setattr(gexec, "is_device_spec", lambda spec: True)
+    for module in (gexec, gshards):
+        monkeypatch.setattr(module, "is_device_spec", lambda spec: True)
     monkeypatch.setattr(gdecode, "decode_on_device", decode)
-    monkeypatch.setattr(gexec, "scatter", scatter)
-    monkeypatch.setattr(gexec, "sync", lambda: None)
+    for module in (goutput, gshards):  # decode_scatter's, and the shard fills'
+        monkeypatch.setattr(module, "scatter", scatter)
+        monkeypatch.setattr(module, "sync", lambda: None)
     return calls
 
 
@@ -122,9 +126,9 @@ def test_fast_path_off_for_int_index_and_big_endian() -> None:
     spec = _spec((4, 4))
     sl = (slice(0, 4, 1), slice(0, 4, 1))
     assert chain.view_layout(spec) is not None
-    assert gexec.kernel_scatter_ok([(None, spec, sl, sl, True)], ())
-    assert not gexec.kernel_scatter_ok([(None, spec, sl, sl, True)], (0,))  # a dropped axis
-    assert not gexec.kernel_scatter_ok([(None, spec, (1, slice(0, 4, 1)), sl, True)], ())
+    assert goutput.kernel_scatter_ok([(None, spec, sl, sl, True)], ())
+    assert not goutput.kernel_scatter_ok([(None, spec, sl, sl, True)], (0,))  # a dropped axis
+    assert not goutput.kernel_scatter_ok([(None, spec, (1, slice(0, 4, 1)), sl, True)], ())
     big = gdecode.CodecChain.of(gpipe.GDSCodecPipeline.from_codecs([BytesCodec(endian="big")]).codecs)
     assert big.view_layout(spec) is None  # a byte swap is not a view
 
@@ -153,14 +157,14 @@ def test_vectorized_shard_plan_equals_zarr(
     ref[2:32, 3:28] = block
     z[2:32, 3:28] = block
     planned = {"n": 0}
-    orig = gexec._scatter_shards
+    orig = gshards._scatter_shards
 
     def spy(*args: Any) -> Any:
         planned["n"] += 1
         return orig(*args)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(gexec, "_scatter_shards", spy)
+        mp.setattr(gshards, "_scatter_shards", spy)
         with gdsstore.enable_gpu(buffers=False):
             got = zarr.open_array(store, mode="r")[sel]
     np.testing.assert_array_equal(got, ref[sel])

@@ -246,3 +246,55 @@ def test_zarr_v2_filters_go_to_zarrs_pipeline(tmp_path: Path) -> None:
     with gdsstore.enable_pipeline():
         zarr.create_array(gdsstore.GDSStore(str(tmp_path / "b.zarr")), shape=want.shape, **kw)[:] = want
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "b.zarr"), mode="r")[:], want)
+
+
+ROUTES: dict[str, tuple[dict[str, Any], tuple[str, str], tuple[str, str]]] = {
+    "chunks": (
+        {"compressors": [ZstdCodec()]},
+        ("chunks", "whole chunk objects, batched"),
+        ("chunks", "chunks encoded as one batch, published in parallel"),
+    ),
+    "shards": (
+        {"shards": (16, 20), "compressors": [ZstdCodec()]},
+        ("shards", "sharded: batched index reads + coalesced inner-chunk ranges"),
+        ("shards", "sharded: inner chunks encoded as one batch, each shard written once"),
+    ),
+    "nested": (
+        {"serializer": "nested", "compressors": None},
+        ("delegate", "nested sharding"),
+        ("zarr-pipeline", "nested sharding"),
+    ),
+    "outside": (
+        {"serializer": "sharding", "compressors": [ZstdCodec()]},
+        ("delegate", "codecs outside the sharding codec"),
+        ("zarr-pipeline", "codecs outside the sharding codec"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUTES))
+@pytest.mark.filterwarnings("ignore:Combining a `sharding_indexed` codec")
+def test_read_and_write_routes_of_one_array_come_from_the_policy(tmp_path: Path, name: str) -> None:
+    """One array's read route (``read_plan``) and write route (the trace's ``write-plan`` row) are the
+    policy's two ladders over the facts of the same codecs and store."""
+    from zarr.codecs import BytesCodec, ShardingCodec
+    from zarr.storage import StorePath
+
+    kw, read, write = ROUTES[name]
+    kw = dict(kw)
+    if kw.get("serializer") == "nested":
+        inner = ShardingCodec(chunk_shape=(4, 5), codecs=[BytesCodec()])
+        kw["serializer"] = ShardingCodec(chunk_shape=(8, 10), codecs=[inner])
+    elif kw.get("serializer") == "sharding":
+        kw["serializer"] = ShardingCodec(chunk_shape=(8, 10), codecs=[BytesCodec()])
+    data = np.arange(32 * 40, dtype="f4").reshape(32, 40)
+    with gdsstore.enable_pipeline():
+        chunks = (16, 20) if "serializer" in kw else (8, 10)
+        z = zarr.create_array(gdsstore.GDSStore(str(tmp_path)), shape=data.shape, chunks=chunks, dtype="f4", **kw)
+        pipeline = z._async_array.codec_pipeline
+        assert isinstance(pipeline, gpipe.GDSCodecPipeline)
+        assert pipeline.read_plan(StorePath(z.store, "c/0/0")) == read
+        with gdsstore.trace() as t:
+            z[...] = data
+        np.testing.assert_array_equal(z[...], data)
+    assert ("write-plan", *write) in t.by_reason()

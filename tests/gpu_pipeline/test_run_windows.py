@@ -1,4 +1,4 @@
-"""``gpu.execute.run_windows``, the one read-ahead loop of the zarr pipeline and the archive reader: every
+"""``gpu.windows.run_windows``, the one read-ahead loop of the zarr pipeline and the archive reader: every
 window read is given back exactly once, whether its processing succeeded or failed, the one read ahead of
 a failure included; one window is read on the calling thread."""
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gdsstore.gpu.execute import run_windows
+from gdsstore.gpu.windows import run_windows
 
 
 class Ledger:

@@ -12,7 +12,7 @@ from zarr.core.buffer.cpu import Buffer as CPUBuffer
 from zarr.core.sync import sync
 from zarr.storage import MemoryStore
 
-from gdsstore.gpu.execute import inner_chunk_spec
+from gdsstore.gpu.read_shards import inner_chunk_spec
 
 SHAPE, SHARD, INNER = (8, 8), (8, 8), (4, 4)
 
@@ -30,7 +30,7 @@ def _sharded(index_location: str) -> tuple[MemoryStore, ShardingCodec, zarr.Arra
 
 
 def test_shard_index_byte_range_locates_the_index() -> None:
-    # used by gdsstore.gpu.execute.read_shard_indexes
+    # used by gdsstore.gpu.read_shards.read_shard_indexes
     _, end_codec, _ = _sharded("end")
     req = end_codec._shard_index_byte_range((2, 2))
     assert isinstance(req, SuffixByteRequest) and req.suffix == 4 * 16 + 4  # 4 entries + crc32c
@@ -40,7 +40,7 @@ def test_shard_index_byte_range_locates_the_index() -> None:
 
 
 def test_decode_shard_index_sync_gives_offsets_and_lengths() -> None:
-    # used by gdsstore.gpu.execute.read_shard_indexes: a (chunks per shard..., 2) uint64 table
+    # used by gdsstore.gpu.read_shards.read_shard_indexes: a (chunks per shard..., 2) uint64 table
     store, codec, _ = _sharded("end")
     blob_buffer = sync(store.get("c/0/0", prototype=default_buffer_prototype()))
     assert blob_buffer is not None
@@ -55,7 +55,7 @@ def test_decode_shard_index_sync_gives_offsets_and_lengths() -> None:
 
 
 def test_inner_chunk_transform_holds_the_evolved_inner_codecs() -> None:
-    # used by gdsstore.gpu.execute.read_shards for the inner codec chain
+    # used by gdsstore.gpu.read_shards.read_shards for the inner codec chain
     from zarr.core.array_spec import ArrayConfig, ArraySpec
     from zarr.core.dtype import Int32
 
