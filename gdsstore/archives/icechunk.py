@@ -96,7 +96,7 @@ def _columns(batches: list[tuple[Any, ...]], ndim: int) -> tuple[np.ndarray, np.
         return np.zeros((0, ndim), dtype=np.int64), z, np.zeros(0, dtype=str), z, z, {}
     coords = np.concatenate([np.asarray(b[0], dtype=np.int64).reshape(len(b[1]), ndim) for b in batches])
     kinds = np.concatenate([np.asarray(b[1]) for b in batches])
-    # Fixed-width strings: np.unique sorts them 2.6x faster than Python objects (128,000 chunks: 74 ms).
+    # Fixed-width strings: np.unique sorts them faster than Python objects.
     paths = np.array([p for b in batches for p in b[2]], dtype=str)
     offsets = np.concatenate([np.asarray(b[3], dtype=np.int64) for b in batches])
     lengths = np.concatenate([np.asarray(b[4], dtype=np.int64) for b in batches])
