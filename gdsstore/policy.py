@@ -142,9 +142,8 @@ COLD_RESIDENT_FRACTION = 0.5
 #: Only reads of more than this many ``task_size`` pieces are probed for residency: smaller ones are
 #: cut the same either way, and the probe (~0.1 ms) would be a visible share of a small warm read.
 COLD_PROBE_PIECES = 4
-#: Concurrent streams for a cold read from a rotational disk (each one a seek away from the others).
-#: Measured on the 2-core virtio machine (rotational=1), 200 MB cold, 21 shuffled rounds, 8 MiB
-#: calls: one stream 1.10 GB/s median (0.25-1.67), two 0.97 (0.42-1.38).
+#: Concurrent streams for a cold read from a rotational disk: each one is a seek away from the others, so
+#: a second stream reads no faster (docs/performance.md, "Measurements behind the engine's choices").
 ROTATIONAL_STREAMS = 1
 
 
@@ -226,13 +225,11 @@ def decide_local_read(
 
     A read from the page cache is a memory copy: ``task_size`` pieces over ``num_threads`` threads
     balance best. A cold read is disk-bound, and pieces handed round-robin to threads on one file
-    descriptor look random to the kernel, whose readahead then stops helping: on the 2-core virtio
-    machine a cold 200 MB read ran at 0.61x ``numpy.fromfile`` that way. A cold read is cut into
-    one stretch per thread, each read by one ``pread`` on a descriptor of its own: measured there
-    (15 shuffled rounds, medians against numpy.fromfile) one whole-stretch read 0.96-1.02x, the same
-    in 8 MiB calls 0.81x, and ``POSIX_FADV_SEQUENTIAL`` lowers both (0.89x one stream, 0.77x two).
-    A rotational disk (as the kernel reports it: virtual disks often do) gets at most
-    ``ROTATIONAL_STREAMS`` streams.
+    descriptor look random to the kernel, whose readahead then stops helping. A cold read is cut into
+    one stretch per thread, each read by one ``pread`` on a descriptor of its own, which reads as fast
+    as ``numpy.fromfile`` (the measurements are in docs/performance.md, "Measurements behind the
+    engine's choices"). A rotational disk (as the kernel reports it: virtual disks often do) gets at
+    most ``ROTATIONAL_STREAMS`` streams.
 
     Args:
         nbytes: size of the read.
@@ -289,8 +286,8 @@ def remote_range_size(nbytes: int, s: Settings | None = None) -> int:
 def needs_cufile_probe(*, device: bool, s: Settings | None = None, nbytes: int | None = None) -> bool:
     """Whether the route decision for a file depends on probing cuFile: not for host buffers, nor under
     ``compat_mode="on"``, nor (under ``"auto"``) for an operation of ``nbytes`` below ``gds_threshold``,
-    which takes the POSIX route anyway. The first probe of a process costs about a second (measured on the
-    H200: 1.3 s), which a GPU write of a few-hundred-byte ``zarr.json`` paid before its chunks."""
+    which takes the POSIX route anyway. The first probe of a process costs about a second, which a GPU write
+    of a few-hundred-byte ``zarr.json`` paid before its chunks."""
     s = s or settings()
     if not device or s.compat_mode == "on":
         return False
@@ -347,8 +344,8 @@ def decide_remote(
     return Decision(route, f"host buffer: {plan}, read in place")
 
 
-#: Requests the pure-Python wave sends at once, at most (its threads): on the H200 behind a server answering
-#: after 20 ms, 256 threads sent fewer requests per second than 64 (1,508 against 1,723).
+#: Requests the pure-Python wave sends at once, at most (its threads): more threads sent fewer requests per
+#: second behind a slow server (docs/performance.md, "Measurements behind the engine's choices").
 PYTHON_WAVE_MAX = 64
 
 

@@ -273,10 +273,8 @@ def read_to_device(
     The thread holds one slot for the whole call and reads pieces of half a slot into its two halves
     in turn: the copy of one half runs while the next piece is read into the other, and a half is
     refilled once its own copy is done. The per-piece CUDA calls keep the GIL where the driver loads
-    through ctypes (:func:`gdsstore.engine.cuda.copy_calls`); the read is the only hand-over. Measured on the
-    H200, 1 GiB warm, interleaved with the previous route (8 MiB pieces, one slot each), ABBA:
-    43.3 and 39.3 GB/s against 39.0 and 39.5; the same loop stripped to its calls reads 42-47 where
-    kvikio compat reads 43-44 (``benchmarks/results/probe_raw.txt``). The caller
+    through ctypes (:func:`gdsstore.engine.cuda.copy_calls`); the read is the only hand-over (this loop
+    against one slot per piece: docs/performance.md, "Measurements behind the engine's choices"). The caller
     synchronizes the events before reporting the data as landed. ``after``: an event the copies wait for
     (:func:`gdsstore.engine.cuda.current_event`, taken by the caller).
     """

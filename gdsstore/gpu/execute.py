@@ -77,9 +77,9 @@ def collections_paused() -> Iterator[None]:
 
     Why: a read of thousands of chunks allocates tens of thousands of small objects (zarr's batch, the
     requests, the results) that live for the whole call, so the collector promotes them and runs full
-    collections of the whole heap in the middle of it: on the H200, one every second read of 4,096 chunks,
-    41-58 ms each, a third of the read. Reference counting still frees everything at once; cycles made
-    meanwhile are collected once the pause ends. A forked child never inherits a pause
+    collections of the whole heap in the middle of it (a third of a read's time: docs/performance.md).
+    Reference counting still frees everything at once; cycles made meanwhile are collected once the
+    pause ends. A forked child never inherits a pause
     (:func:`_after_fork`)."""
     take = False
     if policy.settings().pause_gc:

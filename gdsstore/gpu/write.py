@@ -60,7 +60,7 @@ __all__ = ["WRITE_DEVICE_WINDOW_BYTES", "WRITE_WINDOW_BYTES", "write", "write_ro
 #: Raw (decoded) bytes encoded and published per window: bounds the memory a batch holds at once.
 WRITE_WINDOW_BYTES = 256 << 20
 #: Window of the device route, bounded by a quarter of the free device memory: nvCOMP's batched encode
-#: runs faster with more chunks per call (measured in docs/performance.md).
+#: runs several times faster with more chunks per call (docs/performance.md, "Writing zarr arrays").
 WRITE_DEVICE_WINDOW_BYTES = 1 << 30
 
 

@@ -221,8 +221,8 @@ def _packed_empty(buf: Any, offsets: Sequence[int], sizes: Sequence[int], arrays
 
 def _row_max(rows: Any) -> Any:
     """Each row's largest (unsigned) word: CUB's segmented reduction, compiled into CuPy's wheel, where
-    it takes the rows; ``.max(axis=1)`` otherwise. (CuPy's own reduction compiles a kernel on a machine
-    whose kernel cache is empty: measured 2.0 s of the first 1 GiB GPU write on the H200.)"""
+    it takes the rows; ``.max(axis=1)`` otherwise: CuPy's own reduction compiles a kernel where the kernel
+    cache is empty, most of a fresh process's first GPU write (docs/performance.md)."""
     try:
         from cupy.cuda import cub
 
