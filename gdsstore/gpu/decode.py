@@ -332,16 +332,21 @@ def _scratch(nbytes: int) -> Any:
     return cp.empty(max(nbytes, 1), dtype=cp.uint8)
 
 
-def _nvcomp_decode(
-    fmt: str,
-    dev: Any,
-    staged: Landed,
-    specs: list[ArraySpec],
-    s_off: np.ndarray,
-    s_len: np.ndarray,
-    raw: RawChunks,
-) -> tuple[list[int], str | None]:
+@dataclass(frozen=True)
+class _OnDevice:
+    """A window's stored chunks on the device: ``dev`` (the staging's copy) holds chunk ``i``'s ``s_len[i]``
+    bytes at ``s_off[i]`` (its trailing crc32c already left out); ``staged`` is the host side."""
+
+    dev: Any
+    staged: Landed
+    specs: list[ArraySpec]
+    s_off: np.ndarray
+    s_len: np.ndarray
+
+
+def _nvcomp_decode(fmt: str, w: _OnDevice, raw: RawChunks) -> tuple[list[int], str | None]:
     """One nvCOMP call for the window's chunks: ``(chunks left for the CPU, failure reason or None)``."""
+    dev, staged, specs, s_off, s_len = w.dev, w.staged, w.specs, w.s_off, w.s_len
     pres = staged.present
     present = pres.tolist()
     want = np.array([raw_nbytes(specs[i]) for i in present], dtype=np.int64)
@@ -349,14 +354,14 @@ def _nvcomp_decode(
     ids = pres[ok]
     if not len(ids):
         return on_cpu, None
-    w = want[ok]
-    o_off, total = slot_layout(w, nvcomp.OUT_ALIGN)
+    sizes = want[ok]
+    o_off, total = slot_layout(sizes, nvcomp.OUT_ALIGN)
     outbuf = _scratch(total)
     try:
         nvcomp.decode_batch_into(
-            fmt, dev, p_off[ok].tolist(), p_len[ok].tolist(), outbuf, o_off.tolist(), w.tolist()
+            fmt, dev, p_off[ok].tolist(), p_len[ok].tolist(), outbuf, o_off.tolist(), sizes.tolist()
         )
-        raw.add(outbuf, ids, o_off, w)
+        raw.add(outbuf, ids, o_off, sizes)
     except Exception as exc:
         # A payload nvCOMP refuses or decodes to another size: the CPU codec decides
         # (it raises on corrupt data); the trace names the cause.
@@ -380,15 +385,7 @@ def _to_device_traced(staged: Landed) -> Any:
     return dev
 
 
-def _blosc_decode(
-    dev: Any,
-    staged: Landed,
-    specs: list[ArraySpec],
-    s_off: np.ndarray,
-    s_len: np.ndarray,
-    raw: RawChunks,
-    names: Sequence[str] | None,
-) -> tuple[list[int], str | None]:
+def _blosc_decode(w: _OnDevice, raw: RawChunks, names: Sequence[str] | None) -> tuple[list[int], str | None]:
     """The window's blosc frames (:func:`gdsstore.gpu.blosc.decode_frames`): ``(chunks left for the
     CPU, why)``.
 
@@ -397,14 +394,14 @@ def _blosc_decode(
     """
     from gdsstore.gpu import blosc
 
-    pres = staged.present
-    want = np.array([raw_nbytes(specs[i]) for i in pres.tolist()], dtype=np.int64)
+    staged, pres = w.staged, w.staged.present
+    want = np.array([raw_nbytes(w.specs[i]) for i in pres.tolist()], dtype=np.int64)
 
     def where(k: int) -> str:
         i = int(pres[k])
         return f"GDSCodecPipeline.read(): {names[i] if names else f'chunk {i} of the window'}"
 
-    dec = blosc.decode_frames(dev, s_off[pres], s_len[pres], want, host=staged.host, where=where)
+    dec = blosc.decode_frames(w.dev, w.s_off[pres], w.s_len[pres], want, host=staged.host, where=where)
     for b, buf in enumerate(dec.bufs):
         k = np.flatnonzero(dec.where == b)
         raw.add(buf, pres[k], dec.offs[k], dec.lens[k])
@@ -461,10 +458,10 @@ def decode_on_device(
         if fmt is None:
             raw.add(dev, pres, s_off[pres], s_len[pres])
         elif fmt == "blosc":
-            on_cpu, cpu_why = _blosc_decode(dev, staged, specs, s_off, s_len, raw, names)
+            on_cpu, cpu_why = _blosc_decode(_OnDevice(dev, staged, specs, s_off, s_len), raw, names)
             raw.bufs.append(dev)
         else:
-            on_cpu, failed = _nvcomp_decode(fmt, dev, staged, specs, s_off, s_len, raw)
+            on_cpu, failed = _nvcomp_decode(fmt, _OnDevice(dev, staged, specs, s_off, s_len), raw)
             reason = failed or reason
             raw.bufs.append(dev)  # the device staging stays alive until the window is scattered
         if fmt is not None or crc:

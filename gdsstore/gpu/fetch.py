@@ -53,7 +53,13 @@ class Fetcher:
         pinned: bool,
         device: int | None = None,
     ) -> Landed:
-        """Byte ranges known to lie inside their objects (shard index entries)."""
+        """Byte ranges known to lie inside their objects (shard index entries); ``device``: landed on that
+        GPU where the fetcher can."""
+        return self._exact(getters, starts, stops, pinned, device)
+
+    def _exact(self, getters: Sequence[Any], starts: np.ndarray, stops: np.ndarray, pinned: bool,
+               device: int | None) -> Landed:
+        """:meth:`ranges` here: as zarr's range requests, in host memory."""
         items: list[tuple[Any, ByteRange | None]] = [
             (getter, ByteRange("range", a, b))
             for getter, a, b in zip(getters, starts.tolist(), stops.tolist())
@@ -110,16 +116,9 @@ class EngineFetcher(Fetcher):
         unknown = None if expect is not None else np.ones(len(keys), dtype=bool)
         return self._land(AddressTable(keys, expect=expect), unknown, pinned, device)
 
-    def ranges(
-        self,
-        getters: Sequence[Any],
-        starts: np.ndarray,
-        stops: np.ndarray,
-        pinned: bool,
-        device: int | None = None,
-    ) -> Landed:
-        """Exact ranges without looking sizes up (remote: touching ranges of one object share a request;
-        ``device``: landed on that GPU where the backend can)."""
+    def _exact(self, getters: Sequence[Any], starts: np.ndarray, stops: np.ndarray, pinned: bool,
+               device: int | None) -> Landed:
+        """:meth:`ranges` here: no size lookups (remote: touching ranges of one object share a request)."""
         table = AddressTable([getter.path for getter in getters], starts, stops, exact=True)
         return self._land(table, None, pinned, device)
 
