@@ -20,6 +20,7 @@ from typing import Any
 from gdsstore import policy
 from gdsstore._config import config, unknown_names
 from gdsstore._version import __version__
+from gdsstore.engine.storage import read_text
 
 __all__ = ["doctor", "format_report"]
 
@@ -44,17 +45,9 @@ def _pkg(name: str) -> str | None:
         return None
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
 def _cufile_json() -> dict[str, Any]:
     path = os.environ.get("CUFILE_ENV_PATH_JSON", "/etc/cufile.json")
-    text = _read(path)
+    text = read_text(path)
     info: dict[str, Any] = {"path": path, "found": text is not None}
     if text is None:
         return info
@@ -96,7 +89,7 @@ def _gpu() -> dict[str, Any]:
 def _cufile() -> dict[str, Any]:
     from gdsstore.engine import cufile
 
-    nvfs = _read("/proc/driver/nvidia-fs/version")
+    nvfs = read_text("/proc/driver/nvidia-fs/version")
     udev = os.path.isdir("/run/udev/data") and bool(os.listdir("/run/udev/data"))
     lib = cufile.library_version()
     return {

@@ -264,9 +264,7 @@ class GDSStore(Store):
     def supports_writes(self) -> bool:
         return self.backend.writable
 
-    @property
-    def supports_deletes(self) -> bool:
-        return self.backend.writable
+    supports_deletes = supports_writes  # a backend that writes deletes (its writers replace and remove keys)
 
     @property
     def supports_listing(self) -> bool:
@@ -346,8 +344,7 @@ class GDSStore(Store):
         byte_range: ByteRequest | None = None,
     ) -> Buffer | None:
         # docstring inherited
-        check_key(key, "GDSStore.get()")
-        br = to_byte_range(byte_range, "GDSStore.get()")
+        br = self._request(key, byte_range, "GDSStore.get()")
         await self._ensure_open()
         prototype = prototype or default_buffer_prototype()
         buf: Buffer | None
@@ -367,8 +364,7 @@ class GDSStore(Store):
         byte_range: ByteRequest | None = None,
     ) -> Buffer | None:
         """Blocking :meth:`get` (zarr's sync codec pipeline reads through it)."""
-        check_key(key, "GDSStore.get_sync()")
-        br = to_byte_range(byte_range, "GDSStore.get_sync()")
+        br = self._request(key, byte_range, "GDSStore.get_sync()")
         self._ensure_open_sync()
         buf = get_key(self.backend, key, prototype or default_buffer_prototype(), br)
         if buf is None:
@@ -452,6 +448,12 @@ class GDSStore(Store):
     def _waves(self, prototype: BufferPrototype) -> bool:
         """Many-key reads go in one wave: a remote backend, into host buffers."""
         return self.backend.waves and not is_device_buffer(prototype.buffer)
+
+    @staticmethod
+    def _request(key: str, byte_range: ByteRequest | None, where: str) -> ByteRange | None:
+        """``key`` checked, and ``byte_range`` as the engine's byte range (errors name ``where``)."""
+        check_key(key, where)
+        return to_byte_range(byte_range, where)
 
     @staticmethod
     def _ranges(key: str, byte_ranges: Sequence[ByteRequest | None], where: str) -> list[ByteRange | None]:

@@ -19,13 +19,16 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from gdsstore import policy
 from gdsstore.engine import cuda
 from gdsstore.engine.posix import pread_full, pwrite_full
 
-__all__ = ["BounceRing", "DeviceSink", "bounce_slots", "read_to_device", "ring", "write_from_device"]
+__all__ = [
+    "BounceRing", "DeviceSink", "DeviceTransfer", "Slots", "bounce_slots", "read_to_device", "ring", "write_from_device",
+]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -183,10 +186,43 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=ring.forget_after_fork)
 
 
-def bounce_slots(s: policy.Settings) -> tuple[int, int]:
+class Slots(NamedTuple):
+    """The ring's slots a device route takes: their size, and how many of that size the ring holds at most."""
+
+    size: int
+    limit: int
+
+
+def bounce_slots(s: policy.Settings) -> Slots:
     """Slot size and ring bound of the device routes: two slots per thread, so a thread's next
     slot is free while its last one's copy runs."""
-    return min(s.bounce_buffer_size, s.task_size), 2 * s.num_threads
+    return Slots(min(s.bounce_buffer_size, s.task_size), 2 * s.num_threads)
+
+
+@dataclass(frozen=True)
+class DeviceTransfer:
+    """One piece moved between a file and device memory through the ring, either way
+    (:func:`read_to_device`, :func:`write_from_device`).
+
+    Attributes:
+        fd: the file.
+        device: the GPU ordinal of the memory.
+        ptr: the device memory's first byte.
+        nbytes: bytes to move.
+        offset: where they start in the file.
+        slots: the ring's slots to go through (:func:`bounce_slots`).
+        direct_fd: the same file opened with ``O_DIRECT`` (page-aligned pieces go through it), -1 for none.
+        after: an event the copies wait for (:func:`gdsstore.engine.cuda.current_event`, taken by the caller).
+    """
+
+    fd: int
+    device: int
+    ptr: int
+    nbytes: int
+    offset: int
+    slots: Slots
+    direct_fd: int = -1
+    after: Any = None
 
 
 def _drain(stream: Any) -> None:
@@ -257,32 +293,22 @@ class DeviceSink:
             ev.synchronize()
 
 
-def read_to_device(
-    fd: int,
-    device: int,
-    dst_ptr: int,
-    nbytes: int,
-    offset: int,
-    slot_size: int,
-    ring_limit: int,
-    direct_fd: int = -1,
-    after: Any = None,
-) -> tuple[int, list[Any]]:
-    """Read ``nbytes`` at ``offset`` into device memory through the ring; returns (bytes, copy events).
+def read_to_device(t: DeviceTransfer) -> tuple[int, list[Any]]:
+    """Read ``t.nbytes`` at ``t.offset`` into device memory through the ring; returns (bytes, copy events).
 
     The thread holds one slot for the whole call and reads pieces of half a slot into its two halves
     in turn: the copy of one half runs while the next piece is read into the other, and a half is
     refilled once its own copy is done. The per-piece CUDA calls keep the GIL where the driver loads
     through ctypes (:func:`gdsstore.engine.cuda.copy_calls`); the read is the only hand-over (this loop
     against one slot per piece: docs/performance.md, "Measurements behind the engine's choices"). The caller
-    synchronizes the events before reporting the data as landed. ``after``: an event the copies wait for
-    (:func:`gdsstore.engine.cuda.current_event`, taken by the caller).
+    synchronizes the events before reporting the data as landed.
     """
     cp = cuda.cupy_or_none()
     assert cp is not None
     calls = cuda.copy_calls()
-    half = max(_PAGE, slot_size // 2 // _PAGE * _PAGE)  # page-aligned halves (O_DIRECT)
-    slot = ring.acquire(slot_size, ring_limit)
+    fd, direct_fd, nbytes, offset = t.fd, t.direct_fd, t.nbytes, t.offset
+    half = max(_PAGE, t.slots.size // 2 // _PAGE * _PAGE)  # page-aligned halves (O_DIRECT)
+    slot = ring.acquire(t.slots.size, t.slots.limit)
     if not slot.halves:
         slot.halves = [cp.cuda.Event(block=False, disable_timing=True) for _ in range(2)]
     last: Any = None
@@ -290,8 +316,8 @@ def read_to_device(
     k = 0
     stream: Any = None
     try:
-        with cp.cuda.Device(device):
-            stream = cuda.thread_stream(device, after=after)
+        with cp.cuda.Device(t.device):
+            stream = cuda.thread_stream(t.device, after=t.after)
             while done < nbytes:
                 h = k & 1
                 k += 1
@@ -316,7 +342,7 @@ def read_to_device(
                     got = pread_full(fd, view[:want], pos)
                 if got:
                     cuda.check_driver(
-                        calls.copy_htod(dst_ptr + done, slot.buf.ptr + base, got, stream.ptr), "cuMemcpyHtoDAsync"
+                        calls.copy_htod(t.ptr + done, slot.buf.ptr + base, got, stream.ptr), "cuMemcpyHtoDAsync"
                     )
                     cuda.check_driver(calls.record(ev.ptr, stream.ptr), "cuEventRecord")
                     last = ev
@@ -333,30 +359,18 @@ def read_to_device(
     return done, [] if last is None else [last]
 
 
-def write_from_device(
-    fd: int,
-    device: int,
-    src_ptr: int,
-    nbytes: int,
-    offset: int,
-    slot_size: int,
-    ring_limit: int,
-    direct_fd: int = -1,
-    after: Any = None,
-) -> int:
-    """Write ``nbytes`` of device memory at ``offset`` through the ring (D2H, then pwrite).
-
-    With ``direct_fd`` (O_DIRECT), page-aligned whole pages go through it; the rest is buffered. ``after``:
-    an event the copies wait for (the caller's :func:`gdsstore.engine.cuda.current_event`).
-    """
+def write_from_device(t: DeviceTransfer) -> int:
+    """Write ``t.nbytes`` of device memory at ``t.offset`` through the ring (D2H, then pwrite), the reverse of
+    :func:`read_to_device`: page-aligned whole pages through ``t.direct_fd`` where there is one, the rest
+    buffered."""
     done = 0
-    while done < nbytes:
-        want = min(slot_size, nbytes - done)
-        slot = ring.acquire(slot_size, ring_limit)
+    while done < t.nbytes:
+        want = min(t.slots.size, t.nbytes - done)
+        slot = ring.acquire(t.slots.size, t.slots.limit)
         try:
-            cuda.memcpy_dtoh(device, slot.buf.ptr, src_ptr + done, want, after)
-            aligned = direct_fd >= 0 and (offset + done) % _PAGE == 0 and want % _PAGE == 0
-            pwrite_full(direct_fd if aligned else fd, slot.buf.view[:want], offset + done)
+            cuda.memcpy_dtoh(t.device, slot.buf.ptr, t.ptr + done, want, t.after)
+            aligned = t.direct_fd >= 0 and (t.offset + done) % _PAGE == 0 and want % _PAGE == 0
+            pwrite_full(t.direct_fd if aligned else t.fd, slot.buf.view[:want], t.offset + done)
         finally:
             ring.release(slot)
         done += want

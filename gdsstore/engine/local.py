@@ -329,13 +329,13 @@ class LocalFile(BaseFile):
         assert b.device is not None
         device = b.device
         direct = self._direct() if s.direct_io_read else -1  # O_DIRECT reads: bypass the page cache
-        slot, limit = bounce.bounce_slots(s)
+        slots = bounce.bounce_slots(s)
         # One contiguous stretch per thread (never under task_size), each through one slot: fewer
         # tasks to hand out, and a thread's slot stays in the CPU cache for the whole stretch (faster
         # than shorter stretches: docs/performance.md). A cold plan may ask for fewer threads, each
         # stretch then on a descriptor of its own (its own readahead).
         per_thread = -(-total // plan.threads)
-        pieces = _split(total, max(s.task_size, -(-per_thread // slot) * slot))
+        pieces = _split(total, max(s.task_size, -(-per_thread // slots.size) * slots.size))
         events: list[Any] = []
         ev_lock = threading.Lock()
         after = cuda.current_event(device)  # the copies wait for kernels the caller queued on this memory
@@ -344,8 +344,8 @@ class LocalFile(BaseFile):
             def piece() -> int:
                 fd, own = self._open_stream(offset + off, n) if plan.stretches else (self._fd, False)
                 try:
-                    got, evs = bounce.read_to_device(fd, device, b.ptr + off, n, offset + off, slot, limit, direct,
-                                                     after)
+                    transfer = bounce.DeviceTransfer(fd, device, b.ptr + off, n, offset + off, slots, direct, after)
+                    got, evs = bounce.read_to_device(transfer)
                 finally:
                     if own:
                         os.close(fd)
@@ -396,12 +396,13 @@ class LocalFile(BaseFile):
         if b.is_device:
             assert b.device is not None
             dev = b.device
-            slot, limit = bounce.bounce_slots(s)
+            slots = bounce.bounce_slots(s)
             direct = self._direct() if s.direct_io_write else -1
             return run_pieces(
                 [
                     partial(
-                        bounce.write_from_device, fd, dev, b.ptr + off, n, offset + off, slot, limit, direct, after
+                        bounce.write_from_device,
+                        bounce.DeviceTransfer(fd, dev, b.ptr + off, n, offset + off, slots, direct, after),
                     )
                     for off, n in pieces
                 ],

@@ -21,12 +21,14 @@ import os
 # The facts are an input of the policy's decisions, so their type lives there (as CuFileProbeResult does).
 from gdsstore.policy import StorageFacts, StorageKind
 
-__all__ = ["StorageFacts", "StorageKind", "facts_from_sysfs", "storage_facts"]
+__all__ = ["StorageFacts", "StorageKind", "facts_from_sysfs", "read_text", "storage_facts"]
 
 _SYS_DEV_BLOCK = "/sys/dev/block"
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """The text of a small file such as a sysfs or procfs entry, stripped; ``None`` where it cannot be read
+    (a kernel without the entry, no permission)."""
     try:
         with open(path) as f:
             return f.read().strip()
@@ -47,7 +49,7 @@ def facts_from_sysfs(block_dir: str) -> StorageFacts:
     if os.path.exists(os.path.join(real, "partition")):
         real = os.path.dirname(real)  # .../block/vda/vda1 -> .../block/vda
     name = os.path.basename(real)
-    rotational = _read(os.path.join(real, "queue", "rotational"))
+    rotational = read_text(os.path.join(real, "queue", "rotational"))
     if rotational is None:
         return StorageFacts("unknown", name)
     virtio = "/virtio" in real
