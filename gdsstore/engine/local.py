@@ -27,6 +27,8 @@ __all__ = ["MODES", "LocalFile", "LocalWriteFile", "check_mode"]
 
 #: The modes :func:`gdsstore.open` takes for a local path.
 MODES = ("rb", "r+b", "wb", "xb", "ab")
+_USE_LOCAL = ("; use 'rb' (read), 'r+b' (update in place), 'wb' (replace), 'xb' (create, fails if the file exists) "
+              "or 'ab' (append)")
 
 # How LocalFile opens a path in place. gdsstore.open's writers ("wb", "xb", "ab") are LocalWriteFile:
 # a LocalFile on a temporary file ("xb"), published on close.
@@ -38,13 +40,11 @@ _FLAGS = {
 }
 
 
-def check_mode(mode: str, where: str) -> str:
-    """``mode`` if :func:`gdsstore.open` takes it for a local path, else a ValueError naming them all."""
-    if mode not in MODES:
-        raise ValueError(
-            f"{where}: unsupported mode {mode!r}; use 'rb' (read), 'r+b' (update in place), 'wb' (replace), "
-            "'xb' (create, fails if the file exists) or 'ab' (append)"
-        )
+def check_mode(mode: str, where: str, modes: tuple[str, ...] = MODES, use: str = _USE_LOCAL) -> str:
+    """``mode`` if it is one of ``modes`` (default: those :func:`gdsstore.open` takes for a local path), else a
+    ValueError naming them (``use``: what to say instead, for remote objects)."""
+    if mode not in modes:
+        raise ValueError(f"{where}: unsupported mode {mode!r}{use}")
     return mode
 
 

@@ -1,4 +1,4 @@
-"""Range splitting, WebHDFS's response check, the retry policy and redaction, without a server. (The native
+"""Range splitting, the retry policy and redaction, without a server. (The native
 core checks the HTTP(S) and S3 answers: tests/remote/test_range_checks.py and test_faults.py, at a server.)"""
 
 from __future__ import annotations
@@ -7,10 +7,8 @@ import pytest
 
 import gdsstore
 from gdsstore.engine.remote.reader import (
-    RangeMismatchError,
     RangeNotSupportedError,
     RangeRequest,
-    check_length_response,
     split_ranges,
 )
 from gdsstore.engine.remote.redact import Scrubber, redact_url
@@ -27,15 +25,6 @@ def test_split_ranges_cover_exactly() -> None:
 
 def test_range_header_is_inclusive() -> None:
     assert RangeRequest(10, 5).header == "bytes=10-14"
-
-
-def test_check_length_response() -> None:
-    assert check_length_response(200, {"Content-Length": "7"}, 7, "OPEN x") == 7
-    assert check_length_response(200, {}, 7, "OPEN x") is None
-    with pytest.raises(RangeMismatchError):
-        check_length_response(200, {"Content-Length": "8"}, 7, "OPEN x")
-    with pytest.raises(RangeMismatchError):
-        check_length_response(206, {}, 7, "OPEN x")
 
 
 def test_retry_policy_retries_transient_then_gives_up() -> None:

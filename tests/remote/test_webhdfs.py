@@ -137,18 +137,18 @@ def test_file_replaced_during_a_multi_range_read_is_an_error(
         f.write(DATA)
     local = os.path.join(webhdfs.root, "v.bin")
     new = bytes(reversed(DATA))
-    real = wh.WebHDFSSource.open_range
+    real = wh.WebHDFSClient._read
     calls: list[int] = []
 
-    def open_range(self: wh.WebHDFSSource, req: Any, size: int) -> Any:
-        calls.append(req.offset)
+    def read(self: wh.WebHDFSClient, path: str, offset: int, *args: Any) -> int:
+        calls.append(offset)
         if len(calls) == 2:  # another writer replaces the file after the first range (same size)
             with open(local + ".tmp", "wb") as fh:
                 fh.write(new)
             os.replace(local + ".tmp", local)
-        return real(self, req, size)
+        return real(self, path, offset, *args)
 
-    monkeypatch.setattr(wh.WebHDFSSource, "open_range", open_range)
+    monkeypatch.setattr(wh.WebHDFSClient, "_read", read)
     with gdsstore.config.set({"remote.concurrency": 1}), gdsstore.open(url, **USER) as f:
         with pytest.raises(RangeMismatchError, match="changed during a read of 5 ranges"):
             f.read(np.empty(f.size, "u1"))

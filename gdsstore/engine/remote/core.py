@@ -1,19 +1,16 @@
-"""The native I/O core (``gdsstore._core``, Rust over ``object_store``): a whole wave of GETs in one call.
+"""The native I/O core (``gdsstore._core``, Rust over ``object_store``): a whole wave of requests in one call.
 
-Writes go the same way (:func:`write_objects`): many objects, each a slice of one host buffer, in one call,
-PUTs (multipart uploads above ``remote.multipart_threshold``) in flight at once with the GIL released.
+Python plans the wave (paths, byte ranges, expected sizes, slots in one buffer) and :func:`read_wave` hands
+it to the core, which runs up to ``concurrency`` requests at once with the GIL released, writes each body
+straight into its slot and checks every answer (status, ``Content-Range``, length, ``Content-Encoding``).
+The core never retries: :func:`read_wave` retries the transient failures with
+:class:`~gdsstore.engine.remote.retry.RetryPolicy`, asking only for the bytes not yet landed, and checks that
+every piece of one object came from one version (ETag). :func:`write_objects` uploads many objects the same
+way. A transport the core does not carry (WebHDFS) is a :class:`PiecesStore`: it answers the same pieces.
 
-Python plans the wave — paths, byte ranges, expected sizes, slots in one buffer — and :func:`read_wave`
-hands it to the core, which runs up to ``concurrency`` requests at once with the GIL released, writes each
-body straight into its slot and checks every answer (status, ``Content-Range``, length, ``Content-Encoding``).
-The core never retries: its failures come back per item and :func:`read_wave` retries the transient ones
-with :class:`~gdsstore.engine.remote.retry.RetryPolicy` (one retry policy for every transport), asking only
-for the bytes not yet landed, and checks that every piece of one object came from one version (ETag).
-
-The core is the only HTTP(S) and S3 transport: without it (:func:`available` False,
-:func:`unavailable_reason` says why) an HTTP(S) or S3 read or write raises :class:`RemoteIOError` naming the
-fix. :class:`CoreRoot` is where a backend's objects are for the core (set once per backend),
-:class:`CoreSource` one object of it, as :class:`~gdsstore.engine.remote.reader.RemoteFile` reads it.
+The core is the only HTTP(S) and S3 transport: without it (:func:`available` False) an HTTP(S) or S3 read
+or write raises :class:`RemoteIOError` naming the fix. :class:`CoreRoot` is where a backend's objects are
+(set once per backend), :class:`CoreSource` one object of it.
 
 Examples:
     >>> from gdsstore.engine.remote import core
@@ -23,25 +20,27 @@ Examples:
 
 from __future__ import annotations
 
+import abc
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gdsstore import policy
 from gdsstore.engine import native
 from gdsstore.engine.remote.redact import scrub_text
-from gdsstore.engine.remote.retry import RetryPolicy, log_retry
+from gdsstore.engine.remote.retry import RetryPolicy, is_transient, log_retry
 from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
 
 if TYPE_CHECKING:
     from gdsstore import _core as gdsstore_core
 
 __all__ = [
-    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "CoreWrite", "available", "http_store", "read_wave",
-    "s3_store", "split_bytes", "unavailable_reason", "wave_reason", "write_objects", "write_reason",
+    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "CoreWrite", "PiecesStore", "available", "http_store",
+    "read_one", "read_wave", "s3_store", "split_bytes", "unavailable_reason", "wave_reason", "write_objects",
+    "write_reason",
 ]
 
 _lock = threading.Lock()
@@ -57,13 +56,9 @@ TLS_FIX = ("not retried: pass `verify=` the path of a CA bundle (PEM) that signe
            "(or set SSL_CERT_FILE), or `verify=False` to skip the check on a network you trust")
 
 
-def _load() -> Any:
-    return native.load()
-
-
 def available() -> bool:
     """Whether the native core is importable (loaded on first use, once per process)."""
-    return _load() is not None
+    return native.load() is not None
 
 
 def unavailable_reason() -> str | None:
@@ -71,18 +66,19 @@ def unavailable_reason() -> str | None:
     return native.unavailable_reason()
 
 
-
 def module() -> Any:
     """The loaded ``gdsstore._core``; raises :class:`RemoteIOError` naming the fix where it is missing."""
-    mod = _load()
+    mod = native.load()
     if mod is None:
         raise RemoteIOError(f"HTTP(S) and S3 go through gdsstore's native core: {unavailable_reason()}; reinstall gdsstore "
                             "(`pip install .` in a clone builds it with cargo; docs/install.md)")
     return mod
 
 
-def wave_reason(s: policy.Settings) -> str:
-    """The trace's words for who sends HTTP(S) and S3 requests."""
+def wave_reason(s: policy.Settings, store: Any = None) -> str:
+    """The trace's words for who sends a wave's requests to ``store`` (None: the native core's)."""
+    if isinstance(store, PiecesStore):
+        return f"urllib3, {policy.python_wave_concurrency(s)} requests at once (remote.wave_concurrency)"
     return f"native core, one call (remote.wave_concurrency {s.remote_wave_concurrency})"
 
 
@@ -127,22 +123,20 @@ def http_store(base: str, *, connect_timeout: float, pool_idle: int = 256, heade
     if not any(k.lower() == "accept-encoding" for k in sent):
         sent["Accept-Encoding"] = "identity"  # a compressed body would not be the object's bytes
     extra["headers"] = sorted(sent.items())
-    if not cached:
-        fresh: gdsstore_core.Store = mod.Store.http(base, connect_timeout=connect_timeout, pool_idle=pool_idle,
-                                                    **extra)
+
+    def build() -> gdsstore_core.Store:
+        fresh: gdsstore_core.Store = mod.Store.http(base, connect_timeout=connect_timeout, pool_idle=pool_idle, **extra)
         return fresh
-    store: gdsstore_core.Store = _cached(
-        ("http", base, connect_timeout, pool_idle, repr(extra)),
-        lambda: mod.Store.http(base, connect_timeout=connect_timeout, pool_idle=pool_idle, **extra))
+
+    store: gdsstore_core.Store = _cached(("http", base, connect_timeout, pool_idle, repr(extra)), build) \
+        if cached else build()
     return store
 
 
 def s3_store(options: dict[str, str], *, connect_timeout: float, pool_idle: int = 256,
              verify: bool | str = True) -> gdsstore_core.Store:
-    """The core's store of one bucket; ``options`` are object_store's ``AmazonS3ConfigKey`` names.
-
-    Credentials are resolved in Python (botocore's chain: keys, env, profile, web identity, role) and
-    passed as plain keys; requests are signed in the header. ``verify`` as :func:`_tls`.
+    """The core's store of one bucket; ``options`` are object_store's ``AmazonS3ConfigKey`` names, the
+    credentials among them resolved by botocore (requests are signed in the header). ``verify`` as :func:`_tls`.
     """
     mod = module()
     extra = _tls(verify)
@@ -158,10 +152,10 @@ def s3_store(options: dict[str, str], *, connect_timeout: float, pool_idle: int 
 
 @dataclass(slots=True)  # made per request: a frozen dataclass's __init__ costs 5x more
 class CorePiece:
-    """One request of a wave: ``path`` bytes ``[start, end)`` (``end`` None: to the object's end) into
-    ``buffer[slot:slot + cap]``; ``expect``: the size the answer must have (None: unknown); ``if_match``: the
-    ETag the object must have (sent as ``If-Match`` and checked before the body lands); ``version``: the
-    object version to read (S3 ``versionId``)."""
+    """One request of a wave: ``path`` bytes ``[start, end)`` (``end`` None: to the object's end; ``start``
+    negative: the last ``-start`` bytes) into ``buffer[slot:slot + cap]``; ``expect``: the size the answer
+    must have (None: unknown); ``if_match``: the ETag the object must have (sent as ``If-Match``);
+    ``version``: the object version to read (S3 ``versionId``)."""
 
     path: str
     start: int = 0
@@ -186,6 +180,16 @@ class CoreResult:
     kind: str | None = None
     error: BaseException | None = None
     attempts: int = 0
+
+
+class PiecesStore(abc.ABC):
+    """A transport the native core does not carry (WebHDFS: object_store has none). It reads a wave's pieces
+    itself and answers each as the core does (``gdsstore._core.Row``), its error a ``(kind, status,
+    message)`` or an exception of gdsstore's tree (:func:`read_wave` retries the transient ones)."""
+
+    @abc.abstractmethod
+    def read_pieces(self, pieces: Sequence[CorePiece], buffer: Any, concurrency: int) -> list[Any]:
+        """One row per piece, as ``gdsstore._core.read_wave`` answers."""
 
 
 def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> BaseException:
@@ -218,14 +222,13 @@ def _describe(where: str, p: CorePiece) -> str:
 
 
 def _call(store: Any, pieces: Sequence[CorePiece], buffer: Any, concurrency: int, timeout: float) -> list[Any]:
-    mod = module()
-    starts = [p.start for p in pieces]
-    ends = [-1 if p.end is None else p.end for p in pieces]
-    expect = [-1 if p.expect is None else p.expect for p in pieces]
+    if isinstance(store, PiecesStore):
+        return store.read_pieces(pieces, buffer, concurrency)
     tags = [p.if_match for p in pieces] if any(p.if_match for p in pieces) else None
     pinned = {"versions": [p.version for p in pieces]} if any(p.version for p in pieces) else {}
-    rows: list[Any] = mod.read_wave(
-        store, [p.path for p in pieces], starts, ends, expect, [p.slot for p in pieces], [p.cap for p in pieces],
+    rows: list[Any] = module().read_wave(
+        store, [p.path for p in pieces], [p.start for p in pieces], [-1 if p.end is None else p.end for p in pieces],
+        [-1 if p.expect is None else p.expect for p in pieces], [p.slot for p in pieces], [p.cap for p in pieces],
         buffer, concurrency=concurrency, timeout=timeout, if_match=tags, **pinned,
     )
     return rows
@@ -238,9 +241,10 @@ def _rest(p: CorePiece, landed: int, total: int) -> CorePiece:
     return replace(p, start=p.start + landed, end=end, expect=expect, slot=p.slot + landed, cap=p.cap - landed)
 
 
-def _merge(res: CoreResult, row: Any, first: bool) -> tuple[str, int, str] | None:
+def _merge(res: CoreResult, row: Any, first: bool) -> tuple[str, int, str] | BaseException | None:
     """Fold one answer into ``res``; the error to handle, or a version change as an error."""
-    got, total, etag, mtime_ns, version, err = row
+    got, total, etag, mtime_ns, version, _ = row
+    err: tuple[str, int, str] | BaseException | None = row[5]
     if not first and res.etag is not None and etag is not None and etag != res.etag:
         return ("changed", 0, f"ETag {etag} differs from the first answer's {res.etag}")
     if etag is not None and (first or res.etag is None):
@@ -248,7 +252,33 @@ def _merge(res: CoreResult, row: Any, first: bool) -> tuple[str, int, str] | Non
     if total > 0 and (first or res.total < 0):
         res.total = total
     res.size += got
-    return None if err is None else (err[0], err[1], err[2])
+    return err
+
+
+#: ``attempt(items, number)`` of :func:`_with_retries`: each failed item's ``(index, what, exception)``.
+_Attempt = Callable[[list[int], int], list[tuple[int, str, BaseException]]]
+
+
+def _with_retries(n: int, retry: RetryPolicy, attempt: _Attempt, give_up: Callable[[int, BaseException], None]) -> None:
+    """Run ``attempt`` on all ``n`` items, then again on those that failed transiently, at most
+    ``retry.max_attempts`` times in all; ``give_up(i, exc)`` for each item that failed for good."""
+    todo, number = list(range(n)), 1
+    while todo:
+        again: list[int] = []
+        why: tuple[str, BaseException] | None = None
+        for i, what, exc in attempt(todo, number):
+            if is_transient(exc) and number < retry.max_attempts:
+                again.append(i)
+                why = why or (what, exc)
+            elif is_transient(exc):
+                give_up(i, RemoteIOError(f"{what}: failed after {number} attempt(s) "
+                                         f"(remote.max_attempts={retry.max_attempts}): {exc}"))
+            else:
+                give_up(i, exc)
+        todo = again
+        if todo:
+            _pause(retry, number, why, len(todo))
+            number += 1
 
 
 def read_wave(
@@ -264,7 +294,7 @@ def read_wave(
     """Fetch every piece into ``buffer`` (a writable uint8 array), retrying transient failures.
 
     Args:
-        store: from :func:`http_store` or :func:`s3_store`.
+        store: from :func:`http_store` or :func:`s3_store`, or a :class:`PiecesStore`.
         where: the URL prefix of the paths, for messages (no secrets).
         pieces: the plan; slots must lie in ``buffer`` and not overlap.
         retry: attempts and backoff (``remote.max_attempts``, ``remote.backoff_*``, ``remote.retry_status``).
@@ -276,48 +306,42 @@ def read_wave(
         ``kind`` (``"unsupported"``/``"too_large"``: the caller reads it another way).
     """
     results = [CoreResult() for _ in pieces]
-    todo = list(range(len(pieces)))
     current = list(pieces)
-    attempt = 1
-    while todo:
-        rows = _call(store, [current[i] for i in todo], buffer, concurrency, timeout)
-        again: list[int] = []
-        why: tuple[str, BaseException] | None = None
-        for i, row in zip(todo, rows, strict=True):
+
+    def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
+        failed: list[tuple[int, str, BaseException]] = []
+        for i, row in zip(todo, _call(store, [current[i] for i in todo], buffer, concurrency, timeout), strict=True):
             res = results[i]
-            res.attempts = attempt
-            err = _merge(res, row, first=attempt == 1 or res.size == 0)
+            res.attempts, res.kind = number, None
+            err = _merge(res, row, first=number == 1 or res.size == 0)
             if err is None:
                 continue
-            kind, status, msg = err
             what = _describe(where, pieces[i])
-            res.kind = kind
-            if kind in PASS_KINDS:
-                res.error = RemoteIOError(f"{what}: {scrub_text(msg)}")
-                continue
-            exc = _error(kind, status, msg, what, retry)
-            if isinstance(exc, TransientError) and attempt < retry.max_attempts:
-                current[i] = _rest(pieces[i], res.size, res.total)
-                again.append(i)
-                why = why or (what, exc)
-                continue
-            if isinstance(exc, TransientError):
-                exc = RemoteIOError(f"{what}: failed after {attempt} attempt(s) "
-                                    f"(remote.max_attempts={retry.max_attempts}): {exc}")
-            res.error = exc
-        for i in again:
-            results[i].kind = None
-        todo = again
-        if todo:
-            _pause(retry, attempt, why, len(todo))
-            attempt += 1
+            if isinstance(err, BaseException):
+                exc = err
+            else:
+                res.kind = err[0]
+                exc = _error(*err, what, retry)
+            current[i] = _rest(pieces[i], res.size, res.total)
+            failed.append((i, what, exc))
+        return failed
+
+    _with_retries(len(pieces), retry, attempt, lambda i, exc: setattr(results[i], "error", exc))
     return results
+
+
+def read_one(store: Any, where: str, piece: CorePiece, buffer: Any, s: policy.Settings | None = None) -> CoreResult:
+    """:func:`read_wave` of one piece, under the settings in force."""
+    s = s or policy.settings()
+    (res,) = read_wave(store, where, [piece], buffer, retry=RetryPolicy.from_settings(s), concurrency=1,
+                       timeout=s.remote_timeout or 1e9)
+    return res
 
 
 def _pause(retry: RetryPolicy, attempt: int, why: tuple[str, BaseException] | None, n: int) -> None:
     """Wait before the next attempt of ``n`` requests, saying so (``why``: the first of them and its failure)."""
-    wait = retry.delay(attempt)
     what, exc = why or ("request", TransientError("failed"))
+    wait = retry.delay(attempt, exc.retry_after if isinstance(exc, TransientError) else None)
     log_retry(what, attempt, exc, wait, more=n - 1)
     time.sleep(wait)
 
@@ -326,14 +350,12 @@ def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> li
     """``bytes`` of each item ``buffer[offsets[i]:offsets[i] + sizes[i]]`` (None where ``sizes[i] < 0``).
 
     The objects are made at once and filled on several threads with the GIL released: fresh memory is paid
-    for in page faults as it is first written, and one thread copying 4,096 objects of 16 KiB took 2.5x the
-    wave that fetched them. Without the core, :meth:`gdsstore.engine.backend.Wave.all_bytes` copies them one
-    after the other.
+    for in page faults as it is first written, and one thread copying thousands of small objects takes
+    longer than the wave that fetched them.
     """
-    mod = module()
     offs, lens = [int(o) for o in offsets], [int(n) for n in sizes]
     threads = min(8, os.cpu_count() or 1) if sum(lens) >= (4 << 20) else 1
-    out: list[bytes | None] = mod.split_bytes(buffer, offs, lens, threads=threads)
+    out: list[bytes | None] = module().split_bytes(buffer, offs, lens, threads=threads)
     return out
 
 
@@ -349,7 +371,7 @@ class CoreWrite:
 
 
 def _write_error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> BaseException:
-    """An upload's failure as the exceptions of the botocore route (same types, same wording)."""
+    """An upload's failure as gdsstore's exception tree (an existing key, no access, no bucket, ...)."""
     if kind == "exists":
         return FileExistsError(f"{what}: {status or 412}: the key exists")
     if kind == "permission":
@@ -391,43 +413,31 @@ def write_objects(
     """
     mod = module()
     results = [CoreWrite() for _ in paths]
-    todo = list(range(len(paths)))
-    attempt = 1
-    while todo:
+
+    def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
         rows = mod.write_objects(
             store, [paths[i] for i in todo], buffer, [spans[i][0] for i in todo], [spans[i][1] for i in todo],
             mode="create" if create else "overwrite", threshold=threshold, part_size=part_size,
             concurrency=concurrency, timeout=timeout,
         )
-        again: list[int] = []
-        why: tuple[str, BaseException] | None = None
+        failed: list[tuple[int, str, BaseException]] = []
         for i, (etag, version, err) in zip(todo, rows, strict=True):
             res = results[i]
-            res.attempts, res.etag, res.version, res.kind = attempt, etag, version, None
-            if err is None:
-                continue
-            kind, status, msg = err
-            exc = _write_error(kind, status, msg, whats[i], retry)
-            if isinstance(exc, TransientError) and attempt < retry.max_attempts:
-                again.append(i)
-                why = why or (whats[i], exc)
-                continue
-            if isinstance(exc, TransientError):
-                exc = RemoteIOError(f"{whats[i]}: failed after {attempt} attempt(s) "
-                                    f"(remote.max_attempts={retry.max_attempts}): {exc}")
-            res.kind, res.error = kind, exc
-        todo = again
-        if todo:
-            _pause(retry, attempt, why, len(todo))
-            attempt += 1
+            res.attempts, res.etag, res.version, res.kind = number, etag, version, None
+            if err is not None:
+                res.kind = err[0]
+                failed.append((i, whats[i], _write_error(err[0], err[1], err[2], whats[i], retry)))
+        return failed
+
+    _with_retries(len(paths), retry, attempt, lambda i, exc: setattr(results[i], "error", exc))
     return results
 
 
 @dataclass(frozen=True, slots=True)
 class CoreRoot:
-    """Where a backend's objects are for the core, set once per backend: ``store()`` gives the store of this
-    moment (S3: a new one when botocore has refreshed the credentials), ``base`` the URL prefix of messages
-    (no secrets), ``prefix`` what goes before a key in a path."""
+    """Where a backend's objects are, set once per backend: ``store()`` gives the store of this moment (S3:
+    a new one when botocore has refreshed the credentials), ``base`` the URL prefix of messages (no
+    secrets), ``prefix`` what goes before a key in a path."""
 
     store: Callable[[], Any]
     base: str
@@ -439,9 +449,9 @@ class CoreRoot:
 
 
 class CoreSource:
-    """One object through the core, as :class:`~gdsstore.engine.remote.reader.RemoteFile` reads it: its
-    size, ETag and version from one GET whose body is not taken (:meth:`stat`), then its ranges (each of the
-    version :meth:`stat` saw where ``pin_version``: S3's ``version_aware``)."""
+    """One object, as :class:`~gdsstore.engine.remote.reader.RemoteFile` reads it: its size, ETag and
+    version from one GET whose body is not taken (:meth:`stat`), then its ranges (each of the version
+    :meth:`stat` saw where ``pin_version``: S3's ``version_aware``)."""
 
     pin_version = False
 
@@ -462,10 +472,7 @@ class CoreSource:
         core answers with the size its answer told (a server without ``Range`` answers it too)."""
         import numpy as np
 
-        s = policy.settings()
-        piece = CorePiece(self.path, 0, None, None, 0, 0)
-        (res,) = read_wave(self.core.store(), self.core.base, [piece], np.empty(1, np.uint8),
-                           retry=RetryPolicy.from_settings(s), concurrency=1, timeout=s.remote_timeout or 1e9)
+        res = read_one(self.core.store(), self.core.base, CorePiece(self.path), np.empty(1, np.uint8))
         if res.error is not None and res.kind != "too_large":
             raise res.error
         size = res.size if res.error is None else res.total  # landed whole: an empty object
@@ -474,4 +481,7 @@ class CoreSource:
         self.etag, self.version_id = res.etag, res.version
         return size
 
-
+    def version(self) -> Hashable:
+        """The object's identity now, compared before and after a read of several ranges by a transport whose
+        requests cannot say "only this version" (WebHDFS, no ETag); None here: ranges carry ``If-Match``."""
+        return None

@@ -1,7 +1,9 @@
-"""The WebHDFS transport: Hadoop's REST API over the pooled HTTP client.
+"""The WebHDFS transport: Hadoop's REST API over the pooled urllib3 client (object_store has no WebHDFS).
 
 Reads are ``op=OPEN&offset=&length=`` on the namenode, which redirects (307) to a datanode that
-streams exactly ``length`` bytes (an HttpFS gateway answers with the data directly; both work).
+streams exactly ``length`` bytes (an HttpFS gateway answers with the data directly; both work): the
+client answers the pieces of a wave as the native core does (:class:`~gdsstore.engine.remote.core.PiecesStore`),
+so waves, single gets and :class:`~gdsstore.engine.remote.reader.RemoteFile` read WebHDFS as they read HTTP(S).
 Writes are the two-step ``op=CREATE`` (namenode names the datanode, the data goes there).
 ``swebhdfs://`` is the same over HTTPS; without a port, 9870 (webhdfs) or 9871 (swebhdfs).
 
@@ -14,10 +16,11 @@ Storage options:
 
 from __future__ import annotations
 
+import http.client
 import json
 import posixpath
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -25,24 +28,14 @@ import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
+from gdsstore.engine.pool import map_all
+from gdsstore.engine.remote import core
 from gdsstore.engine.remote.keys import check_remote_key
-from gdsstore.engine.remote.pooled_http import (
-    HTTPBody,
-    HTTPClient,
-    drop,
-    get_client,
-    raise_for_status,
-)
-from gdsstore.engine.remote.reader import (
-    Body,
-    FirstRange,
-    NoBody,
-    RangeRequest,
-    check_length_response,
-)
+from gdsstore.engine.remote.pooled_http import HTTPClient, drop, get_client
 from gdsstore.engine.remote.redact import Scrubber
-from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
+from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, retry_after
 from gdsstore.engine.remote.wave import WaveReads
+from gdsstore.errors import RangeMismatchError
 
 __all__ = ["WebHDFSBackend", "WebHDFSClient", "WebHDFSSource"]
 
@@ -54,9 +47,11 @@ _EXCEPTIONS: dict[str, type[OSError]] = {
     "SecurityException": PermissionError,
     "AuthenticationException": PermissionError,
 }
+#: A row of a piece that failed before any byte landed, as the core answers it (see ``gdsstore._core.Row``).
+Row = tuple[int, int, None, int, None, Any]
 
 
-class WebHDFSClient:
+class WebHDFSClient(core.PiecesStore):
     """The namenode of one ``webhdfs://host:port`` and the credentials to talk to it."""
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
@@ -79,6 +74,8 @@ class WebHDFSClient:
         self.headers = dict(options.get("headers") or {})
         self.scrub = Scrubber([self.delegation or "", *[str(v) for v in self.headers.values()]])
         self.http: HTTPClient = get_client(options.get("verify", True), options.get("cert"))
+        #: The files of this namenode as the waves see them (paths are absolute HDFS paths).
+        self.root = core.CoreRoot(lambda: self, self.display(""))
 
     def display(self, path: str) -> str:
         return f"{self.scheme}://{self.authority}{path}"
@@ -117,6 +114,13 @@ class WebHDFSClient:
     def status(self, path: str) -> dict[str, Any]:
         return dict(self.json("GET", path, "GETFILESTATUS")["FileStatus"])
 
+    def size(self, path: str) -> int:
+        """The size of the file at ``path`` (``IsADirectoryError`` for a directory)."""
+        st = self.status(path)
+        if st.get("type") == "DIRECTORY":
+            raise IsADirectoryError(f"WebHDFS: {self.display(path)} is a directory, not a file")
+        return int(st["length"])
+
     def redirect(self, resp: Any, what: str) -> str:
         """The datanode URL of a 307 (or of a ``noredirect=true`` JSON answer)."""
         if resp.status == 307:
@@ -133,93 +137,128 @@ class WebHDFSClient:
         self.scrub.add_url(loc)
         return str(loc)
 
+    def read_pieces(self, pieces: Sequence[core.CorePiece], buffer: Any, concurrency: int) -> list[Any]:
+        """Each piece through OPEN, ``concurrency`` at a time (:meth:`_piece`)."""
+        if len(pieces) == 1:
+            return [self._piece(pieces[0], buffer)]
+        return map_all(lambda p: self._piece(p, buffer), pieces, concurrency)
+
+    def _piece(self, p: core.CorePiece, buffer: Any) -> Row:
+        """One piece, answered as the core answers it. HDFS refuses an offset past the end (403) where HTTP says
+        416, so a suffix or an offset that may lie there asks the size first; a whole object is asked with one
+        byte more than its room, which tells whether it fits."""
+        landed = [0]
+        total = -1
+        try:
+            start = p.start
+            if start < 0 or (start > 0 and p.expect is None):
+                total = self.size(p.path)
+                start = max(0, total + start) if start < 0 else min(start, total)
+            stop = p.end if p.end is not None else total if total >= 0 else None
+            view = memoryview(buffer)[p.slot : p.slot + p.cap]
+            if stop is None:  # the size unknown: one byte more than the room tells whether it fits
+                ask = p.cap + 1
+                n = self._read(p.path, start, ask, view, landed)
+            else:
+                ask = max(0, (min(stop, total) if total >= 0 else stop) - start)
+                n = ask if ask > p.cap else self._read(p.path, start, ask, view, landed) if ask else 0
+            if n > p.cap:  # more than its room: its size, and too large (or not the size expected)
+                total = total if total >= 0 else self.size(p.path)
+                kind = "too_large" if p.expect is None else "length"
+                return (0, total, None, 0, None, (kind, 0, f"{total - start} bytes from {start}, room for {p.cap}"))
+            total = start + n if n < ask else total  # a short answer ends the file
+            if p.expect is not None and n != p.expect:
+                return (0, total, None, 0, None, ("length", 0, f"{n} bytes, not the {p.expect} expected"))
+            return (n, total, None, 0, None, None)
+        except Exception as exc:  # handed back as the core hands back its failures
+            return (landed[0], total, None, 0, None, exc)
+
+    def _read(self, path: str, offset: int, length: int, view: memoryview, landed: list[int]) -> int:
+        """OPEN ``length`` bytes at ``offset`` (through the datanode) into ``view``: returns the bytes the answer
+        holds (more than ``len(view)``: none is read); ``landed[0]`` counts the bytes landed so far."""
+        what = f"OPEN {self.display(path)} offset={offset} length={length}"
+        resp = self.request("GET", path, "OPEN", offset=offset, length=length)
+        if resp.status == 307:
+            resp = self.http.request("GET", self.redirect(resp, what), headers=self.headers, scrub=self.scrub)
+        done = False
+        try:
+            raise_hdfs(resp, what)
+            raw = resp.headers.get("Content-Length")
+            declared = int(raw) if raw is not None and raw.isdigit() else None
+            encoding = (resp.headers.get("Content-Encoding") or "identity").strip().lower()
+            if resp.status != 200 or encoding not in ("identity", "") or (declared or 0) > length:
+                raise RangeMismatchError(f"{what}: status {resp.status}, Content-Encoding {encoding!r}, Content-Length "
+                                         f"{raw} for a {length}-byte request (identity asked)")
+            if declared is not None and declared > len(view):
+                return declared
+            n = _body_into(resp, view[: declared if declared is not None else len(view)], landed, what)
+            if declared is not None and n < declared:
+                raise TransientError(f"{what}: body ended after {n} of {declared} bytes")
+            if declared is None and n == len(view) and resp.read(1, decode_content=False):
+                return n + 1  # an answer of unknown length longer than the room
+            done = True
+            return n
+        finally:
+            if done:
+                resp.release_conn()
+            else:
+                drop(resp)  # a connection left half-read is never reused
+
+
+def _body_into(resp: Any, view: memoryview, landed: list[int], what: str) -> int:
+    """Read the body into ``view`` until it is full or the body ends, through http.client's ``readinto`` (in
+    place, no urllib3 layer in the loop); a broken body is a :class:`TransientError`."""
+    fp = getattr(resp, "_fp", None)
+    fp = fp if isinstance(fp, http.client.HTTPResponse) else resp
+    try:
+        while landed[0] < len(view):
+            k = fp.readinto(view[landed[0] :])
+            if not k:
+                break
+            landed[0] += k
+    except (http.client.IncompleteRead, OSError) as exc:
+        raise TransientError(f"{what}: body read failed after {landed[0]} bytes: {type(exc).__name__}") from None
+    return landed[0]
+
 
 def raise_hdfs(resp: Any, what: str) -> None:
-    """Map a WebHDFS error (``RemoteException`` JSON) to builtin exceptions; else HTTP-status mapping."""
+    """Map an error answer (status >= 400) to gdsstore's exceptions, by Hadoop's exception (``RemoteException``
+    JSON) where the body names one, else by status: 404 → FileNotFoundError, 401/403 → PermissionError, a
+    ``remote.retry_status`` code → TransientError (retried), anything else → RemoteIOError. No secrets."""
     status = int(resp.status)
     if status < 400:
         return
-    exc_name = ""
-    if status not in (404,):
-        try:
-            data = resp.read(65536, decode_content=False)
-            exc_name = str(json.loads(data).get("RemoteException", {}).get("exception", ""))
-        except Exception:
-            exc_name = ""
-        if exc_name in _EXCEPTIONS:
-            drop(resp)
-            raise _EXCEPTIONS[exc_name](f"{what}: HTTP {status} ({exc_name})")
-    raise_for_status(resp, what)
+    try:
+        name = str(json.loads(resp.read(65536, decode_content=False)).get("RemoteException", {}).get("exception", ""))
+    except Exception:
+        name = ""
+    drop(resp)
+    label = f"{what}: HTTP {status}" + (f" ({name})" if name else "")
+    if name in _EXCEPTIONS:
+        raise _EXCEPTIONS[name](label)
+    if status == 404:
+        raise FileNotFoundError(f"{label}: no such object")
+    if status in (401, 403):
+        raise PermissionError(f"{label}: access denied")
+    if RetryPolicy.from_settings().retryable_status(status):
+        raise TransientError(label, retry_after=retry_after(resp.headers))
+    raise RemoteIOError(label)
 
 
-class WebHDFSSource:
+class WebHDFSSource(core.CoreSource):
     """One HDFS file: GETFILESTATUS for the size, OPEN with offset/length through the datanode."""
 
-    route = "webhdfs"
-
     def __init__(self, client: WebHDFSClient, path: str) -> None:
+        super().__init__(client.root, path, client.display(path), route="webhdfs", scheme=client.scheme)
         self._c = client
-        self.path = path
-        self.scheme = client.scheme
-        self.url = client.display(path)
-
-    def __repr__(self) -> str:
-        return f"WebHDFSSource({self.url!r})"
 
     def stat(self) -> int:
-        st = self._c.status(self.path)
-        if st.get("type") == "DIRECTORY":
-            raise IsADirectoryError(f"WebHDFS: {self.url} is a directory, not a file")
-        return int(st["length"])
+        return self._c.size(self.path)
 
-    def version(self) -> tuple[Any, Any, Any]:
+    def version(self) -> Hashable:
         """``(fileId, length, modificationTime)`` now: HDFS has no ETag, and OPEN no If-Match."""
         st = self._c.status(self.path)
         return st.get("fileId"), st.get("length"), st.get("modificationTime")
-
-    def _open(self, req: RangeRequest, what: str) -> Any:
-        resp = self._c.request("GET", self.path, "OPEN", offset=req.offset, length=req.nbytes)
-        if resp.status == 307:
-            loc = self._c.redirect(resp, what)
-            resp = self._c.http.request("GET", loc, headers=self._c.headers, scrub=self._c.scrub)
-            if resp.status != 200:
-                raise_hdfs(resp, what)
-        return resp
-
-    def open_range(self, req: RangeRequest, size: int) -> Body:
-        what = f"OPEN {self.url} offset={req.offset} length={req.nbytes}"
-        resp = self._open(req, what)
-        try:
-            check_length_response(resp.status, resp.headers, req.nbytes, what)
-        except BaseException:
-            drop(resp)
-            raise
-        return HTTPBody(resp, req.nbytes, what)
-
-    def open_first(self, nbytes: int, offset: int = 0) -> FirstRange:
-        what = f"OPEN {self.url} offset={offset} length={nbytes}"
-        if offset:
-            # HDFS refuses an offset past the end (403 IOException) where HTTP says 416: size it first.
-            return self._sized_first(nbytes, offset)
-        resp = self._open(RangeRequest(offset, nbytes), what)
-        length = resp.headers.get("Content-Length")
-        if resp.status != 200 or length is None or not length.isdigit() or int(length) > nbytes:
-            drop(resp)
-            if resp.status != 200:
-                raise RemoteIOError(f"{what}: unexpected status {resp.status}")
-            # No usable length (chunked answer): learn the size first, then read the range.
-            return self._sized_first(nbytes, offset)
-        n = int(length)
-        # A short answer ends the file; a full one may have more after it (size unknown).
-        return FirstRange(HTTPBody(resp, n, what), n, offset + n if n < nbytes else None)
-
-
-    def _sized_first(self, nbytes: int, offset: int) -> FirstRange:
-        """The first range after a GETFILESTATUS: clamped to the file, empty past its end."""
-        size = self.stat()
-        n = max(0, min(nbytes, size - offset))
-        body = self.open_range(RangeRequest(offset, n), size) if n else NoBody()
-        return FirstRange(body, n, size)
 
 
 class WebHDFSBackend(WaveReads, Backend):
@@ -231,6 +270,7 @@ class WebHDFSBackend(WaveReads, Backend):
         self._client = WebHDFSClient(root, dict(storage_options or {}))
         path = urlsplit(root).path or "/"
         self._root = "/" + path.strip("/") if path.strip("/") else ""
+        self.core = self._client.root
 
     @property
     def url(self) -> str:
@@ -241,8 +281,11 @@ class WebHDFSBackend(WaveReads, Backend):
         key = key.rstrip("/")
         return f"{self._root}/{key}" if key else (self._root or "/")
 
+    def core_path(self, key: str, where: str) -> str:
+        return self._path(key, where)
+
     def source(self, key: str, where: str) -> WebHDFSSource:
-        """The range source of ``key`` (one file)."""
+        """The source of ``key`` (one file)."""
         return WebHDFSSource(self._client, self._path(key, where))
 
     def open(self, key: str, mode: str = "rb") -> Any:

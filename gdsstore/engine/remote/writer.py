@@ -16,6 +16,7 @@ from typing import Any
 
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer
 from gdsstore.engine.file import BaseFile, WriteGuard
+from gdsstore.engine.local import check_mode
 from gdsstore.engine.pool import completed
 
 __all__ = ["RemoteWriteFile", "check_remote_mode", "host_bytes"]
@@ -25,12 +26,8 @@ _REMOTE_MODES = ("rb", "wb")
 
 def check_remote_mode(mode: str, where: str) -> str:
     """Remote objects open ``"rb"`` (ranged reads) or ``"wb"`` (buffered, uploaded on close)."""
-    if mode not in _REMOTE_MODES:
-        raise ValueError(
-            f"{where}: unsupported mode {mode!r} for a remote object; use 'rb' or 'wb' "
-            "(objects are replaced whole, not updated in place)"
-        )
-    return mode
+    use = " for a remote object; use 'rb' or 'wb' (objects are replaced whole, not updated in place)"
+    return check_mode(mode, where, _REMOTE_MODES, use)
 
 
 def host_bytes(b: IOBuffer) -> memoryview:

@@ -97,7 +97,7 @@ class S3Backend(WaveReads, Backend):
         full = self._full(prefix, "S3Backend.delete_prefix()")
         if full and not full.endswith("/"):
             full += "/"
-        keys = [self._abs(k) for k in self._iter(full, delimiter=None)]
+        keys = [self._abs(k) for k, _ in self._listed(full, delimiter=None)]
         for i in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
             batch = [{"Key": k} for k in keys[i : i + 1000]]
             self._client.call(
@@ -108,14 +108,16 @@ class S3Backend(WaveReads, Backend):
     def _abs(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
 
-    def _iter(self, full_prefix: str, delimiter: str | None) -> Iterator[str]:
-        """Keys (and with ``delimiter``, common prefixes ending in it) under ``full_prefix``, relative to
-        the backend's root."""
-        for key, _ in self._iter_sized(full_prefix, delimiter):
-            yield key
+    def _listing(self, prefix: str, where: str, children: bool = False) -> str:
+        """The full prefix of a listing of the keys under ``prefix`` (``children``: of its immediate children)."""
+        if prefix:
+            check_key(prefix, where)
+        rel = prefix if not children else prefix.rstrip("/") + "/" if prefix.rstrip("/") else ""
+        return self._abs(rel) if rel else (self.prefix + "/" if self.prefix else "")
 
-    def _iter_sized(self, full_prefix: str, delimiter: str | None) -> Iterator[tuple[str, int | None]]:
-        """``(key, size)`` for objects and ``(prefix/, None)`` for common prefixes, relative to the root."""
+    def _listed(self, full_prefix: str, delimiter: str | None) -> Iterator[tuple[str, int | None]]:
+        """``(key, size)`` for objects and ``(prefix/, None)`` for common prefixes (with ``delimiter``) under
+        ``full_prefix``, relative to the root."""
         base = f"{self.prefix}/" if self.prefix else ""
         token: str | None = None
         while True:
@@ -134,41 +136,25 @@ class S3Backend(WaveReads, Backend):
             token = page.get("NextContinuationToken")
 
     def list(self, prefix: str = "") -> Iterator[str]:
-        if prefix:
-            check_key(prefix, "S3Backend.list()")
-        full = self._abs(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
-        yield from self._iter(full, delimiter=None)
+        for key, _ in self._listed(self._listing(prefix, "S3Backend.list()"), delimiter=None):
+            yield key
 
     def list_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
         # Sizes come with the listing: no HEAD per object.
-        if prefix:
-            check_key(prefix, "S3Backend.list_info()")
-        full = self._abs(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
-        for key, size in self._iter_sized(full, delimiter=None):
+        for key, size in self._listed(self._listing(prefix, "S3Backend.list_info()"), delimiter=None):
             yield ObjectInfo(key, size or 0, "file")
 
     def list_dir_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
         # Sizes come with the listing: no HEAD per entry.
-        if prefix:
-            check_key(prefix, "S3Backend.list_dir_info()")
         rel = prefix.rstrip("/")
-        full = self._abs(rel + "/") if rel else (self.prefix + "/" if self.prefix else "")
         seen: set[str] = set()
-        for k, size in self._iter_sized(full, delimiter="/"):
+        for k, size in self._listed(self._listing(prefix, "S3Backend.list_dir_info()", children=True), "/"):
             key = k.rstrip("/")
             if key and key != rel and key not in seen:
                 seen.add(key)
                 yield ObjectInfo(key, size or 0, "file" if size is not None else "directory")
 
     def list_dir(self, prefix: str = "") -> Iterator[str]:
-        if prefix:
-            check_key(prefix, "S3Backend.list_dir()")
-        rel = prefix.rstrip("/")
-        full = self._abs(rel + "/") if rel else (self.prefix + "/" if self.prefix else "")
-        cut = len(rel) + 1 if rel else 0
-        seen: set[str] = set()
-        for k in self._iter(full, delimiter="/"):
-            name = k[cut:].rstrip("/")
-            if name and name not in seen:
-                seen.add(name)
-                yield name
+        cut = len(prefix.rstrip("/")) + 1 if prefix.rstrip("/") else 0
+        for info in self.list_dir_info(prefix):
+            yield info.key[cut:]
