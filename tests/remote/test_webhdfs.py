@@ -158,3 +158,17 @@ def test_file_replaced_during_a_multi_range_read_is_an_error(
     with gdsstore.open(url, **USER) as f:
         f.read(bytearray(1000))  # one range: no version calls
     assert sum("GETFILESTATUS" in p for _, _, p in webhdfs.log) == 1  # the open's size lookup only
+
+
+def test_a_writer_checks_size_and_offset_as_a_local_file_does(webhdfs: WebHDFSServer, tmp_path: Any) -> None:
+    """Remote and local writers take the same ``size``/``offset`` (a non-int is a TypeError in both)."""
+    for url in (webhdfs.url("/w.bin"), str(tmp_path / "w.bin")):
+        with gdsstore.open(url, "wb", **(USER if url.startswith("webhdfs") else {})) as f:
+            with pytest.raises(TypeError, match="`offset` must be an int"):
+                f.pwrite(b"abc", offset=1.5)
+            with pytest.raises(TypeError, match="`size` must be an int"):
+                f.pwrite(b"abc", size="3")
+            with pytest.raises(ValueError, match="buffer too small"):
+                f.pwrite(b"abc", size=4)
+            f.pwrite(b"abc", offset=2).result()
+    assert bytes(backend_for(webhdfs.url("/"), USER).get("w.bin", bytearray)) == b"\0\0abc"

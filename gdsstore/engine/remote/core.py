@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from gdsstore import _core as gdsstore_core
 
 __all__ = [
-    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "CoreWrite", "PiecesStore", "available", "http_store",
+    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "PiecesStore", "available", "http_store",
     "read_one", "read_wave", "s3_store", "split_bytes", "unavailable_reason", "wave_reason", "write_objects",
     "write_reason",
 ]
@@ -48,8 +48,6 @@ _stores: dict[tuple[Any, ...], tuple[int, Any, Any]] = {}
 #: object_store's S3 options that are credentials: a store is rebuilt when they change, never kept beside.
 _CREDENTIALS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 
-# Kinds the caller handles itself (the core cannot take the item, or its slot was too small).
-PASS_KINDS = frozenset({"unsupported", "too_large"})
 _TRANSIENT_KINDS = frozenset({"timeout", "connect", "io"})
 #: What to do about a certificate the core refused (it trusts the system's CA certificates).
 TLS_FIX = ("not retried: pass `verify=` the path of a CA bundle (PEM) that signed the server's certificate "
@@ -170,7 +168,8 @@ class CorePiece:
 @dataclass(slots=True)
 class CoreResult:
     """What one piece got: ``size`` bytes landed (prefix of its slot), the object's ``total`` size, its
-    identity (``etag``, ``mtime_ns``, ``version``), and ``error`` (None: all landed) with its ``kind``."""
+    identity (``etag``, ``mtime_ns``, ``version``), and ``error`` (None: all landed) with its ``kind``; of an
+    upload, the object's ``etag`` and ``version``."""
 
     size: int = 0
     total: int = -1
@@ -293,12 +292,9 @@ def read_wave(
 ) -> list[CoreResult]:
     """Fetch every piece into ``buffer`` (a writable uint8 array), retrying transient failures.
 
-    Args:
-        store: from :func:`http_store` or :func:`s3_store`, or a :class:`PiecesStore`.
-        where: the URL prefix of the paths, for messages (no secrets).
-        pieces: the plan; slots must lie in ``buffer`` and not overlap.
-        retry: attempts and backoff (``remote.max_attempts``, ``remote.backoff_*``, ``remote.retry_status``).
-        concurrency: requests in flight at once; timeout: seconds without an answer or a body byte.
+    ``store``: from :func:`http_store` or :func:`s3_store`, or a :class:`PiecesStore`; ``where``: the URL prefix
+    of the paths, for messages (no secrets); slots must lie in ``buffer`` and not overlap; ``concurrency``:
+    requests in flight; ``timeout``: seconds without an answer or a body byte.
 
     Returns:
         One result per piece; a failed piece has ``error`` set (``FileNotFoundError`` for 404,
@@ -359,17 +355,6 @@ def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> li
     return out
 
 
-@dataclass
-class CoreWrite:
-    """What one upload did: the object's ``etag`` (and ``version``), or ``error`` with its ``kind``."""
-
-    etag: str | None = None
-    version: str | None = None
-    kind: str | None = None
-    error: BaseException | None = None
-    attempts: int = 0
-
-
 def _write_error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> BaseException:
     """An upload's failure as gdsstore's exception tree (an existing key, no access, no bucket, ...)."""
     if kind == "exists":
@@ -394,25 +379,18 @@ def write_objects(
     retry: RetryPolicy,
     concurrency: int,
     timeout: float,
-) -> list[CoreWrite]:
-    """Upload ``buffer[start:start + length]`` of each ``spans[i]`` as ``paths[i]``, retrying transient failures.
-
-    Args:
-        store: from :func:`s3_store` (or :func:`http_store`).
-        whats: each item's description for messages (``"PUT s3://bucket/key"``; no secrets).
-        paths: object paths in the store.
-        buffer: one contiguous host buffer (bytes, a uint8 array, pinned memory).
-        spans: ``(start, length)`` of each object in ``buffer``.
-        create: fail an item whose object exists (``FileExistsError``) instead of replacing it.
-        threshold, part_size: above ``threshold`` bytes an object is a multipart upload in parts of ``part_size``.
-        retry: attempts and backoff; concurrency: requests in flight; timeout: seconds to answer a request.
+) -> list[CoreResult]:
+    """Upload ``buffer[start:start + length]`` (one contiguous host buffer) of each ``spans[i]`` as ``paths[i]``
+    (``whats[i]`` in messages, no secrets), retrying transient failures. ``create``: fail an item whose object
+    exists (``FileExistsError``) instead of replacing it; above ``threshold`` bytes an object is a multipart
+    upload in parts of ``part_size``.
 
     Returns:
         One result per item; a failed one has ``error`` (``FileExistsError``, ``PermissionError``,
         ``FileNotFoundError``, ``RemoteIOError`` once ``remote.max_attempts`` are spent, ...).
     """
     mod = module()
-    results = [CoreWrite() for _ in paths]
+    results = [CoreResult() for _ in paths]
 
     def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
         rows = mod.write_objects(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from gdsstore.engine.buffers import IOBuffer, as_io_buffer
+from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
 from gdsstore.engine.file import BaseFile, WriteGuard
 from gdsstore.engine.local import check_mode
 from gdsstore.engine.pool import completed
@@ -79,11 +79,7 @@ class RemoteWriteFile(BaseFile):
         where = "RemoteWriteFile.pwrite()"
         self._check_open("pwrite")
         b = as_io_buffer(buf, writable=False, where=where)
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"{where}: `offset` must be an int >= 0, got {offset!r}")
-        n = b.nbytes if size is None else size
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= b.nbytes:
-            raise ValueError(f"{where}: `size` must be an int in [0, {b.nbytes}], got {size!r}")
+        n = check_request(where, b, size, offset)  # the local files' checks: TypeError for a non-int
         data = host_bytes(b)[:n]
         if b.device is not None:
             self._device = b.device

@@ -1,38 +1,19 @@
 """S3's configuration, resolved once by botocore: endpoint, addressing style, region and credentials.
 
 botocore resolves credentials the standard way (explicit keys, env, shared profile, web identity, SSO,
-instance role) and runs the control calls (HEAD, LIST, DELETE) with one retry policy
-(:mod:`gdsstore.engine.remote.retry`; botocore's own retries are off). Every data request (GETs, PUTs,
-multipart uploads) goes through the native core, whose store of a bucket is built from botocore's result
-(:meth:`S3Client.core_options`), so no transport sends a request where botocore would not.
+instance role) and runs the control calls (HEAD, LIST, DELETE) under the one retry policy (botocore's own
+retries are off). Every data request (GETs, PUTs, multipart uploads) goes through the native core, whose store
+of a bucket is built from botocore's result (:meth:`S3Client.core_options`): where a bucket's requests go is
+read once off the URL botocore presigns for a probe key (:class:`S3Target`; nothing is sent for it), so no
+transport sends a request where botocore would not. Without ``region_name``, each bucket's region is asked once
+(``HeadBucket``'s ``x-amz-bucket-region``). Sessions and clients are cached per AWS environment
+(:func:`_aws_environment`).
 
-Without ``region_name``, each bucket's region is asked once (``HeadBucket``'s ``x-amz-bucket-region``)
-before anything is signed for it, and requests to that bucket are signed for that region.
-
-Where a bucket's requests go is botocore's resolution alone (the options, ``AWS_ENDPOINT_URL(_S3)``, the
-profile's ``endpoint_url`` or ``services`` section, the region's endpoint rules, the addressing style): it is
-read once per bucket off the URL botocore presigns for a probe key (:class:`S3Target`; nothing is sent for
-it). Sessions and clients are cached per AWS environment (:func:`_aws_environment`).
-
-Storage options (s3fs-compatible names where they exist):
-
-- ``key``/``secret``/``token`` (or ``aws_access_key_id``/``aws_secret_access_key``/``aws_session_token``),
-  ``profile``, ``anon`` (unsigned requests to public buckets),
-- ``endpoint_url``, ``region_name``, ``addressing_style`` (``"path"``/``"virtual"``/``"auto"``),
-- ``verify`` (``True``/``False``/CA bundle path), ``use_ssl`` (``False``: plain HTTP to AWS's
-  endpoints), ``client_kwargs``, ``config_kwargs`` (passed to botocore's ``create_client`` and ``Config``:
-  where they change the endpoint, the core follows),
-- ``requester_pays`` (``RequestPayer="requester"`` on every request), ``s3_additional_kwargs`` (server-side
-  encryption of every upload: ``{"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": ..., "BucketKeyEnabled":
-  True}`` or ``"AES256"``; other upload arguments are refused),
-- ``version_aware``: a read pins the object's ``VersionId`` (a replaced object is still read whole,
-  from the version that was opened) instead of failing on a changed ETag,
-- ``session``: a ``botocore.session.Session`` to take credentials and configuration from (an
-  aiobotocore session is refused: use its botocore equivalent or pass keys),
-- fsspec's generic options, accepted and ignored (gdsstore keeps no listings or instance caches):
-  ``skip_instance_cache``, ``use_listings_cache``, ``listings_expiry_time``, ``max_paths``,
-  ``default_block_size``, ``default_fill_cache``, ``default_cache_type``, ``cache_regions``, ``loop``,
-  ``asynchronous`` (only ``False``).
+The storage options (s3fs's names where they exist: ``key``/``secret``/``token``, ``profile``, ``anon``,
+``endpoint_url``, ``region_name``, ``addressing_style``, ``verify``, ``use_ssl``, ``client_kwargs``,
+``config_kwargs``, ``requester_pays``, ``s3_additional_kwargs`` (server-side encryption only),
+``version_aware``, ``session``, and fsspec's generic ones, accepted and ignored) are described in
+docs/remote.md.
 """
 
 from __future__ import annotations
@@ -314,8 +295,8 @@ class S3Client:
             if code in _EXISTS or status == 412:
                 return FileExistsError(f"{label}: the key exists")
             if self.retry_policy.retryable_status(status) or code in ("SlowDown", "RequestTimeout", "InternalError"):
-                headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders") or {}
-                return TransientError(label, retry_after=retry_after(_Caseless(headers)))
+                headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders") or {}  # lower-cased names
+                return TransientError(label, retry_after=retry_after({"Retry-After": headers.get("retry-after", "")}))
             return RemoteIOError(label)
         if isinstance(exc, NoCredentialsError):
             return PermissionError(f"{what}: no AWS credentials found (pass key=/secret=, a profile, or anon=True)")
@@ -464,13 +445,6 @@ class S3Target:
             "aws_bucket": bucket, "aws_region": self.region, "aws_endpoint": self.endpoint,
             "aws_virtual_hosted_style_request": "false" if self.path_style else "true",
         }
-
-
-class _Caseless(dict[str, str]):
-    """botocore's lower-cased response headers, read with any case."""
-
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
-        return super().get(key.lower(), default)
 
 
 def _after_fork_in_child() -> None:
