@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,17 +17,14 @@ from gdsstore.engine.remote.retry import RemoteIOError, TransientError, is_trans
 
 __all__ = ["HTTPClient", "drop", "get_client"]
 
-_all_clients: weakref.WeakSet[HTTPClient] = weakref.WeakSet()
-
-
 class HTTPClient:
     """A pooled HTTP(S) client shared by threads; timeouts come from the settings at each request."""
 
     def __init__(self, *, verify: bool | str = True, cert: str | tuple[str, str] | None = None,
                  maxsize: int = 16) -> None:
         self._kw = self._pool_kwargs(verify, cert, maxsize)
-        self._pool = self._new_pool()
-        _all_clients.add(self)
+        self._pool: Any = None
+        self._pid = -1
 
     @staticmethod
     def _pool_kwargs(verify: bool | str, cert: str | tuple[str, str] | None, maxsize: int) -> dict[str, Any]:
@@ -48,15 +44,15 @@ class HTTPClient:
             kw["cert_file"] = cert
         return kw
 
-    def _new_pool(self) -> Any:
-        import urllib3
+    @property
+    def pool(self) -> Any:
+        """This process's ``PoolManager``: a forked child makes its own, leaving the parent's (its sockets, and
+        locks another thread may have held at the fork) untouched."""
+        if self._pid != os.getpid():
+            import urllib3
 
-        return urllib3.PoolManager(**self._kw)
-
-    def _after_fork(self) -> None:
-        # The parent's pool (its sockets, and locks another thread may have held at the fork) stays
-        # behind untouched: the child only drops its references and starts empty.
-        self._pool = self._new_pool()
+            self._pool, self._pid = urllib3.PoolManager(**self._kw), os.getpid()
+        return self._pool
 
     def request(self, method: str, url: str, *, headers: Mapping[str, str] | None = None, body: Any = None,
                 scrub: Scrubber | None = None) -> Any:
@@ -71,7 +67,7 @@ class HTTPClient:
         if headers:
             check_header_values(headers, f"{method} {redact_url(url)}")
         try:
-            return self._pool.request(
+            return self.pool.request(
                 method, url, headers=dict(headers or {}), body=body, preload_content=False,
                 redirect=False, retries=False, timeout=timeout, decode_content=False,
             )
@@ -81,10 +77,6 @@ class HTTPClient:
                 raise TransientError(f"{method} {redact_url(url)}: {text}") from None
             raise RemoteIOError(f"{method} {redact_url(url)}: {text}") from None
 
-    def clear(self) -> None:
-        """Close every idle connection."""
-        self._pool.clear()
-
 
 _clients: dict[tuple[Any, ...], HTTPClient] = {}
 _clients_lock = threading.Lock()
@@ -93,8 +85,6 @@ _clients_lock = threading.Lock()
 def _after_fork_in_child() -> None:
     global _clients_lock
     _clients_lock = threading.Lock()  # another thread may have held it at the fork
-    for client in list(_all_clients):
-        client._after_fork()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

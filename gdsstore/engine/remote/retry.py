@@ -123,20 +123,16 @@ class RetryPolicy:
     def retryable_status(self, status: int) -> bool:
         return status in self.retry_status
 
-    def call(self, fn: Callable[[], T], what: str, *, attempts_used: int = 0) -> T:
-        """Run ``fn`` until it succeeds, fails permanently, or ``max_attempts`` are used up.
-
-        Args:
-            fn: one attempt; raises a transient exception (see :func:`is_transient`) to ask for another.
-            what: the operation for messages, e.g. ``"GET https://host/x bytes=0-99"`` (no secrets).
-            attempts_used: attempts this operation already spent elsewhere (a whole-object read whose
-                first response broke): the total never exceeds ``max_attempts``.
+    def call(self, fn: Callable[[], T], what: str) -> T:
+        """Run ``fn`` (one attempt; a transient exception, :func:`is_transient`, asks for another) until it
+        succeeds, fails permanently, or ``max_attempts`` are used up; ``what``: the operation for messages
+        (no secrets).
 
         Raises:
             RemoteIOError: the last transient failure, once the attempts are used up.
             Exception: any non-transient exception of ``fn``, at once.
         """
-        attempt = attempts_used + 1
+        attempt = 1
         while True:
             try:
                 return fn()
