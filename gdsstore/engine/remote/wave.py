@@ -503,16 +503,9 @@ class WaveReads:
                           time.perf_counter() - t0, src.url)
         return buf
 
-    def get_many(
-        self,
-        keys: Sequence[str],
-        ranges: Sequence[ByteRange | None] | None,
-        alloc: Alloc,
-        free: Free = lambda owner: None,
-        **options: Any,
-    ) -> Landed:
-        # docstring inherited
-        return read_wave(self, keys, ranges, alloc, free, **options)
+    def get_many(self, *args: Any, **options: Any) -> Landed:
+        # docstring inherited (the options: read_wave's)
+        return read_wave(self, *args, **options)
 
     def land(
         self, table: AddressTable, alloc: Alloc, free: Free, *, device: int | None = None, room: int | None = None,
