@@ -42,7 +42,7 @@ BOUND_SCRATCH = 3.1
 EXACT_SCRATCH_FROM = 1 << 20
 #: ... and only in calls of at least this many decoded bytes: a process's first such call costs more, which a
 #: small read should not pay for scratch it hardly needs. Windows smaller than this are planned with the
-#: bound (:func:`gdsstore.gpu.execute.window_bytes`).
+#: bound (:func:`gdsstore.gpu.windows.window_bytes`).
 EXACT_SCRATCH_BATCH = 64 << 20
 
 #: The largest scratch ratio (exact scratch over decoded bytes) seen per format and chunk size.

@@ -28,6 +28,10 @@ def test_pipeline_entry_point_imports_only_the_facade() -> None:
     assert extra == {"gdsstore.gpu", "gdsstore.gpu.pipeline"}, extra
     heavy = {
         "gdsstore.gpu.execute",
+        "gdsstore.gpu.read_shards",
+        "gdsstore.gpu.windows",
+        "gdsstore.gpu.write",
+        "gdsstore.policy",
         "gdsstore.gpu.plan",
         "gdsstore.gpu.codecs",
         "gdsstore.gpu.nvcomp",
