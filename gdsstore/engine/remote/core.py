@@ -49,6 +49,12 @@ _stores: dict[tuple[Any, ...], tuple[int, Any, Any]] = {}
 _CREDENTIALS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
 
 _TRANSIENT_KINDS = frozenset({"timeout", "connect", "io"})
+#: What to do about a server that answers range requests with the whole object.
+RANGE_FIX = (
+    "this server does not support HTTP range requests (python -m http.server does not): read whole objects "
+    "(offset 0, f.size bytes: one request without a Range header), or serve the data with a server that "
+    "supports ranges (nginx, Apache, caddy, an object store)"
+)
 #: What to do about a certificate the core refused (it trusts the system's CA certificates).
 TLS_FIX = ("not retried: pass `verify=` the path of a CA bundle (PEM) that signed the server's certificate "
            "(or set SSL_CERT_FILE), or `verify=False` to skip the check on a network you trust")
@@ -201,7 +207,7 @@ def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> B
     if kind == "status":
         return (TransientError if retry.retryable_status(status) else RemoteIOError)(f"{what}: HTTP {status}")
     if kind == "range_ignored":
-        return RangeNotSupportedError(f"{what}: the server ignored the Range header (answered 200)")
+        return RangeNotSupportedError(f"{what}: the server ignored the Range header (answered 200); {RANGE_FIX}")
     if kind in ("range", "short"):
         return RangeMismatchError(f"{what}: answer is not the range asked: {scrub_text(msg)}")
     if kind in _TRANSIENT_KINDS:

@@ -32,25 +32,7 @@ from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIO
 
 __all__ = [
     "RangeMismatchError", "RangeNotSupportedError", "RangeRequest", "RemoteFile", "copy_h2d_async", "split_ranges",
-    "with_range_fix",
 ]
-
-
-#: What to do about a server that answers range requests with the whole object.
-RANGE_FIX = (
-    "this server does not support HTTP range requests (python -m http.server does not): read whole objects "
-    "(offset 0, f.size bytes: one request without a Range header), or serve the data with a server that "
-    "supports ranges (nginx, Apache, caddy, an object store)"
-)
-
-
-def with_range_fix(exc: RangeNotSupportedError) -> RangeNotSupportedError:
-    """``exc`` with :data:`RANGE_FIX` added (once) to its message."""
-    if RANGE_FIX in str(exc):
-        return exc
-    out = RangeNotSupportedError(f"{exc}; {RANGE_FIX}")
-    out.__cause__ = exc
-    return out
 
 
 def split_ranges(offset: int, nbytes: int, task_size: int) -> list[RangeRequest]:
@@ -108,9 +90,6 @@ class RemoteFile(BaseFile):
         """Size of the object in bytes (read once, at open)."""
         return self._size
 
-    def _close(self) -> None:
-        pass
-
     def pread(self, buf: Any, size: int | None = None, offset: int = 0) -> Future[int]:
         """Start reading ``size`` bytes (default: the buffer's size) at ``offset`` into ``buf``.
 
@@ -133,7 +112,7 @@ class RemoteFile(BaseFile):
         if offset == 0 and avail == self._size and len(ranges) > 1:
             # The whole object, asked in ranges: a server that ignores Range still serves it in one request.
             return _RangeFallback(first, lambda: self._run(b, [RangeRequest(0, avail)], 0, s, traced, fetch))
-        return _RangeFallback(first, None)
+        return first
 
     def _run(self, b: IOBuffer, ranges: list[RangeRequest], base: int, s: policy.Settings,
              on_done: Callable[[int, BaseException | None], None] | None, fetch: _RangeFetch) -> Future[int]:
@@ -184,12 +163,12 @@ class RemoteFile(BaseFile):
 
 
 class _RangeFallback(Future[int]):
-    """The future of a read whose server may ignore ``Range``: its :class:`RangeNotSupportedError` carries
-    :data:`RANGE_FIX`, or, where ``whole`` is given (the read is the whole object), ``whole()`` reads it in
-    one request instead. ``result()`` runs the reads' pieces not yet started in the calling thread first,
-    as the engine's futures do, so a wait never depends on a free pool worker."""
+    """The future of a read of the whole object in ranges: where the server ignores ``Range``
+    (:class:`RangeNotSupportedError`), ``whole()`` reads it in one request instead. ``result()`` runs the
+    reads' pieces not yet started in the calling thread first, as the engine's futures do, so a wait never
+    depends on a free pool worker."""
 
-    def __init__(self, first: Future[int], whole: Callable[[], Future[int]] | None) -> None:
+    def __init__(self, first: Future[int], whole: Callable[[], Future[int]]) -> None:
         super().__init__()
         self.set_running_or_notify_cancel()
         self._first, self._whole = first, whole
@@ -198,7 +177,7 @@ class _RangeFallback(Future[int]):
 
     def _first_done(self, f: Future[int]) -> None:
         exc = f.exception()
-        if isinstance(exc, RangeNotSupportedError) and self._whole is not None:
+        if isinstance(exc, RangeNotSupportedError):
             try:
                 self._second = self._whole()
             except BaseException as again:  # handed to the caller through the future
@@ -213,7 +192,7 @@ class _RangeFallback(Future[int]):
         if exc is None:
             self.set_result(f.result())
         else:
-            self.set_exception(with_range_fix(exc) if isinstance(exc, RangeNotSupportedError) else exc)
+            self.set_exception(exc)
 
     def result(self, timeout: float | None = None) -> int:
         for inner in (self._first, self._second):

@@ -37,9 +37,8 @@ from gdsstore.engine.landing import AddressTable, Alloc, Free, Landed, slot_layo
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.core import CoreRoot, CoreSource
-from gdsstore.engine.remote.reader import RemoteFile, copy_h2d_async, with_range_fix
+from gdsstore.engine.remote.reader import RemoteFile, copy_h2d_async
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
-from gdsstore.errors import RangeNotSupportedError
 
 __all__ = ["WaveReads", "read_wave"]
 
@@ -126,8 +125,6 @@ def _failure(res: core.CoreResult, r: _Request, where: str) -> BaseException:
         n = res.total - r.offset if r.limit is None else min(r.limit, res.total - r.offset)
         what = "object" if r.limit is None else f"range at {r.offset}"
         return RemoteIOError(f"{where}: {r.key!r}: the {what} is {n} bytes, not the {r.expect} expected")
-    if res.kind == "range_ignored":
-        return with_range_fix(RangeNotSupportedError(str(res.error)))
     return res.error or RemoteIOError(f"{where}: {r.key!r}: no answer")
 
 

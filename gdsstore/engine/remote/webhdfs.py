@@ -276,50 +276,50 @@ class WebHDFSBackend(WaveReads, Backend):
     def url(self) -> str:
         return self._client.display(self._root or "/")
 
-    def _path(self, key: str, where: str) -> str:
-        check_remote_key(key, where)  # the path is percent-encoded whole by op_url
-        key = key.rstrip("/")
-        return f"{self._root}/{key}" if key else (self._root or "/")
-
     def core_path(self, key: str, where: str) -> str:
-        return self._path(key, where)
+        """The HDFS path of ``key`` (percent-encoded whole by :meth:`WebHDFSClient.op_url`)."""
+        check_remote_key(key, where)
+        return self._dir(key.rstrip("/"))
+
+    def _dir(self, rel: str) -> str:
+        return f"{self._root}/{rel}" if rel else (self._root or "/")
 
     def source(self, key: str, where: str) -> WebHDFSSource:
         """The source of ``key`` (one file)."""
-        return WebHDFSSource(self._client, self._path(key, where))
+        return WebHDFSSource(self._client, self.core_path(key, where))
 
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile
         from gdsstore.engine.remote.writer import RemoteWriteFile, check_remote_mode
 
         where = "WebHDFSBackend.open()"
-        path = self._path(key, where)
+        path = self.core_path(key, where)
         if check_remote_mode(mode, where) == "rb":
-            return RemoteFile(WebHDFSSource(self._client, path))
+            return RemoteFile(self.source(key, where))
         return RemoteWriteFile(self._client.display(path), lambda data, dev: webhdfs_upload(self._client, path, data, device=dev))
 
     def info(self, key: str) -> ObjectInfo:
-        st = self._client.status(self._path(key, "WebHDFSBackend.info()"))
+        st = self._client.status(self.core_path(key, "WebHDFSBackend.info()"))
         mtime = st.get("modificationTime")
         if st.get("type") == "DIRECTORY":
             return ObjectInfo(key, 0, "directory", mtime / 1000 if mtime else None)
         return ObjectInfo(key, int(st.get("length", 0)), "file", mtime / 1000 if mtime else None)
 
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
-        webhdfs_upload(self._client, self._path(key, "WebHDFSBackend.put()"), buf, overwrite=not exclusive)
+        webhdfs_upload(self._client, self.core_path(key, "WebHDFSBackend.put()"), buf, overwrite=not exclusive)
 
     def delete(self, key: str) -> None:
-        self._client.json("DELETE", self._path(key, "WebHDFSBackend.delete()"), "DELETE", recursive="false")
+        self._client.json("DELETE", self.core_path(key, "WebHDFSBackend.delete()"), "DELETE", recursive="false")
 
     def delete_prefix(self, prefix: str) -> None:
-        path = self._path(prefix, "WebHDFSBackend.delete_prefix()")
+        path = self.core_path(prefix, "WebHDFSBackend.delete_prefix()")
         if (prefix.endswith("/") or self._is_dir(path)) and path != (self._root or "/"):
             self._client.json("DELETE", path, "DELETE", recursive="true")
             return
         super().delete_prefix(prefix)
 
     def mkdir(self, key: str) -> None:
-        self._client.json("PUT", self._path(key, "WebHDFSBackend.mkdir()"), "MKDIRS")
+        self._client.json("PUT", self.core_path(key, "WebHDFSBackend.mkdir()"), "MKDIRS")
 
     def _is_dir(self, path: str) -> bool:
         try:
@@ -342,7 +342,7 @@ class WebHDFSBackend(WaveReads, Backend):
         stack = [start]
         while stack:
             rel = stack.pop()
-            for st in self._children(f"{self._root}/{rel}" if rel else (self._root or "/")):
+            for st in self._children(self._dir(rel)):
                 child = f"{rel}/{st['pathSuffix']}" if rel else st["pathSuffix"]
                 if st.get("type") == "DIRECTORY":
                     if child.startswith(prefix) or prefix.startswith(child + "/"):
@@ -353,8 +353,7 @@ class WebHDFSBackend(WaveReads, Backend):
     def list_dir(self, prefix: str = "") -> Iterator[str]:
         if prefix:
             check_key(prefix, "WebHDFSBackend.list_dir()")
-        rel = prefix.rstrip("/")
-        for st in self._children(f"{self._root}/{rel}" if rel else (self._root or "/")):
+        for st in self._children(self._dir(prefix.rstrip("/"))):
             yield st["pathSuffix"]
 
 
