@@ -172,3 +172,23 @@ def test_a_writer_checks_size_and_offset_as_a_local_file_does(webhdfs: WebHDFSSe
                 f.pwrite(b"abc", size=4)
             f.pwrite(b"abc", offset=2).result()
     assert bytes(backend_for(webhdfs.url("/"), USER).get("w.bin", bytearray)) == b"\0\0abc"
+
+
+def test_a_wave_lands_every_object_whole_and_asks_sizes_only_where_needed(webhdfs: WebHDFSServer) -> None:
+    """WebHDFS answers the core's pieces: an object that fits its room is one OPEN (one byte more than the
+    room tells it fits), a larger one is asked its size and read again whole, a suffix asks the size first,
+    an offset past the end reads nothing, a missing file is a -1 size."""
+    from gdsstore.engine.backend import host_alloc
+
+    b = backend_for(webhdfs.url("/wave"), USER)
+    for name, data in (("small.bin", DATA[:100]), ("big.bin", DATA), ("empty.bin", b"")):
+        b.put(name, data)
+    webhdfs.log.clear()
+    keys = ["small.bin", "big.bin", "empty.bin", "missing.bin", "small.bin", "small.bin"]
+    brs = [None, None, None, None, ByteRange("suffix", 10), ByteRange("offset", 1000)]
+    w = b.get_many(keys, brs, host_alloc, room=4 * 2048)
+    got = [None if v is None else v.tobytes() for v in map(w.view, range(len(keys)))]
+    assert got == [DATA[:100], DATA, b"", None, DATA[90:100], b""]
+    namenode = [p for _, port, p in webhdfs.log if port == webhdfs.port]
+    assert sum("op=OPEN" in p for p in namenode) == 4 + 1 + 1  # each whole object, the big one again, the suffix
+    assert sum("op=GETFILESTATUS" in p for p in namenode) == 3  # the big one, the suffix, the offset

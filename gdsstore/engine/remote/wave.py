@@ -291,14 +291,12 @@ def _core(backend: WaveReads, store: Any, reqs: list[_Request], room: _Room, ope
         else:
             asks.append((k, piece))
     retry = RetryPolicy.from_settings(s)
-    concurrency = s.remote_wave_concurrency if not isinstance(store, core.PiecesStore) else \
-        policy.python_wave_concurrency(s)
     landed: list[tuple[int, core.CoreResult]] = []
 
     def call(asks: list[tuple[int, core.CorePiece]]) -> list[core.CoreResult]:
         ks = [k for k, _ in asks]
         results = core.read_wave(store, root.base, [p for _, p in asks], room.buf, retry=retry,
-                                 concurrency=concurrency, timeout=s.remote_timeout or 1e9)
+                                 concurrency=s.remote_wave_concurrency, timeout=s.remote_timeout or 1e9)
         _core_done(reqs, ks, results, errs, where)
         landed.extend(zip(ks, results))
         return results

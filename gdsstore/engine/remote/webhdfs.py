@@ -138,10 +138,10 @@ class WebHDFSClient(core.PiecesStore):
         return str(loc)
 
     def read_pieces(self, pieces: Sequence[core.CorePiece], buffer: Any, concurrency: int) -> list[Any]:
-        """Each piece through OPEN, ``concurrency`` at a time (:meth:`_piece`)."""
+        """Each piece through OPEN (:meth:`_piece`), ``concurrency`` (at most ``PYTHON_WAVE_MAX``) at a time."""
         if len(pieces) == 1:
             return [self._piece(pieces[0], buffer)]
-        return map_all(lambda p: self._piece(p, buffer), pieces, concurrency)
+        return map_all(lambda p: self._piece(p, buffer), pieces, min(concurrency, policy.PYTHON_WAVE_MAX))
 
     def _piece(self, p: core.CorePiece, buffer: Any) -> Row:
         """One piece, answered as the core answers it. HDFS refuses an offset past the end (403) where HTTP says
