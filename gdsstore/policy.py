@@ -402,8 +402,8 @@ def decide_codec(
     return Decision("gpu-encode" if encode else "gpu-decode", f"nvCOMP batched {_NVCOMP_ALGORITHM[fmt]}")
 
 
-#: How a batch's array-to-bytes codec shards: ``"none"``; ``"sharded"``; ``"outside"`` (other codecs beside
-#: the sharding codec); ``"nested"`` (a sharding codec inside it).
+#: How a batch's array-to-bytes codec shards, one of ``"none"``, ``"sharded"``, ``"outside"`` (other codecs
+#: beside the sharding codec) and ``"nested"`` (a sharding codec inside it).
 Sharding = Literal["none", "sharded", "outside", "nested"]
 
 

@@ -66,10 +66,10 @@ def _upgrade(codecs: Iterable[Codec]) -> list[Codec]:
 def batch_facts(
     delegate: FusedCodecPipeline, targets: Sequence[Any], *, write: bool = False, shapes: Sequence[tuple[int, ...]] = ()
 ) -> ZarrBatchFacts:
-    """What :func:`gdsstore.policy.decide_zarr_read` (``write``: ``decide_zarr_write``) needs to know of a
-    batch for ``delegate``'s codecs: how they shard and whether they run synchronously, and where the
-    bytes live: ``targets``, the batch's byte getters (setters); a write's also need the store's engine
-    backend, one store, writable, and its chunks' ``shapes`` no 0-d array."""
+    """The facts :func:`gdsstore.policy.decide_zarr_read` and :func:`~gdsstore.policy.decide_zarr_write` route a
+    batch by: how ``delegate``'s codecs shard and whether they run synchronously, and whether ``targets`` (the
+    batch's byte getters or setters) are store paths; for a ``write`` also the store's engine backend (the
+    same for every target, writable) and whether a chunk of ``shapes`` is 0-d."""
     import dataclasses
 
     from zarr.codecs import ShardingCodec
