@@ -90,10 +90,19 @@ class BaseFile(abc.ABC):
     #: bytes, anything else discards them. Unset, a half-built file is never published or discarded.
     _guard: WriteGuard | None = None
 
+    # -- what each file says of itself -----------------------------------------------------------------
+
     @property
     @abc.abstractmethod
     def url(self) -> str:
         """The file's URL, without secrets (``file:///...`` for a local file)."""
+
+    @property
+    @abc.abstractmethod
+    def size(self) -> int:
+        """Size of the file in bytes."""
+
+    # -- from those and the mode -----------------------------------------------------------------------
 
     @property
     def name(self) -> str:
@@ -101,20 +110,18 @@ class BaseFile(abc.ABC):
         return self.url
 
     @property
-    @abc.abstractmethod
-    def size(self) -> int:
-        """Size of the file in bytes."""
-
-    @property
     def closed(self) -> bool:
+        """Whether :meth:`close` has run (reads and writes then raise)."""
         return self._closed
 
     @property
     def readable(self) -> bool:
+        """Whether the mode reads: not a writer's ``"wb"``, ``"xb"`` or ``"ab"``."""
         return self.mode not in ("wb", "xb", "ab")
 
     @property
     def writable(self) -> bool:
+        """Whether the mode writes: anything but ``"rb"``."""
         return self.mode != "rb"
 
     def fileno(self) -> int:
