@@ -26,12 +26,13 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from gdsstore import policy
 from gdsstore.engine import native
 from gdsstore.engine.remote.redact import scrub_text
-from gdsstore.engine.remote.retry import RetryPolicy, is_transient, log_retry
+from gdsstore.engine.remote.retry import RetryPolicy, is_transient, log_retry, status_error
 from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
 
 if TYPE_CHECKING:
@@ -183,6 +184,7 @@ class CoreResult:
     mtime_ns: int = 0
     version: str | None = None
     kind: str | None = None
+    status: int = 0  # the HTTP status of a failure (kind "status", "not_found", "permission"...)
     error: BaseException | None = None
     attempts: int = 0
 
@@ -200,12 +202,13 @@ class PiecesStore(abc.ABC):
 def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> BaseException:
     """The core's failure as gdsstore's exception tree (``TransientError``: worth another attempt)."""
     text = f"{what}: {scrub_text(msg)}"
-    if kind == "not_found":
-        return FileNotFoundError(f"{what}: 404 Not Found")
-    if kind == "permission":
-        return PermissionError(f"{what}: {status} {'Forbidden' if status == 403 else 'Unauthorized'}")
-    if kind == "status":
-        return (TransientError if retry.retryable_status(status) else RemoteIOError)(f"{what}: HTTP {status}")
+    if kind in ("not_found", "permission", "status"):
+        code = status or (404 if kind == "not_found" else 403)
+        try:
+            label = f"{what}: {code} {HTTPStatus(code).phrase}"
+        except ValueError:  # a status the standard does not name
+            label = f"{what}: HTTP {code}"
+        return status_error(code, label, retry)
     if kind == "range_ignored":
         return RangeNotSupportedError(f"{what}: the server ignored the Range header (answered 200); {RANGE_FIX}")
     if kind in ("range", "short"):
@@ -322,7 +325,7 @@ def read_wave(
             if isinstance(err, BaseException):
                 exc = err
             else:
-                res.kind = err[0]
+                res.kind, res.status = err[0], err[1]
                 exc = _error(*err, what, retry)
             current[i] = _rest(pieces[i], res.size, res.total)
             failed.append((i, what, exc))
@@ -362,13 +365,9 @@ def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> li
 
 
 def _write_error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> BaseException:
-    """An upload's failure as gdsstore's exception tree (an existing key, no access, no bucket, ...)."""
+    """An upload's failure: an existing key (a create-only upload), else as a read's (:func:`_error`)."""
     if kind == "exists":
         return FileExistsError(f"{what}: {status or 412}: the key exists")
-    if kind == "permission":
-        return PermissionError(f"{what}: {status}: access denied")
-    if kind == "not_found":
-        return FileNotFoundError(f"{what}: 404: no such bucket or key")
     return _error(kind, status, msg, what, retry)
 
 
@@ -409,7 +408,7 @@ def write_objects(
             res = results[i]
             res.attempts, res.etag, res.version, res.kind = number, etag, version, None
             if err is not None:
-                res.kind = err[0]
+                res.kind, res.status = err[0], err[1]
                 failed.append((i, whats[i], _write_error(err[0], err[1], err[2], whats[i], retry)))
         return failed
 

@@ -34,7 +34,9 @@ from typing import TypeVar
 from gdsstore import policy
 from gdsstore.errors import RemoteIOError, TransientError
 
-__all__ = ["RemoteIOError", "RetryPolicy", "TransientError", "is_transient", "log_retry", "retry_after"]
+__all__ = [
+    "RemoteIOError", "RetryPolicy", "TransientError", "is_transient", "log_retry", "retry_after", "status_error",
+]
 
 log = logging.getLogger("gdsstore.remote")
 
@@ -148,3 +150,16 @@ class RetryPolicy:
                 log_retry(what, attempt, exc, wait)
                 time.sleep(wait)
                 attempt += 1
+
+
+def status_error(status: int, label: str, retry: RetryPolicy | None = None, retry_after: float | None = None) -> OSError:
+    """An HTTP error status as gdsstore's exceptions, one mapping for every transport: 404 → FileNotFoundError,
+    401/403 → PermissionError, a ``remote.retry_status`` code → TransientError (retried), anything else →
+    RemoteIOError. ``label`` names the request and the status (no secrets)."""
+    if status == 404:
+        return FileNotFoundError(label)
+    if status in (401, 403):
+        return PermissionError(label)
+    if (retry or RetryPolicy.from_settings()).retryable_status(status):
+        return TransientError(label, retry_after=retry_after)
+    return RemoteIOError(label)

@@ -116,7 +116,7 @@ def _landed(res: core.CoreResult) -> int | None:
     """The bytes a piece landed (0: a range past the object's end, a 416: zarr's clamp); None: it failed."""
     if res.error is None:
         return res.size
-    return 0 if res.kind == "status" and "HTTP 416" in str(res.error) else None
+    return 0 if res.kind == "status" and res.status == 416 else None
 
 
 def _failure(res: core.CoreResult, r: _Request, where: str) -> BaseException:

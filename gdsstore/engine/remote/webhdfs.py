@@ -33,7 +33,7 @@ from gdsstore.engine.remote import core
 from gdsstore.engine.remote.keys import check_remote_key
 from gdsstore.engine.remote.pooled_http import HTTPClient, drop, get_client
 from gdsstore.engine.remote.redact import Scrubber
-from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, retry_after
+from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, retry_after, status_error
 from gdsstore.engine.remote.wave import WaveReads
 from gdsstore.errors import RangeMismatchError
 
@@ -222,9 +222,8 @@ def _body_into(resp: Any, view: memoryview, landed: list[int], what: str) -> int
 
 
 def raise_hdfs(resp: Any, what: str) -> None:
-    """Map an error answer (status >= 400) to gdsstore's exceptions, by Hadoop's exception (``RemoteException``
-    JSON) where the body names one, else by status: 404 → FileNotFoundError, 401/403 → PermissionError, a
-    ``remote.retry_status`` code → TransientError (retried), anything else → RemoteIOError. No secrets."""
+    """Map an error answer (status >= 400) to gdsstore's exceptions: by Hadoop's exception (``RemoteException``
+    JSON) where the body names one, else by its status (:func:`~gdsstore.engine.remote.retry.status_error`)."""
     status = int(resp.status)
     if status < 400:
         return
@@ -236,13 +235,7 @@ def raise_hdfs(resp: Any, what: str) -> None:
     label = f"{what}: HTTP {status}" + (f" ({name})" if name else "")
     if name in _EXCEPTIONS:
         raise _EXCEPTIONS[name](label)
-    if status == 404:
-        raise FileNotFoundError(f"{label}: no such object")
-    if status in (401, 403):
-        raise PermissionError(f"{label}: access denied")
-    if RetryPolicy.from_settings().retryable_status(status):
-        raise TransientError(label, retry_after=retry_after(resp.headers))
-    raise RemoteIOError(label)
+    raise status_error(status, label, retry_after=retry_after(resp.headers))
 
 
 class WebHDFSSource(core.CoreSource):

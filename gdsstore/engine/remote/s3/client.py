@@ -29,7 +29,7 @@ from gdsstore import policy
 from gdsstore._optional import require
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.redact import Scrubber
-from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, retry_after
+from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, retry_after, status_error
 
 __all__ = ["S3Client", "S3Target", "get_s3_client", "parse_s3_url"]
 
@@ -52,6 +52,7 @@ _DENIED = frozenset(
     {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "AllAccessDisabled"}
 )
 _EXISTS = frozenset({"412", "PreconditionFailed", "ConditionalRequestConflict"})
+_SLOW_DOWN = frozenset({"SlowDown", "RequestTimeout", "InternalError"})  # worth another attempt whatever the status
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -273,7 +274,8 @@ class S3Client:
         return RetryPolicy.from_settings().call(attempt, what)
 
     def map_error(self, exc: Exception, what: str) -> Exception:
-        """botocore exception → FileNotFoundError / PermissionError / TransientError / RemoteIOError."""
+        """botocore exception → gdsstore's exceptions (S3's error codes as their statuses:
+        :func:`~gdsstore.engine.remote.retry.status_error`)."""
         from botocore.exceptions import (
             ClientError,
             ConnectionClosedError,
@@ -284,20 +286,17 @@ class S3Client:
         )
 
         if isinstance(exc, ClientError):
-            err = exc.response.get("Error", {})
-            code = str(err.get("Code", ""))
-            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            meta = exc.response.get("ResponseMetadata", {})
+            status = 404 if code in _NOT_FOUND else 403 if code in _DENIED else int(meta.get("HTTPStatusCode") or 0)
             label = f"{what}: {code or status}"
-            if code in _NOT_FOUND or status == 404:
-                return FileNotFoundError(f"{label}: no such bucket or key")
-            if code in _DENIED or status in (401, 403):
-                return PermissionError(f"{label}: access denied")
             if code in _EXISTS or status == 412:
                 return FileExistsError(f"{label}: the key exists")
-            if self.retry_policy.retryable_status(status) or code in ("SlowDown", "RequestTimeout", "InternalError"):
-                headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders") or {}  # lower-cased names
-                return TransientError(label, retry_after=retry_after({"Retry-After": headers.get("retry-after", "")}))
-            return RemoteIOError(label)
+            headers = meta.get("HTTPHeaders") or {}  # lower-cased names
+            wait = retry_after({"Retry-After": headers.get("retry-after", "")})
+            if code in _SLOW_DOWN:
+                return TransientError(label, retry_after=wait)
+            return status_error(status, label, self.retry_policy, wait)
         if isinstance(exc, NoCredentialsError):
             return PermissionError(f"{what}: no AWS credentials found (pass key=/secret=, a profile, or anon=True)")
         text = self.scrub(f"{type(exc).__name__}: {exc}")
