@@ -118,13 +118,13 @@ class RemoteFile(BaseFile):
              on_done: Callable[[int, BaseException | None], None] | None, fetch: _RangeFetch) -> Future[int]:
         """Fetch ``ranges`` concurrently into ``b`` (byte ``base`` of the object at ``b[0]``); a read of several
         ranges compares the object's :meth:`~gdsstore.engine.remote.core.CoreSource.version` before and after."""
-        landing = _Landing(b, base, s)
+        dest = _Destination(b, base, s)
         failed = threading.Event()
         source = self._source
         before = source.version() if len(ranges) > 1 else None
 
         def landed(n: int, exc: BaseException | None) -> None:
-            landing.wait()  # device data is on the device before the future resolves
+            dest.wait()  # device data is on the device before the future resolves
             if exc is None and len(ranges) > 1 and source.version() != before:
                 exc = RangeMismatchError(f"{self.url}: the object changed during a read of {len(ranges)} ranges "
                                          "(its bytes may mix two versions; read it again)")
@@ -134,7 +134,7 @@ class RemoteFile(BaseFile):
             if on_done:
                 on_done(n, exc)
 
-        pieces = [partial(self._fetch, r, fetch, landing, failed) for r in ranges]
+        pieces = [partial(self._fetch, r, fetch, dest, failed) for r in ranges]
         return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed)
 
     def _traced(self, d: policy.Decision, b: IOBuffer) -> Callable[[int, BaseException | None], None] | None:
@@ -149,13 +149,13 @@ class RemoteFile(BaseFile):
 
         return done
 
-    def _fetch(self, req: RangeRequest, fetch: _RangeFetch, landing: _Landing, failed: threading.Event) -> int:
+    def _fetch(self, req: RangeRequest, fetch: _RangeFetch, dest: _Destination, failed: threading.Event) -> int:
         """Fetch ``req`` (its retries: :func:`.core.read_wave`); once any range of the read has failed for good
         (``failed``), the others are not asked."""
         if failed.is_set():
             raise _Cancelled(f"GET {self.url} {req.header}: cancelled, another range of this read failed")
         try:
-            landing.land(fetch, req)
+            dest.fill(fetch, req)
         except BaseException:
             failed.set()
             raise
@@ -247,7 +247,7 @@ class _RangeFetch:
                 )
 
 
-class _Landing:
+class _Destination:
     """Where a read's bytes go: the caller's host buffer in place, or device memory through the engine's
     pinned bounce ring (:data:`gdsstore.engine.bounce.ring`) and async H2D copies."""
 
@@ -266,8 +266,8 @@ class _Landing:
 
             self._after = cuda.current_event(b.device)
 
-    def land(self, fetch: Callable[[int, Any], None], rest: RangeRequest) -> None:
-        """Land ``rest`` with ``fetch(offset, view)``, which fills ``view`` with the object's bytes from
+    def fill(self, fetch: Callable[[int, Any], None], rest: RangeRequest) -> None:
+        """Fill ``rest`` with ``fetch(offset, view)``, which fills ``view`` with the object's bytes from
         ``offset``: in the caller's host buffer, or slot by slot through the pinned ring."""
         lo = rest.offset - self._base
         if self._b.host is not None:

@@ -134,7 +134,7 @@ def _suffix_is_whole(src: CoreSource, r: _Request, res: core.CoreResult) -> bool
     return res.kind == "range_ignored" and r.suffix is not None and src.stat() <= r.suffix
 
 
-class _Room:
+class _WaveBuffer:
     """The wave's buffer: fixed slots first, then room set aside for objects of unknown size."""
 
     def __init__(self, fixed: int, room: int, alloc: Alloc, *, sparse: bool = False) -> None:
@@ -198,7 +198,7 @@ def _plan(
     return reqs, fixed
 
 
-def _core_piece(r: _Request, path: str, room: _Room, each: int) -> core.CorePiece | None:
+def _core_piece(r: _Request, path: str, room: _WaveBuffer, each: int) -> core.CorePiece | None:
     """``r`` as one piece of the core's wave: in its slot, or in room set aside (``each`` bytes); None:
     nothing to ask."""
     span = _span(r)
@@ -260,7 +260,7 @@ def _one_version(
     return {key: tag for key, tag in first.items() if key not in changed and key not in untagged}
 
 
-def _regrow(reqs: list[_Request], big: list[tuple[int, core.CorePiece, int]], room: _Room, alloc: Alloc,
+def _regrow(reqs: list[_Request], big: list[tuple[int, core.CorePiece, int]], room: _WaveBuffer, alloc: Alloc,
             free: Free) -> list[tuple[int, core.CorePiece]]:
     """The pieces of the objects that did not fit their room again, each into room of the size its first
     answer told (``total``): in the wave's buffer, moved to a larger one first where the room is short."""
@@ -272,7 +272,7 @@ def _regrow(reqs: list[_Request], big: list[tuple[int, core.CorePiece, int]], ro
     return [(k, dataclasses.replace(p, slot=room.reserve(reqs[k], _pad(n)), cap=n)) for (k, p, _), n in zip(big, sizes)]
 
 
-def _core(backend: WaveReads, store: Any, reqs: list[_Request], room: _Room, open_sized: int, where: str,
+def _core(backend: WaveReads, store: Any, reqs: list[_Request], room: _WaveBuffer, open_sized: int, where: str,
           s: policy.Settings, errs: dict[int, BaseException], alloc: Alloc, free: Free) -> dict[str, str]:
     """The wave: one call, and one more for objects larger than their room. Failures for good go into
     ``errs``; returns the ETag of each object whose landed answers all carried one."""
@@ -314,7 +314,7 @@ def _core(backend: WaveReads, store: Any, reqs: list[_Request], room: _Room, ope
 
 
 def _suffixes_of_small_objects(backend: WaveReads, reqs: list[_Request], landed: list[tuple[int, core.CoreResult]],
-                               room: _Room, errs: dict[int, BaseException], alloc: Alloc, free: Free,
+                               room: _WaveBuffer, errs: dict[int, BaseException], alloc: Alloc, free: Free,
                                where: str) -> None:
     """Suffix reads answered with the whole object (:func:`_suffix_is_whole`): read whole, into the room."""
     for k, res in landed:
@@ -349,13 +349,14 @@ def _place(reqs: list[_Request], ranges: Sequence[ByteRange | None], n: int) -> 
     return offsets, sizes
 
 
-def _room(backend: WaveReads, fixed: int, open_sized: int, room: int | None, alloc: Alloc) -> _Room:
+def _wave_buffer(backend: WaveReads, fixed: int, open_sized: int, room: int | None, alloc: Alloc) -> _WaveBuffer:
     """The wave's buffer. Room for objects of unknown size: the caller's (the GPU pipeline's learned average,
     pinned: left as it is), else the largest such object of this backend's last wave (objects of one dataset
     tend to be of one size: slots packed, huge pages welcome), else a generous guess in small pages."""
-    hint = backend.room_hint if room is None else 0
-    share = min(_pad(hint) if hint else _ROOM, _ROOM_MAX // max(1, open_sized))
-    return _Room(fixed, room if room is not None else open_sized * share, alloc, sparse=room is None and not hint)
+    last_largest = backend.room_hint if room is None else 0
+    per_object = min(_pad(last_largest) if last_largest else _ROOM, _ROOM_MAX // max(1, open_sized))
+    return _WaveBuffer(fixed, room if room is not None else open_sized * per_object, alloc,
+                       sparse=room is None and not last_largest)
 
 
 def read_wave(
@@ -400,7 +401,7 @@ def read_wave(
     reqs, fixed = _plan(keys, items, expect, exact, max_gap, max_bytes or s.remote_max_range_size)
     open_sized = sum(1 for r in reqs if r.slot < 0)
     t0 = time.perf_counter()
-    buf = _room(backend, fixed, open_sized, room, alloc)
+    buf = _wave_buffer(backend, fixed, open_sized, room, alloc)
     errs: dict[int, BaseException] = {}
     store = backend.core.store() if reqs else None
     try:
