@@ -312,7 +312,7 @@ def test_large_requests_in_flight_follow_concurrency_and_land_whole(http_server:
     in flight when they may be, each body in its slot."""
     _SlowLarge.peak = 0
     st = core.http_store(f"http://127.0.0.1:{http_server}/", connect_timeout=2.0)
-    names = [f"big{i:02d}" for i in range(12)]
+    names = [f"big{i:02d}" for i in range(24)]  # enough for the ramp (from 2, one more per answer) to reach 4
     size = len(_large_body(names[0]))
     pieces = [CorePiece(name, 0, None, size, i * size, size) for i, name in enumerate(names)]
     buf = np.zeros(size * len(names), "u1")
