@@ -410,7 +410,7 @@ Sharding = Literal["none", "sharded", "outside", "nested"]
 @dataclass(frozen=True)
 class ZarrBatchFacts:
     """What the zarr pipeline's route for one read or write batch depends on (gathered from zarr's
-    codecs and byte getters or setters by ``gdsstore.gpu.pipeline.batch_facts``).
+    codecs and byte getters or setters by ``gdsstore.gpu.routes.batch_facts``).
 
     Attributes:
         sync: every codec has a synchronous decode and encode (zarr's ``sync_transform``).

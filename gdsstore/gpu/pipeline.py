@@ -21,7 +21,7 @@ the executor and the GPU codecs load on first use.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from zarr.abc.codec import CodecPipeline
@@ -38,9 +38,7 @@ if TYPE_CHECKING:
     from zarr.core.indexing import SelectorTuple
     from zarr.core.metadata.v3 import ChunkGridMetadata
 
-    from gdsstore.policy import Sharding, ZarrBatchFacts
-
-__all__ = ["BatchItem", "GDSCodecPipeline", "batch_facts"]
+__all__ = ["BatchItem", "GDSCodecPipeline"]
 
 #: One item of zarr's read or write batch: ``(byte getter or setter, chunk spec, chunk selection, output or
 #: value selection, is complete)``.
@@ -61,48 +59,6 @@ def _upgrade(codecs: Iterable[Codec]) -> list[Codec]:
     from gdsstore.gpu.codecs import upgrade
 
     return [upgrade(c) for c in codecs]
-
-
-def batch_facts(
-    delegate: FusedCodecPipeline, targets: Sequence[Any], *, write: bool = False, shapes: Sequence[tuple[int, ...]] = ()
-) -> ZarrBatchFacts:
-    """The facts :func:`gdsstore.policy.decide_zarr_read` and :func:`~gdsstore.policy.decide_zarr_write` route a
-    batch by: how ``delegate``'s codecs shard and whether they run synchronously, and whether ``targets`` (the
-    batch's byte getters or setters) are store paths; for a ``write`` also the store's engine backend (the
-    same for every target, writable) and whether a chunk of ``shapes`` is 0-d."""
-    import dataclasses
-
-    from zarr.codecs import ShardingCodec
-    from zarr.codecs._v2 import V2Codec  # private: zarr's v2 codec has no public name
-    from zarr.storage import StorePath
-
-    from gdsstore.gpu.fetch import backend_of
-    from gdsstore.policy import ZarrBatchFacts
-
-    ab = delegate.array_bytes_codec
-    sharding: Sharding = "none"
-    if isinstance(ab, ShardingCodec):
-        outside = delegate.array_array_codecs or delegate.bytes_bytes_codecs
-        nested = any(isinstance(c, ShardingCodec) for c in ab.codecs)
-        sharding = "outside" if outside else "nested" if nested else "sharded"
-    # numcodecs filters (Delta, ...) may change a chunk's size or make objects of its bytes
-    v2_filters = isinstance(ab, V2Codec) and bool(ab.filters)
-    facts = ZarrBatchFacts(delegate.sync_transform is not None, sharding, v2_filters, any(len(s) == 0 for s in shapes))
-    if not targets:
-        return facts
-    if not isinstance(targets[0], StorePath):
-        return dataclasses.replace(facts, not_store_path=type(targets[0]).__name__)
-    if not write:
-        return facts
-    store, backend = targets[0].store, backend_of(targets[0])
-    if backend is None:
-        return dataclasses.replace(facts, store=type(store).__name__, engine=False)
-    return dataclasses.replace(
-        facts,
-        store=type(store).__name__,
-        one_store=all(backend_of(t) is backend for t in targets),
-        writable=not store.read_only and backend.writable,
-    )
 
 
 class GDSCodecPipeline(CodecPipeline):
@@ -194,11 +150,10 @@ class GDSCodecPipeline(CodecPipeline):
 
     def read_plan(self, byte_getter: object = None) -> tuple[str, str]:
         """``(plan, reason)``: ``"chunks"``, ``"shards"`` or ``"delegate"`` for this pipeline's codecs
-        (:func:`gdsstore.policy.decide_zarr_read`)."""
-        from gdsstore.policy import decide_zarr_read
+        (:func:`gdsstore.gpu.routes.read_route`)."""
+        from gdsstore.gpu.routes import read_route
 
-        decision = decide_zarr_read(batch_facts(self.delegate, [] if byte_getter is None else [byte_getter]))
-        return decision.route, decision.reason
+        return read_route(self.delegate, byte_getter)
 
     async def read(
         self,

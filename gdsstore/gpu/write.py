@@ -44,6 +44,7 @@ from gdsstore.gpu.decode import raw_nbytes
 from gdsstore.gpu.fetch import backend_of
 from gdsstore.gpu.memory import in_callers_allocator
 from gdsstore.gpu.plan import large_window, split_windows
+from gdsstore.gpu.routes import write_route
 from gdsstore.gpu.write_encode import encode_device_or_elide, host_chunk_bytes
 from gdsstore.gpu.write_publish import publish, publish_each
 from gdsstore.gpu.write_shards import write_shards
@@ -55,24 +56,13 @@ if TYPE_CHECKING:
 
     from gdsstore.gpu.pipeline import BatchItem
 
-__all__ = ["WRITE_DEVICE_WINDOW_BYTES", "WRITE_WINDOW_BYTES", "write", "write_route"]
+__all__ = ["WRITE_DEVICE_WINDOW_BYTES", "WRITE_WINDOW_BYTES", "write"]
 
 #: Raw (decoded) bytes encoded and published per window: bounds the memory a batch holds at once.
 WRITE_WINDOW_BYTES = 256 << 20
 #: Window of the device route, bounded by a quarter of the free device memory: nvCOMP's batched encode
 #: runs several times faster with more chunks per call (docs/performance.md, "Writing zarr arrays").
 WRITE_DEVICE_WINDOW_BYTES = 1 << 30
-
-
-def write_route(delegate: Any, batch: Sequence[BatchItem]) -> tuple[str, str]:
-    """``(route, reason)`` for a write batch: ``"chunks"``, ``"shards"`` or ``"delegate"`` (zarr's
-    own pipeline), from the codecs (``delegate``: zarr's ``FusedCodecPipeline``) and the byte setters
-    (:func:`gdsstore.policy.decide_zarr_write`)."""
-    from gdsstore.gpu.pipeline import batch_facts
-
-    shapes = [tuple(item[1].shape) for item in batch]
-    decision = policy.decide_zarr_write(batch_facts(delegate, [item[0] for item in batch], write=True, shapes=shapes))
-    return decision.route, decision.reason
 
 
 async def write(pipeline: Any, batch_info: Any, value: NDBuffer, drop_axes: tuple[int, ...] = ()) -> None:

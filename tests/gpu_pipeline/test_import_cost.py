@@ -29,6 +29,7 @@ def test_pipeline_entry_point_imports_only_the_facade() -> None:
     heavy = {
         "gdsstore.gpu.execute",
         "gdsstore.gpu.read_shards",
+        "gdsstore.gpu.routes",
         "gdsstore.gpu.windows",
         "gdsstore.gpu.write",
         "gdsstore.policy",
