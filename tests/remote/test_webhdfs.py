@@ -192,3 +192,19 @@ def test_a_wave_lands_every_object_whole_and_asks_sizes_only_where_needed(webhdf
     namenode = [p for _, port, p in webhdfs.log if port == webhdfs.port]
     assert sum("op=OPEN" in p for p in namenode) == 4 + 1 + 1  # each whole object, the big one again, the suffix
     assert sum("op=GETFILESTATUS" in p for p in namenode) == 3  # the big one, the suffix, the offset
+
+
+def test_reads_register_no_secret_per_request(webhdfs: WebHDFSServer) -> None:
+    """Every datanode redirect differs (its offset and length): registered whole, each read added one entry
+    to the bounded registry of secrets, until the secrets registered earlier (keys, tokens) were forgotten
+    and no longer masked. Its secret values are registered, once."""
+    from gdsstore.engine.remote.redact import known_secret_count, scrub_text
+
+    backend_for(webhdfs.url("/"), TOKEN).put("many.bin", DATA[:4096])
+    with gdsstore.open(webhdfs.url("/many.bin"), **TOKEN) as f:
+        f.read(bytearray(10))
+        registered = known_secret_count()
+        for i in range(1, 41):
+            f.read(bytearray(10), offset=i)
+        assert known_secret_count() == registered
+    assert WEBHDFS_TOKEN not in scrub_text(f"token {WEBHDFS_TOKEN} in a message")

@@ -160,8 +160,7 @@ class Scrubber:
         parts = urlsplit(url)
         if "@" in parts.netloc:
             self.add(parts.netloc.rsplit("@", 1)[0])
-        if parts.query:
-            self.add(parts.query)
+        if parts.query:  # its values, not the whole query: that differs per request (offset, length)
             for piece in parts.query.split("&"):
                 k, _, v = piece.partition("=")
                 if unquote_plus(k) not in _SAFE_PARAMS:
