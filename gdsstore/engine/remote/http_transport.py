@@ -90,7 +90,7 @@ class HTTPBackend(WaveReads, Backend):
 
     def __init__(self, root: str, *, headers: Mapping[str, str] | None = None, verify: bool | str = True) -> None:
         self._root = root.rstrip("/")
-        self._core = self.core = http_root(self._root, headers, verify, "HTTPBackend()")
+        self.core = http_root(self._root, headers, verify, "HTTPBackend()")
         self.route = "http"
 
     @property
@@ -98,10 +98,10 @@ class HTTPBackend(WaveReads, Backend):
         return redact_url(self._root)
 
     def core_path(self, key: str, where: str) -> str:
-        return self._core.path(check_remote_key(key, where))
+        return self.core.path(check_remote_key(key, where))
 
     def source(self, key: str, where: str) -> core.CoreSource:
-        return core.CoreSource(self._core, self.core_path(key, where), f"{self.url}/{key_to_url_path(key, where)}",
+        return core.CoreSource(self.core, self.core_path(key, where), f"{self.url}/{key_to_url_path(key, where)}",
                                route="http", scheme=urlsplit(self._root).scheme)
 
     def open(self, key: str, mode: str = "rb") -> Any:
