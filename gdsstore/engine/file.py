@@ -116,12 +116,12 @@ class BaseFile(abc.ABC):
 
     @property
     def readable(self) -> bool:
-        """Whether the mode reads: not a writer's ``"wb"``, ``"xb"`` or ``"ab"``."""
+        """Whether the mode reads (every mode but a writer's ``"wb"``, ``"xb"`` and ``"ab"``)."""
         return self.mode not in ("wb", "xb", "ab")
 
     @property
     def writable(self) -> bool:
-        """Whether the mode writes: anything but ``"rb"``."""
+        """Whether the mode writes (every mode but ``"rb"``)."""
         return self.mode != "rb"
 
     def fileno(self) -> int:
