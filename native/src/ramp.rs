@@ -4,13 +4,12 @@
 //! A request waiting for its answer may be a connection the server has not accepted yet. A small server
 //! (python's `http.server`: a listen backlog of 5, one thread accepting) drops the SYNs beyond its backlog,
 //! and the kernel sends them again after 1, 3, 7, 15, 31 s: a wave opening 256 connections at once took a
-//! minute there. So the limit starts at `START` and is measured in rounds: a round lasts until `limit` of
-//! the requests sent since it began are answered (at least `ROUND`), and its rate is the answers per second
-//! over the round, all answers counted: what the server and this process deliver at that limit (a server
-//! that queues the extra requests delivers no more; a client that sends in bursts or is busy itself gains
-//! nothing from a higher limit either). A step up is kept where the rate gained at least `GAIN` of what
-//! the step added in requests (20 % for a doubling, 5 % for a quarter more: a loaded server or client that
-//! still answers more with more in flight keeps growing). Where it gained `SCALING` (as much again for
+//! minute there. So the limit starts at `START` and is measured in rounds: a round takes the answers to
+//! requests sent since it began, `limit` of them (at least `ROUND`), and the rate of answers the server
+//! keeps at that limit: the limit over their mean time to answer (Little's law; a server that queues the
+//! extra requests answers each later, one that keeps up as fast). A step up is kept where the rate gained
+//! at least `GAIN` of what the step added in requests (20 % for a doubling, 5 % for a quarter more: a
+//! loaded server or client that still answers more with more in flight keeps growing). Where it gained `SCALING` (as much again for
 //! twice the requests: an object store, nginx) the next step doubles again, else steps add a quarter. A
 //! step that gained less goes back (more would only fill the server's queues, and overflow a small
 //! backlog), and the next is tried `PROBE` rounds later. A refused, reset or timed-out request halves the
@@ -67,9 +66,8 @@ struct State {
     /// The round: its number (a request counts in the round it was sent in), start and answers.
     round: u64,
     answers: usize,
-    /// When the round began, and the answers since then (to requests of any round).
-    began: Instant,
-    answered: usize,
+    /// Seconds the round's own requests waited for their answers, summed.
+    waited: f64,
     /// Some request of this round waited for a permit: the limit, not the caller, set the pace.
     limited: bool,
     /// Requests waiting for a permit now (a wave's queue outlasts the round its requests joined in).
@@ -134,8 +132,7 @@ impl Ramp {
                 ceiling: None,
                 round: 0,
                 answers: 0,
-                began: Instant::now(),
-                answered: 0,
+                waited: 0.0,
                 limited: false,
                 waiting: 0,
                 kept: start,
@@ -210,8 +207,7 @@ impl Ramp {
     fn restart(s: &mut State) {
         s.round += 1;
         s.answers = 0;
-        s.began = Instant::now();
-        s.answered = 0;
+        s.waited = 0.0;
         s.limited = s.waiting > 0;
     }
 
@@ -242,18 +238,17 @@ impl Ramp {
                 self.back_off(&mut s, true)
             }
             Answer::Refused => {}
-            Answer::Answered => {
-                s.answered += 1;
-                // The round ends with answers to its own requests (sent under its limit).
-                s.answers += usize::from(round == s.round);
+            Answer::Answered if round == s.round => {
+                s.answers += 1;
+                s.waited += sent.elapsed().as_secs_f64();
                 if s.answers >= s.limit.max(ROUND) {
                     self.round_over(&mut s);
                 }
             }
+            Answer::Answered => {} // sent in an earlier round, under another limit
         }
     }
 
-    /// The server is not keeping up: half the limit, measured afresh before the next step.
     /// The server is not keeping up: half the limit, measured afresh before the next step; where it
     /// `stalled` (answered late), the limit it stalled at is not tried again for `STALLED_FOR`.
     fn back_off(&self, s: &mut State, stalled: bool) {
@@ -278,9 +273,9 @@ impl Ramp {
             self.set_limit(s, up);
             return;
         }
-        // Answers per second of the round as a whole: what the server and this process deliver at this
-        // limit (a client that sends in bursts, or takes no more, gains nothing from a higher one).
-        let rate = s.answered as f64 / s.began.elapsed().as_secs_f64().max(1e-9);
+        // Little's law: the limit over the mean time to an answer (each request's own time, exact however
+        // short the round; its requests were all sent under this limit, see `pending`).
+        let rate = s.limit as f64 / (s.waited / s.answers.max(1) as f64).max(1e-9);
         let limited = s.limited;
         Self::restart(s);
         if !limited {
