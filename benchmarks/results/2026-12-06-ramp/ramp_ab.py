@@ -1,8 +1,19 @@
 """Ramp A/B behind a 20 ms-per-GET server (S3's first byte): zarr's own pipeline (one get per chunk) and
 gdsstore's pipeline (one wave per window). Each variant in its own process; interleaved rounds."""
-import json, os, statistics, subprocess, sys, tempfile
-VARIANTS = sys.argv[1].split(","); ROUNDS = int(sys.argv[2])
-CHILD = r'''
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import zarr
+
+VARIANTS = sys.argv[1].split(",")
+ROUNDS = int(sys.argv[2])
+CHILD = r"""
 import asyncio, contextlib, json, os, sys, threading, time, statistics
 import numpy as np, zarr, gdsstore
 from aiohttp import web
@@ -36,19 +47,26 @@ for mode in ("zarr", "pipeline"):
         assert int(a[-1]) == a.size - 1
     out[mode] = {"first": ts[0], "then": statistics.median(ts[1:])}
 print("RESULT", json.dumps(out))
-'''
+"""
 tmp = tempfile.mkdtemp()
-import numpy as np, zarr
 z = zarr.create_array(f"{tmp}/a.zarr", shape=(512 * 16384,), chunks=(16384,), dtype="u4", compressors=None)
 z[:] = np.arange(512 * 16384, dtype="u4")
 res = {v: {} for v in VARIANTS}
 for r in range(ROUNDS):
     for v in VARIANTS:
         env = dict(os.environ, PYTHONPATH=f"/tmp/variants/pkg_{v}")
-        p = subprocess.run([sys.executable, "-c", CHILD, tmp, "0.02"], env=env, cwd="/tmp", capture_output=True, text=True, timeout=600)
-        line = [l for l in p.stdout.splitlines() if l.startswith("RESULT")]
+        p = subprocess.run(
+            [sys.executable, "-c", CHILD, tmp, "0.02"],
+            env=env,
+            cwd="/tmp",
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT")]
         if not line:
-            print(v, "FAILED", p.stderr[-1500:]); continue
+            print(v, "FAILED", p.stderr[-1500:])
+            continue
         got = json.loads(line[0][7:])
         print(r, v, {m: {k: round(x, 3) for k, x in d.items()} for m, d in got.items()}, flush=True)
         for m, d in got.items():
