@@ -39,7 +39,7 @@ from gdsstore.adapters.zarr_writes import put_batch, put_key
 from gdsstore.engine.backend import Backend, backend_for, check_key
 from gdsstore.engine.localfs import LocalBackend
 from gdsstore.engine.ranges import ByteRange
-from gdsstore.engine.tick import TickGatherer
+from gdsstore.engine.tick import TickGatherer, executor_shut_down
 from gdsstore.zarr_requests import to_byte_range
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ async def _to_thread[T](fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T
     try:
         return await asyncio.to_thread(fn, *args, **kwargs)
     except RuntimeError as exc:
-        if "after shutdown" not in str(exc):
+        if not executor_shut_down(exc):
             raise
         raise asyncio.CancelledError from None
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from gdsstore.engine.backend import BatchResult
 
-__all__ = ["TickGatherer"]
+__all__ = ["TickGatherer", "executor_shut_down"]
 
 class TickGatherer[Owner]:
     """Calls of one store that arrive in the same event-loop tick, run as one batch in one thread.
@@ -58,13 +58,20 @@ class TickGatherer[Owner]:
         items, futs = pending
         try:
             done = loop.run_in_executor(None, self._run, self._owner, items)
-        except RuntimeError:
-            # The executor is shut down (zarr's atexit cleanup): its queued work is cancelled, and so are
-            # these callers, instead of waiting forever and being reported at exit.
+        except RuntimeError as exc:
+            if not executor_shut_down(exc):
+                raise
+            # zarr's atexit cleanup: its queued work is cancelled, and so are these callers, instead of
+            # waiting forever and being reported at exit.
             for f in futs:
                 f.cancel()
             return
         done.add_done_callback(lambda d: _settle(d, futs))
+
+
+def executor_shut_down(exc: RuntimeError) -> bool:
+    """Whether ``exc`` is an executor's refusal of new work after its shutdown (zarr's, at exit)."""
+    return "after shutdown" in str(exc)
 
 
 def _settle(done: asyncio.Future[BatchResult], futs: list[asyncio.Future[Any]]) -> None:
