@@ -70,8 +70,9 @@ class TickGatherer[Owner]:
 
 
 def executor_shut_down(exc: RuntimeError) -> bool:
-    """Whether ``exc`` is an executor's refusal of new work after its shutdown (zarr's, at exit)."""
-    return "after shutdown" in str(exc)
+    """Whether ``exc`` is an executor's refusal of new work after its shutdown or the interpreter's (zarr's
+    executor, at exit)."""
+    return str(exc).startswith("cannot schedule new futures")
 
 
 def _settle(done: asyncio.Future[BatchResult], futs: list[asyncio.Future[Any]]) -> None:
