@@ -72,10 +72,10 @@ def core_reader(base: str, name: str, data: list[bytes], size: int, conc: int, s
     """The native core's wave (``s3``: nginx's endpoint, path-style and signed, the store gdsstore's S3
     backend hands the core)."""
     if s3:
-        from gdsstore.engine.remote.s3 import S3Backend, core_store
+        from gdsstore.engine.remote.s3 import S3Backend
 
         backend = S3Backend(f"s3://{BUCKET}", _s3_options(s3))
-        store = core_store(backend.client, BUCKET)
+        store = backend.core.store()
         base = f"s3://{BUCKET}/"
     else:
         store = core.http_store(base, connect_timeout=10.0, pool_idle=conc)

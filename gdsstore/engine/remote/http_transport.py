@@ -15,14 +15,19 @@ them. Keys under a root become URL paths by one rule (:func:`~gdsstore.engine.re
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from gdsstore import policy
 from gdsstore.engine.backend import Backend, ObjectInfo
 from gdsstore.engine.remote import core
-from gdsstore.engine.remote.keys import check_header_values, check_remote_key, key_to_url_path
+from gdsstore.engine.remote.keys import (
+    check_header_values,
+    check_remote_key,
+    key_to_url_path,
+    plain_remote_keys,
+)
 from gdsstore.engine.remote.redact import redact_url
 from gdsstore.engine.remote.wave import WaveReads
 
@@ -99,6 +104,12 @@ class HTTPBackend(WaveReads, Backend):
 
     def core_path(self, key: str, where: str) -> str:
         return self.core.path(check_remote_key(key, where))
+
+    def object_paths(self, keys: Sequence[str], where: str) -> list[str | BaseException]:
+        # docstring inherited
+        if plain_remote_keys(keys):  # every key passes check_remote_key: one scan instead of one check each
+            return [self.core.prefix + key for key in keys]
+        return super().object_paths(keys, where)
 
     def source(self, key: str, where: str) -> core.CoreSource:
         return core.CoreSource(self.core, self.core_path(key, where), f"{self.url}/{key_to_url_path(key, where)}",

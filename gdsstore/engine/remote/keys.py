@@ -8,12 +8,13 @@ decode into a path outside the root (``%2e%2e/x``, ``..%2fx``) is refused before
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from urllib.parse import quote, unquote
 
 from gdsstore.engine.backend import check_key
+from gdsstore.engine.keys import plain_keys
 
-__all__ = ["check_header_values", "check_remote_key", "key_to_url_path"]
+__all__ = ["check_header_values", "check_remote_key", "key_to_url_path", "plain_remote_keys"]
 
 
 def check_remote_key(key: str, where: str) -> str:
@@ -35,6 +36,12 @@ def check_remote_key(key: str, where: str) -> str:
                 "empty segments (outside the root); rename the key"
             ) from None
     return key
+
+
+def plain_remote_keys(keys: Sequence[str]) -> bool:
+    """Whether :func:`check_remote_key` accepts every key as it is (:func:`~gdsstore.engine.keys.plain_keys`,
+    and no ``%`` a server would decode); False: check them one by one."""
+    return plain_keys(keys, ("%",))
 
 
 def key_to_url_path(key: str, where: str) -> str:

@@ -180,6 +180,8 @@ def _plan(
     max_bytes: int,
 ) -> tuple[list[_Request], int]:
     """The requests of a wave and the bytes of its fixed slots."""
+    if all(br is None for br in ranges):
+        return _plan_whole(keys, expect)
     reqs: list[_Request] = []
     by_key: dict[str, list[int]] = {}
     for i, (key, br) in enumerate(zip(keys, ranges)):
@@ -196,6 +198,17 @@ def _plan(
     for r, slot in zip(sized, slots.tolist()):
         r.slot = slot
     return reqs, fixed
+
+
+def _plan_whole(keys: Sequence[str], expect: np.ndarray | None) -> tuple[list[_Request], int]:
+    """:func:`_plan` of whole objects (a wave of chunks): one request each, in slots where their sizes are
+    known (``expect``), else in the room."""
+    if expect is None:
+        return [_Request(key, 0, None, [i]) for i, key in enumerate(keys)], 0
+    sizes = np.asarray(expect, dtype=np.int64)
+    slots, fixed = slot_layout(sizes)
+    return [_Request(key, 0, None, [i], slot, n)
+            for i, (key, slot, n) in enumerate(zip(keys, slots.tolist(), sizes.tolist()))], fixed
 
 
 def _core_piece(r: _Request, path: str, room: _WaveBuffer, each: int) -> core.CorePiece | None:
@@ -217,6 +230,31 @@ def _core_piece(r: _Request, path: str, room: _WaveBuffer, each: int) -> core.Co
     if at < 0:  # no room left: asked with none, it tells its size and lands in the second call
         r.base, at, cap = 0, 0, 0
     return core.CorePiece(path, start, end, r.expect, at, cap)
+
+
+def _asks(backend: WaveReads, reqs: list[_Request], room: _WaveBuffer, each: int, errs: dict[int, BaseException],
+          where: str) -> list[tuple[int, core.CorePiece]]:
+    """The core's pieces of ``reqs`` (:func:`_core_piece`), each with its request's index. A refused key fails
+    its request in ``errs``; a request with nothing to ask (an empty range) is done at once."""
+    asks: list[tuple[int, core.CorePiece]] = []
+    for k, (r, path) in enumerate(zip(reqs, backend.object_paths([r.key for r in reqs], where), strict=True)):
+        if isinstance(path, BaseException):
+            r.got, errs[k] = -1, path
+            continue
+        if r.slot >= 0:  # _core_piece's case of known size, inlined: most of a wave of chunks
+            n = r.expect if r.expect is not None else r.limit or 0
+            if n > 0:
+                end = None if r.limit is None else r.offset + r.limit
+                asks.append((k, core.CorePiece(path, r.offset, end, r.expect, r.slot, n)))
+            else:
+                r.got, r.base = 0, r.slot
+            continue
+        piece = _core_piece(r, path, room, each)
+        if piece is None:  # nothing to ask: the last 0 bytes
+            r.got, r.base = 0, 0
+        else:
+            asks.append((k, piece))
+    return asks
 
 
 def _core_done(reqs: list[_Request], ks: list[int], results: list[core.CoreResult],
@@ -278,18 +316,7 @@ def _core(backend: WaveReads, store: Any, reqs: list[_Request], room: _WaveBuffe
     ``errs``; returns the ETag of each object whose landed answers all carried one."""
     root = backend.core
     each = (room.cap - room.used) // max(1, open_sized) // _ALIGN * _ALIGN
-    asks: list[tuple[int, core.CorePiece]] = []
-    for k, r in enumerate(reqs):
-        try:
-            path = backend.core_path(r.key, where)
-        except (TypeError, ValueError, FileNotFoundError) as exc:
-            r.got, errs[k] = -1, exc
-            continue
-        piece = _core_piece(r, path, room, each)
-        if piece is None:  # nothing to ask: an empty range
-            r.got, r.base = 0, max(r.slot, 0)
-        else:
-            asks.append((k, piece))
+    asks = _asks(backend, reqs, room, each, errs, where)
     retry = RetryPolicy.from_settings(s)
     landed: list[tuple[int, core.CoreResult]] = []
 
@@ -460,6 +487,17 @@ class WaveReads:
     def core_path(self, key: str, where: str) -> str:
         """The object path of ``key`` for the core (raises ``ValueError`` for a refused key)."""
         raise NotImplementedError
+
+    def object_paths(self, keys: Sequence[str], where: str) -> list[str | BaseException]:
+        """:meth:`core_path` of each key, or the exception that refused it (``TypeError``, ``ValueError``,
+        ``FileNotFoundError``): a wave asks for thousands at once."""
+        out: list[str | BaseException] = []
+        for key in keys:
+            try:
+                out.append(self.core_path(key, where))
+            except (TypeError, ValueError, FileNotFoundError) as exc:
+                out.append(exc)
+        return out
 
     def source(self, key: str, where: str) -> CoreSource:
         raise NotImplementedError

@@ -1,0 +1,149 @@
+"""Property: the wave's planning of whole objects and its batched key check give what the rules one item at a
+time give (the rules as they were, kept here as references), on random selections and keys."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gdsstore.engine.keys import check_key, plain_keys
+from gdsstore.engine.landing import slot_layout
+from gdsstore.engine.ranges import ByteRange, coalesce_ranges
+from gdsstore.engine.remote import wave
+from gdsstore.engine.remote.http_transport import HTTPBackend
+from gdsstore.engine.remote.keys import check_remote_key, plain_remote_keys
+
+
+def _reference_plan(keys: Sequence[str], ranges: Sequence[ByteRange | None], expect: np.ndarray | None, exact: bool,
+                    max_gap: int, max_bytes: int) -> tuple[list[wave._Request], int]:
+    """``wave._plan`` as it was: one request per item, built one at a time."""
+    reqs: list[wave._Request] = []
+    by_key: dict[str, list[int]] = {}
+    for i, (key, br) in enumerate(zip(keys, ranges)):
+        if br is not None and br.kind == "range":
+            by_key.setdefault(key, []).append(i)
+        else:
+            reqs.append(wave._request(key, br, i, None if expect is None or br is not None else int(expect[i])))
+    for key, idxs in by_key.items():
+        spans = [(ranges[i].start, max(ranges[i].start, ranges[i].end or 0)) for i in idxs]  # type: ignore[union-attr]
+        for a, b, group in coalesce_ranges(spans, max_gap, max_bytes):
+            reqs.append(wave._Request(key, a, b - a, [idxs[k] for k in group], expect=(b - a) if exact else None))
+    sized = [r for r in reqs if r.expect is not None or r.limit is not None]
+    slots, fixed = slot_layout(np.array([r.expect if r.expect is not None else r.limit for r in sized], np.int64))
+    for r, slot in zip(sized, slots.tolist()):
+        r.slot = slot
+    return reqs, fixed
+
+
+def _reference_asks(reqs: list[wave._Request], paths: list[str], room: Any, each: int) -> tuple[list[Any], list[Any]]:
+    """The pieces ``wave._core`` asked for one request at a time (:func:`wave._core_piece`), and each request's
+    ``(got, base)`` after planning."""
+    asks = []
+    for k, (r, path) in enumerate(zip(reqs, paths)):
+        piece = wave._core_piece(r, path, room, each)
+        if piece is None:
+            r.got, r.base = 0, max(r.slot, 0)
+        else:
+            asks.append((k, piece))
+    return asks, [(r.got, r.base) for r in reqs]
+
+
+_KEY = st.text(st.sampled_from("ab./%\\\x00"), max_size=8)
+_RANGE = st.one_of(
+    st.none(),
+    st.builds(lambda a, n: ByteRange("range", a, a + n), st.integers(0, 300), st.integers(0, 300)),
+    st.builds(lambda a: ByteRange("offset", a), st.integers(0, 300)),
+    st.builds(lambda n: ByteRange("suffix", n), st.integers(0, 300)),
+)
+
+
+def _fields(reqs: list[wave._Request]) -> list[tuple[Any, ...]]:
+    return [(r.key, r.offset, r.limit, r.members, r.slot, r.expect, r.suffix) for r in reqs]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    keys=st.lists(st.sampled_from(["c/0", "c/1", "c/2"]), min_size=0, max_size=40),
+    sizes=st.lists(st.integers(0, 5000), min_size=40, max_size=40),
+    known=st.booleans(),
+    ranged=st.lists(_RANGE, min_size=40, max_size=40),
+    whole=st.booleans(),
+    exact=st.booleans(),
+    max_gap=st.integers(0, 100),
+)
+def test_plan_matches_the_rule_one_item_at_a_time(keys: list[str], sizes: list[int], known: bool,
+                                                   ranged: list[ByteRange | None], whole: bool, exact: bool,
+                                                   max_gap: int) -> None:
+    expect = np.array(sizes[: len(keys)], dtype=np.int64) if known else None
+    ranges = [None] * len(keys) if whole else ranged[: len(keys)]
+    got, fixed = wave._plan(keys, ranges, expect, exact, max_gap, 1000)
+    want, want_fixed = _reference_plan(keys, ranges, expect, exact, max_gap, 1000)
+    assert (_fields(got), fixed) == (_fields(want), want_fixed)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(0, 40),
+    sizes=st.lists(st.integers(0, 5000), min_size=40, max_size=40),
+    known=st.booleans(),
+    ranged=st.lists(_RANGE, min_size=40, max_size=40),
+    whole=st.booleans(),
+    room=st.integers(0, 20_000),
+)
+def test_pieces_match_the_rule_one_request_at_a_time(n: int, sizes: list[int], known: bool,
+                                                      ranged: list[ByteRange | None], whole: bool, room: int) -> None:
+    keys = [f"c/{i % 7}" for i in range(n)]
+    expect = np.array(sizes[:n], dtype=np.int64) if known else None
+    ranges = [None] * n if whole else ranged[:n]
+    backend = HTTPBackend("http://127.0.0.1:9")  # nothing is sent: planning only
+    plans = [wave._plan(keys, ranges, expect, False, 0, 1000) for _ in range(2)]
+    open_sized = sum(1 for r in plans[0][0] if r.slot < 0)
+    rooms = [wave._WaveBuffer(plans[0][1], room, lambda size: (np.empty(size, np.uint8), None)) for _ in range(2)]
+    each = room // max(1, open_sized) // 64 * 64
+    errs: dict[int, BaseException] = {}
+    asks = wave._asks(backend, plans[0][0], rooms[0], each, errs, "test")
+    paths = [backend.core_path(r.key, "test") for r in plans[1][0]]
+    want, want_done = _reference_asks(plans[1][0], paths, rooms[1], each)
+    assert not errs
+    assert asks == want
+    assert [(r.got, r.base) for r in plans[0][0]] == want_done
+    assert rooms[0].used == rooms[1].used
+
+
+def _verdict(check: Any, key: Any) -> Any:
+    try:
+        return check(key, "test")
+    except (TypeError, ValueError) as exc:
+        return type(exc)
+
+
+@settings(max_examples=500, deadline=None)
+@given(keys=st.lists(_KEY, max_size=12))
+def test_plain_keys_are_keys_the_check_accepts(keys: list[str]) -> None:
+    if plain_keys(keys):
+        assert all(_verdict(check_key, k) == k for k in keys)
+    if plain_remote_keys(keys):
+        assert all(_verdict(check_remote_key, k) == k for k in keys)
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys=st.lists(_KEY, max_size=12))
+def test_object_paths_of_a_wave_are_each_keys_path(keys: list[str]) -> None:
+    backend = HTTPBackend("http://127.0.0.1:9/root")
+    got = [p if isinstance(p, str) else type(p) for p in backend.object_paths(keys, "test")]
+    assert got == [_verdict(backend.core_path, k) for k in keys]
+
+
+@pytest.mark.parametrize("keys", [["a.zarr/c/0/1", "x/y.bin", ""], [f"d/{i}" for i in range(100)]])
+def test_keys_of_chunks_are_plain(keys: list[str]) -> None:
+    assert plain_remote_keys(keys)
+
+
+@pytest.mark.parametrize("key", ["/abs", "./x", "a/../x", "a//b", ".zattrs", "a\\b", "a\x00b", "%2e%2e/x", 3])
+def test_keys_that_need_the_check_are_not_plain(key: Any) -> None:
+    assert not plain_remote_keys(["c/0", key])
