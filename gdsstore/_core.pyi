@@ -82,6 +82,30 @@ def write_objects(
     Ctrl-C (SIGINT) cuts the requests in flight, aborts the multipart uploads begun (never completed after
     it) and raises ``KeyboardInterrupt``."""
 
+# (key, size, last-modified in ns since the epoch (0: unknown), ETag, version id)
+ObjectRow = tuple[str, int, int, str | None, str | None]
+# (kind, HTTP status or 0, message)
+ErrorRow = tuple[str, int, str]
+
+def head_object(store: Store, path: str, *, timeout: float = 30.0) -> tuple[ObjectRow | None, ErrorRow | None]:
+    """HEAD of ``path``: its row, or the error (kinds as :func:`read_wave`'s). Ctrl-C raises ``KeyboardInterrupt``."""
+
+def list_objects(
+    store: Store, prefix: str, *, delimiter: str | None = None, resume: str | None = None, timeout: float = 30.0
+) -> tuple[list[ObjectRow], list[str], str | None, ErrorRow | None]:
+    """Every object whose key starts with ``prefix`` (a string prefix: ``"a/b"`` lists ``a/bc``), every page
+    (object_store's pagination, one request in flight). With ``delimiter``, the keys past it are grouped
+    into common prefixes (each ending with it). Returns ``(objects, prefixes, resume, error)``: on an error,
+    what was listed before it, and ``resume`` to pass back to list the rest (None: from the start).
+    S3 stores only (else kind unsupported). Ctrl-C raises ``KeyboardInterrupt`` within a tick."""
+
+def delete_objects(
+    store: Store, paths: list[str], *, concurrency: int = 16, timeout: float = 30.0
+) -> list[ErrorRow | None]:
+    """DELETE each path (one path: a DELETE; more: DeleteObjects of up to 1000 keys per request, at most
+    ``concurrency`` in flight). A missing key is no error. One error or None per path. Ctrl-C raises
+    ``KeyboardInterrupt`` once the requests in flight are cut."""
+
 def versions() -> tuple[tuple[str, str], ...]: ...
 
 def split_bytes(buffer: Any, offsets: list[int], sizes: list[int], *, threads: int = 8) -> list[bytes | None]:

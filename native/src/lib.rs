@@ -4,12 +4,13 @@
 //!
 //! Modules, each using only those listed before it: `error` (the one error type), `slots` (the caller's
 //! buffers: the only `unsafe` beside `stop`'s signal hook), `runtime`, `stop` (Ctrl-C), `ramp`, `store`,
-//! `limits`, then the operations `wave`, `put`, `local`, `split`.
+//! `limits`, then the operations `wave`, `put`, `meta`, `local`, `split`.
 #![deny(unsafe_code)]
 
 mod error;
 mod limits;
 mod local;
+mod meta;
 mod put;
 mod ramp;
 mod runtime;
@@ -45,6 +46,9 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Store>()?;
     m.add_function(wrap_pyfunction!(wave::read_wave, m)?)?;
     m.add_function(wrap_pyfunction!(put::write_objects, m)?)?;
+    m.add_function(wrap_pyfunction!(meta::head_object, m)?)?;
+    m.add_function(wrap_pyfunction!(meta::list_objects, m)?)?;
+    m.add_function(wrap_pyfunction!(meta::delete_objects, m)?)?;
     m.add_function(wrap_pyfunction!(local::read_files, m)?)?;
     m.add_function(wrap_pyfunction!(local::stat_files, m)?)?;
     m.add_function(wrap_pyfunction!(split::split_bytes, m)?)?;

@@ -1,12 +1,13 @@
 //! The limits every request of a wave or an upload passes, in order: the call's bound on requests in
 //! flight, the store's on its connections across concurrent calls, then the store's ramp of requests
-//! waiting for an answer. Also the collection of one result per item from a call's tasks.
+//! waiting for an answer. Also a request's deadline, and the collection of one result per item from a
+//! call's tasks.
 
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::error::Failure;
+use crate::error::{Failure, Kind};
 use crate::ramp::{Answer, Ramp, Ticket};
 use crate::stop::Stop;
 use crate::store::Built;
@@ -78,6 +79,21 @@ impl Limits {
             _conn: conn,
             ticket,
         })
+    }
+}
+
+/// `f`'s answer, or a timeout failure once `limit` has passed without one.
+pub async fn timed<T>(
+    limit: std::time::Duration,
+    f: impl std::future::Future<Output = object_store::Result<T>>,
+) -> Result<T, Failure> {
+    match tokio::time::timeout(limit, f).await {
+        Err(_) => Err(Failure::new(
+            Kind::Timeout,
+            format!("no answer in {limit:?}"),
+        )),
+        Ok(Err(e)) => Err(Failure::from(&e)),
+        Ok(Ok(v)) => Ok(v),
     }
 }
 

@@ -7,12 +7,11 @@
 use object_store::path::Path;
 use object_store::{MultipartUpload, ObjectStore, PutMode, PutOptions, PutPayload, PutResult};
 use pyo3::prelude::*;
-use std::future::Future;
 use std::time::Duration;
 use tokio::task::JoinSet;
 
 use crate::error::{CallError, Failure, FailureRow, Kind};
-use crate::limits::{collect, Limits};
+use crate::limits::{collect, timed, Limits};
 use crate::slots::{Held, Source};
 use crate::stop::Stop;
 use crate::store::{Built, Store};
@@ -46,20 +45,6 @@ pub struct Done {
 /// A request's deadline: `timeout` to answer, plus a second per MiB of body to send it.
 fn deadline(timeout: Duration, bytes: usize) -> Duration {
     timeout + Duration::from_secs((bytes >> 20) as u64)
-}
-
-async fn timed<T>(
-    limit: Duration,
-    f: impl Future<Output = object_store::Result<T>>,
-) -> Result<T, Failure> {
-    match tokio::time::timeout(limit, f).await {
-        Err(_) => Err(Failure::new(
-            Kind::Timeout,
-            format!("no answer in {limit:?}"),
-        )),
-        Ok(Err(e)) => Err(Failure::from(&e)),
-        Ok(Ok(v)) => Ok(v),
-    }
 }
 
 /// The caller's bytes `[start, start + len)` as an owned body (see `Source::copy`).
@@ -392,6 +377,7 @@ mod tests {
             store: Arc::new(InMemory::new()),
             connections: Arc::new(Semaphore::new(4)),
             ramp: crate::ramp::Ramp::new(4),
+            lister: None,
         }
     }
 

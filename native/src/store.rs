@@ -3,6 +3,7 @@
 
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::http::HttpBuilder;
+use object_store::list::PaginatedListStore;
 use object_store::{Certificate, ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
 use pyo3::prelude::*;
 use std::str::FromStr;
@@ -88,6 +89,8 @@ pub struct Built {
     pub connections: Arc<tokio::sync::Semaphore>,
     /// How many of its requests wait for an answer at once (`ramp`): shared by every call on the store.
     pub ramp: Arc<Ramp>,
+    /// The same store's listing by any prefix, page by page (S3; None: the store cannot list).
+    pub lister: Option<Arc<dyn PaginatedListStore>>,
 }
 
 fn client_options(c: &Client) -> ClientOptions {
@@ -135,14 +138,17 @@ fn no_retries() -> RetryConfig {
     }
 }
 
-fn build(spec: &Spec, client: &Client) -> Result<Arc<dyn ObjectStore>, String> {
+/// The store, and its listing where it has one by any prefix (one S3 client serves both).
+type Stores = (Arc<dyn ObjectStore>, Option<Arc<dyn PaginatedListStore>>);
+
+fn build(spec: &Spec, client: &Client) -> Result<Stores, String> {
     match spec {
         Spec::Http { base } => HttpBuilder::new()
             .with_url(base.clone())
             .with_client_options(client_options(client))
             .with_retry(no_retries())
             .build()
-            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
+            .map(|s| (Arc::new(s) as Arc<dyn ObjectStore>, None))
             .map_err(|e| e.to_string()),
         Spec::S3 { options, from_env } => {
             let mut b = if *from_env {
@@ -156,11 +162,13 @@ fn build(spec: &Spec, client: &Client) -> Result<Arc<dyn ObjectStore>, String> {
                     b = b.with_config(key, v.clone());
                 }
             }
-            b.with_client_options(client_options(client))
+            let s3 = b
+                .with_client_options(client_options(client))
                 .with_retry(no_retries())
                 .build()
-                .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
-                .map_err(|e| scrub(&e.to_string()))
+                .map_err(|e| scrub(&e.to_string()))?;
+            let s3 = Arc::new(s3);
+            Ok((s3.clone(), Some(s3)))
         }
     }
 }
@@ -188,8 +196,10 @@ impl Store {
     }
 
     fn fresh(&self) -> Result<Built, String> {
+        let (store, lister) = build(&self.spec, &self.client)?;
         Ok(Built {
-            store: build(&self.spec, &self.client)?,
+            store,
+            lister,
             connections: Arc::new(tokio::sync::Semaphore::new(self.client.pool_idle.max(1))),
             ramp: Ramp::new(self.client.pool_idle),
         })

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from servers.prefix_proxy import PrefixProxy
 
 import gdsstore
 from gdsstore.engine.backend import backend_for
@@ -62,16 +63,20 @@ def test_s3_additional_kwargs_apply_server_side_encryption(s3: dict[str, Any], s
 
 
 def test_requester_pays_is_sent_with_every_request(s3: dict[str, Any]) -> None:
-    b = backend_for("s3://test-bucket", opts(s3, requester_pays=True))
-    seen: list[dict[str, Any]] = []
-    events = b.client.for_bucket("test-bucket").meta.events
-    events.register("provide-client-params.s3", lambda params, **_: seen.append(dict(params)))
-    b.put("rp.bin", DATA)
-    assert b.info("rp.bin").size == len(DATA)
-    assert sorted(b.list()) == ["rp.bin"]
-    assert seen and all(p.get("RequestPayer") == "requester" for p in seen if "Bucket" in p)
-    assert b.client.core_options("test-bucket")["aws_request_payer"] == "true"  # the core's requests send it too
-    assert bytes(b.get("rp.bin", bytearray)) == DATA
+    proxy = PrefixProxy(s3["endpoint_url"], "")  # records every request's headers on its way to moto
+    try:
+        b = backend_for("s3://test-bucket", opts(s3, requester_pays=True, endpoint_url=proxy.url, region_name="us-east-1"))
+        b.put("rp.bin", DATA)
+        assert b.info("rp.bin").size == len(DATA)
+        assert sorted(b.list()) == ["rp.bin"]
+        assert bytes(b.get("rp.bin", bytearray)) == DATA
+        b.delete("rp.bin")
+    finally:
+        proxy.close()
+    sent = {(r.method, r.headers.get("x-amz-request-payer")) for r in proxy.seen}
+    # PUT, HEAD, LIST, GET and DELETE, all the core's: each says who pays
+    assert {m for m, _ in sent} >= {"PUT", "HEAD", "GET", "DELETE"} and {p for _, p in sent} == {"requester"}
+    assert b.client.core_options("test-bucket")["aws_request_payer"] == "true"
 
 
 @pytest.mark.parametrize("version_aware", [True, False])

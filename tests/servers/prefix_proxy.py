@@ -1,7 +1,10 @@
 """A reverse proxy that serves another server under a path prefix (as an S3 gateway at ``https://host/s3/``).
 
 ``http://127.0.0.1:<port>{prefix}/rest`` is forwarded to ``{upstream}/rest``; a request outside the prefix
-is answered ``404`` and recorded in :attr:`PrefixProxy.outside`.
+is answered ``404`` and recorded in :attr:`PrefixProxy.outside`. It also serves as an HTTP proxy (the
+``HTTP_PROXY`` of a client): a request in absolute form (``GET http://any-host/rest``) is forwarded the same
+way, its ``Host`` header kept, so names that do not resolve here still reach the upstream server.
+:attr:`PrefixProxy.seen` records every request.
 """
 
 from __future__ import annotations
@@ -9,10 +12,19 @@ from __future__ import annotations
 import http.client
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-__all__ = ["PrefixProxy"]
+__all__ = ["PrefixProxy", "Seen"]
+
+
+class Seen(NamedTuple):
+    """One request the proxy received: its method, ``Host`` header, path (origin form) and headers."""
+
+    method: str
+    host: str
+    path: str
+    headers: dict[str, str]
 
 # Per-hop headers, never forwarded (RFC 9110 section 7.6.1).
 _HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"})
@@ -27,9 +39,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         srv = self.server
-        if not self.path.startswith(srv.prefix + "/"):
+        path = self.path
+        if not path.startswith("/"):  # absolute form: sent here as a client's HTTP proxy
+            parts = urlsplit(path)
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+        with srv.lock:
+            srv.seen.append(Seen(self.command, self.headers.get("Host", ""), path, dict(self.headers.items())))
+        if not path.startswith(srv.prefix + "/"):
             with srv.lock:
-                srv.outside.append(f"{self.command} {self.path}")
+                srv.outside.append(f"{self.command} {path}")
             self.send_response(404)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -39,7 +57,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
         up = http.client.HTTPConnection(srv.upstream_host, srv.upstream_port, timeout=30)
         try:
-            up.request(self.command, self.path[len(srv.prefix):], body=body, headers=headers)
+            up.request(self.command, path[len(srv.prefix):], body=body, headers=headers)
             resp = up.getresponse()
             data = resp.read()
             self.send_response(resp.status)
@@ -68,6 +86,7 @@ class _Server(ThreadingHTTPServer):
         self.prefix = prefix.rstrip("/")
         self.lock = threading.Lock()
         self.outside: list[str] = []
+        self.seen: list[Seen] = []
 
 
 class PrefixProxy:
@@ -85,6 +104,12 @@ class PrefixProxy:
         """``"METHOD path"`` of every request outside the prefix (answered 404)."""
         with self._srv.lock:
             return list(self._srv.outside)
+
+    @property
+    def seen(self) -> list[Seen]:
+        """Every request received, in order."""
+        with self._srv.lock:
+            return list(self._srv.seen)
 
     def close(self) -> None:
         self._srv.shutdown()

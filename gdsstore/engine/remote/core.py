@@ -6,7 +6,8 @@ straight into its slot and checks every answer (status, ``Content-Range``, lengt
 The core never retries: :func:`read_wave` retries the transient failures with
 :class:`~gdsstore.engine.remote.retry.RetryPolicy`, asking only for the bytes not yet landed, and checks that
 every piece of one object came from one version (ETag). :func:`write_objects` uploads many objects the same
-way. A transport the core does not carry (WebHDFS) is a :class:`PiecesStore`: it answers the same pieces.
+way; :func:`head`, :func:`list_objects` and :func:`delete_objects` send an S3 backend's HEAD, LIST and
+DELETE. A transport the core does not carry (WebHDFS) is a :class:`PiecesStore`: it answers the same pieces.
 
 The core is the only HTTP(S) and S3 transport: without it (:func:`available` False) an HTTP(S) or S3 read
 or write raises :class:`RemoteIOError` naming the fix. :class:`CoreRoot` is where a backend's objects are
@@ -39,9 +40,9 @@ if TYPE_CHECKING:
     from gdsstore import _core as gdsstore_core
 
 __all__ = [
-    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "PiecesStore", "available", "http_store",
-    "read_one", "read_wave", "s3_store", "split_bytes", "unavailable_reason", "wave_reason", "write_objects",
-    "write_reason",
+    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "ObjectRow", "PiecesStore", "available",
+    "delete_objects", "head", "http_store", "list_objects", "read_one", "read_wave", "s3_store", "split_bytes",
+    "unavailable_reason", "wave_reason", "write_objects", "write_reason",
 ]
 
 _lock = threading.Lock()
@@ -335,11 +336,16 @@ def read_wave(
     return results
 
 
+def _timeout(s: policy.Settings) -> float:
+    """Seconds without an answer or a body byte before a request fails (``remote.timeout``; 0: none)."""
+    return s.remote_timeout or 1e9
+
+
 def read_one(store: Any, where: str, piece: CorePiece, buffer: Any, s: policy.Settings | None = None) -> CoreResult:
     """:func:`read_wave` of one piece, under the settings in force."""
     s = s or policy.settings()
     (res,) = read_wave(store, where, [piece], buffer, retry=RetryPolicy.from_settings(s), concurrency=1,
-                       timeout=s.remote_timeout or 1e9)
+                       timeout=_timeout(s))
     return res
 
 
@@ -414,6 +420,80 @@ def write_objects(
 
     _with_retries(len(paths), retry, attempt, lambda i, exc: setattr(results[i], "error", exc))
     return results
+
+
+#: One object as the core lists or HEADs it: (key, size, last-modified ns (0: unknown), ETag, version).
+ObjectRow = tuple[str, int, int, str | None, str | None]
+
+
+def head(store: Any, what: str, path: str, s: policy.Settings | None = None) -> ObjectRow:
+    """HEAD of ``path`` through the core (``what``: the request, for messages), retried as a read is.
+
+    Raises:
+        FileNotFoundError: no such object (404); ``PermissionError``, ``RemoteIOError``... as :func:`read_wave`.
+    """
+    s = s or policy.settings()
+    retry = RetryPolicy.from_settings(s)
+
+    def attempt() -> ObjectRow:
+        answer: tuple[ObjectRow, None] | tuple[None, tuple[str, int, str]] = module().head_object(
+            store, path, timeout=_timeout(s))
+        if answer[1] is not None:
+            raise _error(*answer[1], what, retry)
+        return answer[0]
+
+    return retry.call(attempt, what)
+
+
+def list_objects(store: Any, what: str, prefix: str, delimiter: str | None = None,
+                 s: policy.Settings | None = None) -> tuple[list[ObjectRow], list[str]]:
+    """Every object whose key starts with ``prefix`` through the core, all pages, and with ``delimiter`` the
+    common prefixes (each ending with it). A transient failure takes the listing up again at the page that
+    failed."""
+    s = s or policy.settings()
+    retry = RetryPolicy.from_settings(s)
+    objects: list[ObjectRow] = []
+    prefixes: list[str] = []
+    resume: str | None = None
+
+    def attempt() -> None:
+        nonlocal resume
+        page: tuple[list[ObjectRow], list[str], str | None, tuple[str, int, str] | None] = module().list_objects(
+            store, prefix, delimiter=delimiter, resume=resume, timeout=_timeout(s))
+        objects.extend(page[0])
+        prefixes.extend(page[1])
+        resume = page[2]
+        if page[3] is not None:
+            raise _error(*page[3], what, retry)
+
+    retry.call(attempt, what)
+    return objects, prefixes
+
+
+def delete_objects(store: Any, where: str, paths: Sequence[str], s: policy.Settings | None = None) -> None:
+    """DELETE every path through the core (a missing one is no error), retrying transient failures;
+    ``where``: the URL prefix of the paths, for messages.
+
+    Raises:
+        OSError: the first path that could not be deleted (``PermissionError``, ``RemoteIOError``...).
+    """
+    s = s or policy.settings()
+    retry = RetryPolicy.from_settings(s)
+    failed: list[BaseException] = []
+
+    def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
+        rows: list[tuple[str, int, str] | None] = module().delete_objects(store, [paths[i] for i in todo], concurrency=s.remote_concurrency,
+                                       timeout=_timeout(s))
+        out: list[tuple[int, str, BaseException]] = []
+        for i, err in zip(todo, rows, strict=True):
+            if err is not None:
+                what = f"DELETE {where}{paths[i]}"
+                out.append((i, what, _error(*err, what, retry)))
+        return out
+
+    _with_retries(len(paths), retry, attempt, lambda i, exc: failed.append(exc))
+    if failed:
+        raise failed[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""S3 objects under ``s3://bucket/prefix`` as a backend: reads and writes through the native core,
-listing, HEAD and DELETE through botocore (its resolved client, one retry policy)."""
+"""S3 objects under ``s3://bucket/prefix`` as a backend: every request (reads, writes, HEAD, LIST, DELETE)
+through the native core, on the store of the bucket built from botocore's resolution."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gdsstore.engine.backend import Backend, BatchResult, ObjectInfo, check_key
+from gdsstore.engine.remote import core
 from gdsstore.engine.remote.keys import check_remote_key
 from gdsstore.engine.remote.s3.client import S3Client, get_s3_client, parse_s3_url
 from gdsstore.engine.remote.s3.source import S3Source
@@ -63,9 +64,8 @@ class S3Backend(WaveReads, Backend):
         full = self._full(key, "S3Backend.info()")
         if full == "" or key.endswith("/"):
             raise FileNotFoundError(f"S3Backend.info(): {key!r} is not an object key")
-        head = self._client.call("head_object", f"HEAD s3://{self.bucket}/{full}", Bucket=self.bucket, Key=full)
-        mtime = head.get("LastModified")
-        return ObjectInfo(key, int(head["ContentLength"]), "file", mtime.timestamp() if mtime else None, head.get("ETag"))
+        _, size, mtime_ns, etag, _ = core.head(self.core.store(), f"HEAD {self.core.base}{full}", full)
+        return ObjectInfo(key, size, "file", mtime_ns / 1e9 if mtime_ns else None, etag)
 
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
         full = self._full(key, "S3Backend.put()")
@@ -91,19 +91,14 @@ class S3Backend(WaveReads, Backend):
 
     def delete(self, key: str) -> None:
         full = self._full(key, "S3Backend.delete()")
-        self._client.call("delete_object", f"DELETE s3://{self.bucket}/{full}", Bucket=self.bucket, Key=full)
+        core.delete_objects(self.core.store(), self.core.base, [full])
 
     def delete_prefix(self, prefix: str) -> None:
         full = self._full(prefix, "S3Backend.delete_prefix()")
         if full and not full.endswith("/"):
             full += "/"
-        keys = [self._abs(k) for k, _ in self._listed(full, delimiter=None)]
-        for i in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
-            batch = [{"Key": k} for k in keys[i : i + 1000]]
-            self._client.call(
-                "delete_objects", f"DELETE s3://{self.bucket}/{full}*", Bucket=self.bucket,
-                Delete={"Objects": batch, "Quiet": True},
-            )
+        objects, _ = core.list_objects(self.core.store(), f"LIST {self.core.base}{full}", full)
+        core.delete_objects(self.core.store(), self.core.base, [row[0] for row in objects])
 
     def _abs(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
@@ -115,44 +110,34 @@ class S3Backend(WaveReads, Backend):
         rel = prefix if not children else prefix.rstrip("/") + "/" if prefix.rstrip("/") else ""
         return self._abs(rel) if rel else (self.prefix + "/" if self.prefix else "")
 
-    def _listed(self, full_prefix: str, delimiter: str | None) -> Iterator[tuple[str, int | None]]:
-        """``(key, size)`` for objects and ``(prefix/, None)`` for common prefixes (with ``delimiter``) under
-        ``full_prefix``, relative to the root."""
-        base = f"{self.prefix}/" if self.prefix else ""
-        token: str | None = None
-        while True:
-            params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix}
-            if delimiter:
-                params["Delimiter"] = delimiter
-            if token:
-                params["ContinuationToken"] = token
-            page = self._client.call("list_objects_v2", f"LIST s3://{self.bucket}/{full_prefix}", **params)
-            for obj in page.get("Contents", []):
-                yield obj["Key"][len(base) :], int(obj.get("Size", 0))
-            for cp in page.get("CommonPrefixes", []):
-                yield cp["Prefix"][len(base) :], None
-            if not page.get("IsTruncated"):
-                return
-            token = page.get("NextContinuationToken")
+    def _listed(self, full_prefix: str, delimiter: str | None) -> Iterator[ObjectInfo]:
+        """The objects (sizes, mtimes and ETags from the listing) and, with ``delimiter``, the common prefixes
+        (type ``"directory"``, ending with it) under ``full_prefix``; keys relative to the root."""
+        cut = len(f"{self.prefix}/") if self.prefix else 0
+        objects, prefixes = core.list_objects(self.core.store(), f"LIST {self.core.base}{full_prefix}", full_prefix,
+                                              delimiter)
+        for key, size, mtime_ns, etag, _ in objects:
+            yield ObjectInfo(key[cut:], size, "file", mtime_ns / 1e9 if mtime_ns else None, etag)
+        for p in prefixes:
+            yield ObjectInfo(p[cut:], 0, "directory")
 
     def list(self, prefix: str = "") -> Iterator[str]:
-        for key, _ in self._listed(self._listing(prefix, "S3Backend.list()"), delimiter=None):
-            yield key
+        for info in self._listed(self._listing(prefix, "S3Backend.list()"), delimiter=None):
+            yield info.key
 
     def list_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
         # Sizes come with the listing: no HEAD per object.
-        for key, size in self._listed(self._listing(prefix, "S3Backend.list_info()"), delimiter=None):
-            yield ObjectInfo(key, size or 0, "file")
+        return self._listed(self._listing(prefix, "S3Backend.list_info()"), delimiter=None)
 
     def list_dir_info(self, prefix: str = "") -> Iterator[ObjectInfo]:
         # Sizes come with the listing: no HEAD per entry.
         rel = prefix.rstrip("/")
         seen: set[str] = set()
-        for k, size in self._listed(self._listing(prefix, "S3Backend.list_dir_info()", children=True), "/"):
-            key = k.rstrip("/")
+        for info in self._listed(self._listing(prefix, "S3Backend.list_dir_info()", children=True), "/"):
+            key = info.key.rstrip("/")
             if key and key != rel and key not in seen:
                 seen.add(key)
-                yield ObjectInfo(key, size or 0, "file" if size is not None else "directory")
+                yield ObjectInfo(key, info.size, info.type, info.mtime, info.etag)
 
     def list_dir(self, prefix: str = "") -> Iterator[str]:
         cut = len(prefix.rstrip("/")) + 1 if prefix.rstrip("/") else 0

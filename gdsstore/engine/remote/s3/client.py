@@ -1,13 +1,13 @@
 """S3's configuration, resolved once by botocore: endpoint, addressing style, region and credentials.
 
 botocore resolves credentials the standard way (explicit keys, env, shared profile, web identity, SSO,
-instance role) and runs the control calls (HEAD, LIST, DELETE) under the one retry policy (botocore's own
-retries are off). Every data request (GETs, PUTs, multipart uploads) goes through the native core, whose store
-of a bucket is built from botocore's result (:meth:`S3Client.core_options`): where a bucket's requests go is
-read once off the URL botocore presigns for a probe key (:class:`S3Target`; nothing is sent for it), so no
-transport sends a request where botocore would not. Without ``region_name``, each bucket's region is asked once
-(``HeadBucket``'s ``x-amz-bucket-region``). Sessions and clients are cached per AWS environment
-(:func:`_aws_environment`).
+instance role) and where a bucket's requests go; it sends none of them but the region lookup below. Every
+request (GETs, PUTs, multipart uploads, HEAD, LIST, DELETE) goes through the native core, whose store of a bucket is built from botocore's
+result (:meth:`S3Client.core_options`): where a bucket's requests go is read once off the URL botocore
+presigns for a probe key (:class:`S3Target`; nothing is sent for it), so no request goes where botocore would
+not send it. Without ``region_name``, each bucket's region is asked once by botocore (``HeadBucket``'s
+``x-amz-bucket-region``; object_store's own lookup always asks ``BUCKET.s3.amazonaws.com``, whatever the
+endpoint, and the core's HEAD does not return a refusal's headers). Sessions and clients are cached per AWS environment (:func:`_aws_environment`).
 
 The storage options (s3fs's names where they exist: ``key``/``secret``/``token``, ``profile``, ``anon``,
 ``endpoint_url``, ``region_name``, ``addressing_style``, ``verify``, ``use_ssl``, ``client_kwargs``,
@@ -29,7 +29,7 @@ from gdsstore import policy
 from gdsstore._optional import require
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.redact import Scrubber
-from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, retry_after, status_error
+from gdsstore.errors import RemoteIOError
 
 __all__ = ["S3Client", "S3Target", "get_s3_client", "parse_s3_url"]
 
@@ -47,12 +47,6 @@ _OPTION_NAMES = frozenset(
         "config_kwargs", "use_ssl", "requester_pays", "s3_additional_kwargs", "version_aware", "session",
     }
 ) | _IGNORED_OPTIONS
-_NOT_FOUND = frozenset({"404", "NoSuchKey", "NoSuchBucket", "NotFound"})
-_DENIED = frozenset(
-    {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "AllAccessDisabled"}
-)
-_EXISTS = frozenset({"412", "PreconditionFailed", "ConditionalRequestConflict"})
-_SLOW_DOWN = frozenset({"SlowDown", "RequestTimeout", "InternalError"})  # worth another attempt whatever the status
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -164,7 +158,8 @@ def _session_from(o: dict[str, Any]) -> Any:
 
 
 class S3Client:
-    """A botocore S3 client built from storage options, and the native core's stores of its buckets."""
+    """A botocore S3 client built from storage options (it resolves, the core sends), and the native core's
+    stores of its buckets."""
 
     def __init__(self, options: dict[str, Any]) -> None:
         require("botocore", purpose="S3 (s3:// URLs)")  # a missing botocore names the extra to install
@@ -194,11 +189,10 @@ class S3Client:
         cfg: dict[str, Any] = {
             "signature_version": UNSIGNED if self._anon else "s3v4",
             "s3": s3_cfg,
-            # One retry policy: ours (remote.retry), so botocore makes exactly one attempt per call.
+            # Its one request, HeadBucket for the region, is asked once: a failure leaves the client's region.
             "retries": {"total_max_attempts": 1},
             "connect_timeout": s.remote_connect_timeout,
             "read_timeout": s.remote_timeout,
-            "max_pool_connections": max(10, 2 * s.remote_concurrency),
         }
         cfg.update(config_kwargs)
         verify = o.pop("verify", True)
@@ -217,7 +211,6 @@ class S3Client:
         self._bucket_clients: dict[str, Any] = {}
         self._targets: dict[str, S3Target] = {}
         self._fork_pid = os.getpid()
-        self.retry_policy = RetryPolicy.from_settings(s)
 
     def _make(self, region: str | None) -> Any:
         with _session_lock:  # botocore sessions are not thread-safe; the clients they make are
@@ -258,53 +251,6 @@ class S3Client:
             return str(self.client.meta.region_name)  # unreachable now: the call itself will say why
         region = (meta.get("HTTPHeaders") or {}).get("x-amz-bucket-region")
         return str(region or self.client.meta.region_name)
-
-    def call(self, op: str, what: str, **params: Any) -> Any:
-        """Run one botocore operation with our retries; errors mapped to builtin exceptions."""
-        if self.requester_pays:
-            params.setdefault("RequestPayer", "requester")
-        fn = getattr(self.for_bucket(str(params.get("Bucket", ""))), op)
-
-        def attempt() -> Any:
-            try:
-                return fn(**params)
-            except Exception as exc:
-                raise self.map_error(exc, what) from None
-
-        return RetryPolicy.from_settings().call(attempt, what)
-
-    def map_error(self, exc: Exception, what: str) -> Exception:
-        """botocore exception → gdsstore's exceptions (S3's error codes as their statuses:
-        :func:`~gdsstore.engine.remote.retry.status_error`)."""
-        from botocore.exceptions import (
-            ClientError,
-            ConnectionClosedError,
-            ConnectTimeoutError,
-            EndpointConnectionError,
-            NoCredentialsError,
-            ReadTimeoutError,
-        )
-
-        if isinstance(exc, ClientError):
-            code = str(exc.response.get("Error", {}).get("Code", ""))
-            meta = exc.response.get("ResponseMetadata", {})
-            status = 404 if code in _NOT_FOUND else 403 if code in _DENIED else int(meta.get("HTTPStatusCode") or 0)
-            label = f"{what}: {code or status}"
-            if code in _EXISTS or status == 412:
-                return FileExistsError(f"{label}: the key exists")
-            headers = meta.get("HTTPHeaders") or {}  # lower-cased names
-            wait = retry_after({"Retry-After": headers.get("retry-after", "")})
-            if code in _SLOW_DOWN:
-                return TransientError(label, retry_after=wait)
-            return status_error(status, label, self.retry_policy, wait)
-        if isinstance(exc, NoCredentialsError):
-            return PermissionError(f"{what}: no AWS credentials found (pass key=/secret=, a profile, or anon=True)")
-        text = self.scrub(f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError):
-            return TransientError(f"{what}: {text}")
-        if isinstance(exc, OSError | ValueError | TypeError):
-            return type(exc)(f"{what}: {text}")
-        return RemoteIOError(f"{what}: {text}")
 
     def target(self, bucket: str) -> S3Target:
         """Where botocore sends the requests of ``bucket`` (:class:`S3Target`), read once off the URL botocore
