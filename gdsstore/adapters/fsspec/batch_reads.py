@@ -66,11 +66,11 @@ def wave_into(
             keys, key_ranges, host_alloc, errors="return", max_gap=gap, max_bytes=_MAX_BLOCK, where=where
         )
         values = wave.all_bytes()  # one bytes each, copied in parallel
-        for k, i in enumerate(members):
-            err = wave.errors[k] if wave.errors else None
-            if err is None and values[k] is None:
+        errors = wave.errors or [None] * len(members)
+        for i, value, err in zip(members, values, errors, strict=True):
+            if err is None and value is None:
                 err = FileNotFoundError(f"{where}: no such file: {paths[i]!r}")
-            out[i] = err if err is not None else values[k]
+            out[i] = err if err is not None else value
 
 
 def cat_ranges(

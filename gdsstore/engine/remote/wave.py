@@ -241,13 +241,19 @@ def _asks(backend: WaveReads, reqs: list[_Request], room: _WaveBuffer, each: int
         if isinstance(path, BaseException):
             r.got, errs[k] = -1, path
             continue
-        if r.slot >= 0:  # _core_piece's case of known size, inlined: most of a wave of chunks
+        if r.slot >= 0:  # _core_piece's cases inlined (most of a wave of chunks): known size, in its slot
             n = r.expect if r.expect is not None else r.limit or 0
             if n > 0:
                 end = None if r.limit is None else r.offset + r.limit
                 asks.append((k, core.CorePiece(path, r.offset, end, r.expect, r.slot, n)))
             else:
                 r.got, r.base = 0, r.slot
+            continue
+        if r.suffix is None:  # likewise a whole object of unknown size (or from an offset): its share of the room
+            at, cap = room.reserve(r, each), each
+            if at < 0:
+                r.base, at, cap = 0, 0, 0
+            asks.append((k, core.CorePiece(path, r.offset, None, r.expect, at, cap)))
             continue
         piece = _core_piece(r, path, room, each)
         if piece is None:  # nothing to ask: the last 0 bytes
