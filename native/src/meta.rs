@@ -284,3 +284,77 @@ pub fn delete_objects(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+    use object_store::PutPayload;
+    use tokio::sync::Semaphore;
+
+    fn built() -> Built {
+        Built {
+            store: Arc::new(InMemory::new()),
+            connections: Arc::new(Semaphore::new(4)),
+            ramp: crate::ramp::Ramp::new(4),
+            lister: None,
+        }
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    const LIMIT: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn deletes_every_path_in_batches_one_result_each() {
+        let b = built();
+        let rt = rt();
+        let paths: Vec<Path> = (0..DELETE_BATCH + 1)
+            .map(|i| Path::from(format!("k{i}")))
+            .collect();
+        rt.block_on(async {
+            for p in &paths[..3] {
+                b.store.put(p, PutPayload::from_static(b"x")).await.unwrap();
+            }
+        });
+        // missing keys are no error, as S3's DELETE
+        let outs = rt.block_on(delete_all(b.clone(), paths, 2, LIMIT, Stop::new().1));
+        assert_eq!(outs.len(), DELETE_BATCH + 1);
+        assert!(outs.iter().all(Option::is_none));
+        assert!(rt.block_on(b.store.head(&Path::from("k0"))).is_err());
+    }
+
+    #[test]
+    fn a_stopped_call_deletes_nothing() {
+        let b = built();
+        let rt = rt();
+        let p = Path::from("kept");
+        rt.block_on(b.store.put(&p, PutPayload::from_static(b"x")))
+            .unwrap();
+        let (switch, stop) = Stop::new();
+        switch.send(true).unwrap();
+        let outs = rt.block_on(delete_all(b.clone(), vec![p.clone()], 2, LIMIT, stop));
+        assert_eq!(outs[0].as_ref().map(|f| f.kind.name()), Some("interrupted"));
+        assert!(rt.block_on(b.store.head(&p)).is_ok());
+    }
+
+    #[test]
+    fn a_store_without_listing_says_so() {
+        let rt = rt();
+        let l = rt.block_on(list_pages(
+            built(),
+            "a/".into(),
+            None,
+            None,
+            LIMIT,
+            Stop::new().1,
+        ));
+        assert_eq!(l.error.map(|f| f.kind.name()), Some("unsupported"));
+    }
+}

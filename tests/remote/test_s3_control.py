@@ -14,6 +14,7 @@ from servers.moto_s3 import SECRET_KEY
 from servers.net import Blackhole
 from servers.prefix_proxy import PrefixProxy, Seen
 
+import gdsstore
 from gdsstore.engine.backend import Backend, backend_for
 from gdsstore.engine.remote import core
 
@@ -95,22 +96,36 @@ def test_head_list_delete_are_the_cores_requests(s3: dict[str, Any], gateway: Pr
     assert sent == []  # botocore sent none of them
 
 
-def test_a_long_listing_pages_and_a_prefix_is_deleted_in_batches(s3: dict[str, Any], gateway: PrefixProxy) -> None:
+def test_a_long_listing_pages_and_a_prefix_is_deleted_in_batches(s3: dict[str, Any]) -> None:
     n = 1001  # S3 answers at most 1000 keys a page, and DeleteObjects takes at most 1000
-    b, sent = _backend(s3, gateway)
-    out = b.put_batch([f"many/k{i:05d}" for i in range(n)], [b"x"] * n, [False] * n)
-    assert not out.errors
-    log = _Requests(gateway)
-    assert sorted(b.list("many/")) == [f"many/k{i:05d}" for i in range(n)]
-    pages = log.since()
-    assert len(pages) == 2 and "continuation-token" in _query(pages[1])  # object_store's pagination
-    assert [i.key for i in b.list_dir_info("")] == ["many"]
-    assert len(log.since()) == 1  # one page of one common prefix
-    b.delete_prefix("many")
-    deletes = sorted((r.method, r.path) for r in log.since() if r.method != "GET")
-    # DeleteObjects of the first 1000 keys, a DELETE of the one left
-    assert deletes == [("DELETE", f"/s3/test-bucket/root/many/k{n - 1:05d}"), ("POST", "/s3/test-bucket?delete")]
-    assert list(b.list()) == [] and sent == []
+    refused: list[Seen] = []
+
+    def second_page_once(r: Seen) -> bool:  # a 503 to the first request of a second page
+        if refused or "continuation-token" not in _query(r):
+            return False
+        refused.append(r)
+        return True
+
+    gateway = PrefixProxy(s3["endpoint_url"], "/s3", refuse=second_page_once)
+    try:
+        b, sent = _backend(s3, gateway)
+        assert not b.put_batch([f"many/k{i:05d}" for i in range(n)], [b"x"] * n, [False] * n).errors
+        log = _Requests(gateway)
+        with gdsstore.config.set({"remote.backoff_base": 0.01, "remote.backoff_max": 0.01}):
+            assert sorted(b.list("many/")) == [f"many/k{i:05d}" for i in range(n)]
+        pages = log.since()
+        # object_store's pagination; the failed page asked again, the first one not
+        assert ["continuation-token" in _query(r) for r in pages] == [False, True, True]
+        assert pages[1].path == pages[2].path == refused[0].path
+        assert [i.key for i in b.list_dir_info("")] == ["many"]
+        assert len(log.since()) == 1  # one page of one common prefix
+        b.delete_prefix("many")
+        deletes = sorted((r.method, r.path) for r in log.since() if r.method != "GET")
+        # DeleteObjects of the first 1000 keys, a DELETE of the one left
+        assert deletes == [("DELETE", f"/s3/test-bucket/root/many/k{n - 1:05d}"), ("POST", "/s3/test-bucket?delete")]
+        assert list(b.list()) == [] and sent == []
+    finally:
+        gateway.close()
 
 
 def test_errors_of_head_list_delete_are_the_cores(moto_auth: str, s3: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -43,8 +44,15 @@ class _Handler(BaseHTTPRequestHandler):
         if not path.startswith("/"):  # absolute form: sent here as a client's HTTP proxy
             parts = urlsplit(path)
             path = parts.path + (f"?{parts.query}" if parts.query else "")
+        seen = Seen(self.command, self.headers.get("Host", ""), path, dict(self.headers.items()))
         with srv.lock:
-            srv.seen.append(Seen(self.command, self.headers.get("Host", ""), path, dict(self.headers.items())))
+            srv.seen.append(seen)
+            refused = srv.refuse is not None and srv.refuse(seen)
+        if refused:  # a busy server's answer, the request not passed on
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if not path.startswith(srv.prefix + "/"):
             with srv.lock:
                 srv.outside.append(f"{self.command} {path}")
@@ -79,8 +87,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, upstream: str, prefix: str) -> None:
+    def __init__(self, upstream: str, prefix: str, refuse: Callable[[Seen], bool] | None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.refuse = refuse
         parts = urlsplit(upstream)
         self.upstream_host, self.upstream_port = parts.hostname or "127.0.0.1", parts.port or 80
         self.prefix = prefix.rstrip("/")
@@ -90,10 +99,11 @@ class _Server(ThreadingHTTPServer):
 
 
 class PrefixProxy:
-    """``upstream`` (``http://host:port``) served under ``prefix``; :attr:`url` is the prefixed base URL."""
+    """``upstream`` (``http://host:port``) served under ``prefix``; :attr:`url` is the prefixed base URL.
+    ``refuse(request)`` (called under a lock, in arrival order) picks requests answered ``503`` instead."""
 
-    def __init__(self, upstream: str, prefix: str) -> None:
-        self._srv = _Server(upstream, prefix)
+    def __init__(self, upstream: str, prefix: str, refuse: Callable[[Seen], bool] | None = None) -> None:
+        self._srv = _Server(upstream, prefix, refuse)
         port = int(self._srv.server_address[1])
         self.url = f"http://127.0.0.1:{port}{self._srv.prefix}"
         self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
