@@ -1,5 +1,5 @@
-"""The S3 transport: botocore resolves the configuration and credentials and runs the control calls
-(:mod:`.client`); the native core carries every read and write (:mod:`.source`, :mod:`.upload`);
+"""The S3 transport: botocore resolves the configuration and credentials (:mod:`.client`); the native core
+sends every request, reads and writes (:mod:`.source`, :mod:`.upload`) and HEAD, LIST and DELETE;
 :mod:`.backend` is the backend over ``s3://bucket/prefix``."""
 
 from __future__ import annotations
