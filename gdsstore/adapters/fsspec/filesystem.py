@@ -161,7 +161,11 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
 
     def _locate(self, path: str) -> tuple[Backend, str]:
         """The backend holding ``path`` and the key of ``path`` in it."""
-        root, key = split_path(self.target_protocol, self._strip_protocol(path), self.target_options)
+        return self._locate_stripped(self._strip_protocol(path))
+
+    def _locate_stripped(self, path: str) -> tuple[Backend, str]:
+        """:meth:`_locate` of a path as :meth:`_strip_protocol` returns it (``_expand_path``'s)."""
+        root, key = split_path(self.target_protocol, path, self.target_options)
         return self._backend(root), key
 
     def _backend(self, root: str) -> Backend:
@@ -384,7 +388,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         if self.is_local or kwargs:
             return await super()._cat(path, recursive, on_error, batch_size, **kwargs)
         paths = await self._expand_path(path, recursive=recursive)
-        out = await asyncio.to_thread(cat_wave, self._locate, paths)
+        out = await asyncio.to_thread(cat_wave, self._locate_stripped, paths)  # _expand_path stripped them
         if on_error == "raise":
             for x in out:
                 if isinstance(x, BaseException):

@@ -50,6 +50,10 @@ REMOTE_PROTOCOLS: dict[str, str] = {**{s: s for s in REMOTE_SCHEMES}, "s3a": "s3
 LOCAL_PROTOCOLS: tuple[str | None, ...] = (None, "", "file", "local", "gds")
 
 _LOCAL_PREFIXES = ("gds://", "file://", "local://", "gds:", "file:", "local:")
+#: The target protocols of each one's engine scheme (``s3``: ``s3``, ``s3a``), found once, not per path.
+_ALIASES: dict[str, tuple[str, ...]] = {
+    protocol: tuple(p for p, s in REMOTE_PROTOCOLS.items() if s == scheme) for protocol, scheme in REMOTE_PROTOCOLS.items()
+}
 _WEBHDFS = ("webhdfs", "swebhdfs")
 
 
@@ -88,8 +92,7 @@ def strip_path(protocol: str, path_like: Any) -> str:
     if protocol in ("http", "https"):
         return path if "://" in path else f"{protocol}://{path.lstrip('/')}"
     # s3 and s3a (or webhdfs and swebhdfs) are one engine scheme: either prefix goes.
-    aliases = [p for p, scheme in REMOTE_PROTOCOLS.items() if scheme == REMOTE_PROTOCOLS[protocol]]
-    for p in (protocol, *aliases):
+    for p in (protocol, *_ALIASES[protocol]):
         if path.startswith(p + "://"):
             path = path[len(p) + 3 :]
             if protocol in _WEBHDFS:
