@@ -5,21 +5,21 @@
 //! (python's `http.server`: a listen backlog of 5, one thread accepting) drops the SYNs beyond its backlog,
 //! and the kernel sends them again after 1, 3, 7, 15, 31 s: a wave opening 256 connections at once took a
 //! minute there. So the limit starts at `START` and is measured in rounds: a round takes the answers to
-//! requests sent since it began, `limit` of them (at least `ROUND`), and the rate of answers the server
-//! keeps at that limit: the limit over their mean time to answer (Little's law; a server that queues the
-//! extra requests answers each later, one that keeps up as fast). A step up is kept where the rate gained
-//! at least `GAIN` of what the step added in requests (20 % for a doubling, 5 % for a quarter more: a
-//! loaded server or client that still answers more with more in flight keeps growing). Where it gained `SCALING` (as much again for
-//! twice the requests: an object store, nginx) the next step doubles again, else steps add a quarter. A
-//! step that gained less goes back (more would only fill the server's queues, and overflow a small
-//! backlog), and the next is tried `PROBE` rounds later. A refused, reset or timed-out request halves the
-//! limit, once for the requests sent together, and so does an answer that took `SLOW` (a SYN the server
-//! dropped is sent again a second later); the limit at which answers came that late is not tried again
-//! for `STALLED_FOR`. A step's new requests go out one more per answer, never as a burst of connects.
-//! Rounds in which no request waited for the limit say nothing of the server and are not counted, and a
-//! store that goes idle (nothing in flight for `IDLE`) comes back from `START`, doubling each round up to
-//! the last limit it kept (a step not measured is not kept). Bodies are not counted: a request leaves the
-//! ramp when its answer's headers arrive.
+//! requests sent since it began, `limit` of them (at least `ROUND`), and the rate of answers the server keeps
+//! at that limit: the limit over their mean time to answer (Little's law; a server that queues the extra
+//! requests answers each later, one that keeps up as fast). A step up is kept where the rate gained at least
+//! `GAIN` of what the step added in requests (20 % for a doubling, 5 % for a quarter more: a loaded server or
+//! client that still answers more with more in flight keeps growing). Where it gained `SCALING` (as much
+//! again for twice the requests: an object store, nginx) the next step doubles again, else steps add a
+//! quarter; below `FEW` steps add one (a listen backlog of 5 overflows at 7 or 8 connects at once). A step
+//! that gained less goes back (more would only fill the server's queues, and overflow a small backlog), and
+//! the next is tried `PROBE` rounds later. A refused, reset or timed-out request halves the limit, once for
+//! the requests sent together, and so does an answer that took `SLOW` (a SYN the server dropped is sent again
+//! a second later); the limit at which answers came that late is not tried again for `STALLED_FOR`. A step's
+//! new requests go out one more per answer, never as a burst of connects. Rounds in which no request waited
+//! for the limit say nothing of the server and are not counted, and a store that goes idle (nothing in flight
+//! for `IDLE`) comes back from `START`, doubling each round up to the last limit it kept (a step not measured
+//! is not kept). Bodies are not counted: a request leaves the ramp when its answer's headers arrive.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,6 +30,9 @@ use crate::error::{Failure, Kind};
 
 /// Requests waiting for an answer at first.
 const START: usize = 2;
+/// Below this many, steps add one: a listen backlog of 5 overflows at 7 or 8 connects at once, and each
+/// step measured on the way may stop the ramp before it does.
+const FEW: usize = 8;
 /// Fewest answers a round measures.
 const ROUND: usize = 8;
 /// The share of a step's added requests the answer rate must gain for the step to be kept.
@@ -301,7 +304,9 @@ impl Ramp {
         if s.wait > 0 {
             s.wait -= 1;
         } else {
-            let up = if s.doubling {
+            let up = if s.limit < FEW {
+                s.limit + 1
+            } else if s.doubling {
                 s.limit * 2
             } else {
                 s.limit + (s.limit / 4).max(1)
@@ -378,12 +383,16 @@ mod tests {
         /// As `Paced` for the first half of the requests; then more than 8 at once wait a second each
         /// (a small server's backlog overflowing: its SYNs dropped).
         Shrinking,
+        /// As `Paced`, but more than 6 at once wait a second each, from the start (python's
+        /// `http.server`: a listen backlog of 5).
+        Backlog,
     }
 
-    /// `n` requests through the ramp, `wanted` at once, answered as `server` does; the peak in flight.
-    fn drive(ramp: &Arc<Ramp>, n: usize, wanted: usize, server: Server) -> usize {
+    /// `n` requests through the ramp, `wanted` at once, answered as `server` does; the peak in flight, and
+    /// the answers that took a second.
+    fn drive(ramp: &Arc<Ramp>, n: usize, wanted: usize, server: Server) -> (usize, usize) {
         let rt = rt();
-        let peak = Arc::new(Mutex::new((0usize, 0usize)));
+        let peak = Arc::new(Mutex::new((0usize, 0usize, 0usize)));
         rt.block_on(async {
             let mut set = tokio::task::JoinSet::new();
             let sem = Arc::new(Semaphore::new(wanted));
@@ -405,7 +414,12 @@ mod tests {
                         Server::Loaded => 20_000 + 200 * now as u64,
                         Server::Shrinking if i > n / 2 && now > 8 => 1_000_000,
                         Server::Shrinking => 5_000,
+                        Server::Backlog if now > 6 => 1_000_000,
+                        Server::Backlog => 5_000,
                     };
+                    if us >= 1_000_000 {
+                        peak.lock().unwrap().2 += 1;
+                    }
                     tokio::time::sleep(std::time::Duration::from_micros(us)).await;
                     peak.lock().unwrap().0 -= 1;
                     t.settle(Answer::Answered);
@@ -414,21 +428,21 @@ mod tests {
             }
             while set.join_next().await.is_some() {}
         });
-        let pk = peak.lock().unwrap().1;
-        pk
+        let pk = *peak.lock().unwrap();
+        (pk.1, pk.2)
     }
 
     #[test]
     fn grows_while_answers_keep_their_time() {
         let ramp = Ramp::new(256);
-        let peak = drive(&ramp, 1200, 256, Server::Paced);
+        let peak = drive(&ramp, 2000, 256, Server::Paced).0;
         assert!(peak >= 128, "peak {peak}");
     }
 
     #[test]
     fn stays_low_where_answers_wait_in_line() {
         let ramp = Ramp::new(256);
-        let peak = drive(&ramp, 300, 256, Server::Queueing);
+        let peak = drive(&ramp, 300, 256, Server::Queueing).0;
         assert!(peak <= 8, "peak {peak}");
     }
 
@@ -436,7 +450,7 @@ mod tests {
     fn grows_while_more_in_flight_still_answers_more() {
         // At 100 in flight this server answers half its most: the ramp must not settle there.
         let ramp = Ramp::new(256);
-        let peak = drive(&ramp, 6000, 256, Server::Loaded);
+        let peak = drive(&ramp, 6000, 256, Server::Loaded).0;
         assert!(peak >= 200, "peak {peak}");
     }
 
@@ -466,7 +480,7 @@ mod tests {
     #[test]
     fn a_server_that_stalls_at_the_kept_limit_gets_fewer() {
         let ramp = Ramp::new(256);
-        let peak = drive(&ramp, 4000, 256, Server::Shrinking);
+        let peak = drive(&ramp, 4000, 256, Server::Shrinking).0;
         assert!(peak >= 128, "peak {peak}");
         assert!(ramp.limit() <= 16, "limit {}", ramp.limit());
     }
@@ -474,14 +488,25 @@ mod tests {
     #[test]
     fn comes_back_from_a_few_after_idle() {
         let ramp = Ramp::new(256);
-        assert!(drive(&ramp, 1200, 256, Server::Paced) >= 128);
+        assert!(drive(&ramp, 2000, 256, Server::Paced).0 >= 128);
         let rt = rt();
         rt.block_on(async {
             tokio::time::sleep(IDLE * 2).await;
             ramp.enter().await.unwrap().settle(Answer::Gone);
         });
         assert_eq!(ramp.limit(), START);
-        assert!(drive(&ramp, 1200, 256, Server::Paced) >= 128);
+        assert!(drive(&ramp, 2000, 256, Server::Paced).0 >= 128);
+    }
+
+    #[test]
+    fn a_small_backlog_costs_one_late_burst() {
+        // The steps below `FEW` add one, so the first limit past the backlog is 7: the answers sent into
+        // it in the second before the first comes back are late, once; then the limit stays below it.
+        let ramp = Ramp::new(256);
+        let (peak, slow) = drive(&ramp, 6000, 256, Server::Backlog);
+        assert!(peak <= 8, "peak {peak}");
+        assert!(slow <= 24, "{slow} answers a second late");
+        assert!(ramp.limit() <= 6, "limit {}", ramp.limit());
     }
 
     #[test]
