@@ -2,6 +2,8 @@
 core's call and what comes back) with the native call itself taken out, per read of 4,096 objects of 16 KiB
 from nginx on loopback: fsspec ``cat`` through the ``gds`` filesystem, and a zarr array of 4,096 chunks of
 64 x 64 float32 under ``gdsstore.enable_pipeline()`` (host buffers), uncompressed and zstd. Medians.
+For ``cat`` also the whole of its Python: fsspec's ``_expand_path`` (on fsspec's event loop) and
+``cat_wave`` (locating each path, the wave, the bytes mapped back), the native calls taken out.
 
     .venv/bin/python benchmarks/wave_python_cost.py --rounds 7
 """
@@ -61,10 +63,30 @@ def _measure(read: Callable[[], Any], rounds: int) -> dict[str, float]:
         t0 = time.perf_counter()
         read()
         rows["wall"].append(time.perf_counter() - t0)
+        native = _spent["native read_wave"] + _spent["native split_bytes"]
         rows["wave, Python only"].append(_spent["wave"] - _spent["native read_wave"])
+        if "cat_wave" in _spent:
+            rows["cat, Python only"].append(_spent["cat_wave"] + _spent["_expand_path"] - native)
         for k, v in _spent.items():
             rows[k].append(v)
     return {k: round(statistics.median(v) * 1e3, 1) for k, v in rows.items()}
+
+
+def _time_cat(fs: Any) -> None:
+    """Time ``fs``'s ``_expand_path`` and the filesystem's ``cat_wave`` too."""
+    from gdsstore.adapters.fsspec import filesystem
+
+    filesystem.cat_wave = _timed("cat_wave", filesystem.cat_wave)  # type: ignore[attr-defined]
+    expand = fs._expand_path
+
+    async def expand_path(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.thread_time()  # literal paths: no await inside gives the loop to anything else
+        try:
+            return await expand(*args, **kwargs)
+        finally:
+            _spent["_expand_path"] += time.thread_time() - t0
+
+    fs._expand_path = expand_path
 
 
 def main() -> None:
@@ -92,6 +114,7 @@ def main() -> None:
         srv = NginxServer(root, workers=2, tcp_nopush=False)
         try:
             fs, _ = fsspec.core.url_to_fs(f"gds::{srv.url('')}")
+            _time_cat(fs)
             urls = [srv.url(f"objects/{i}") for i in range(4096)]
             print("fsspec cat, ms:", _measure(lambda: fs.cat(urls), args.rounds), flush=True)
             with gdsstore.enable_pipeline():
