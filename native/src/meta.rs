@@ -288,25 +288,14 @@ pub fn delete_objects(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use object_store::memory::InMemory;
     use object_store::PutPayload;
-    use tokio::sync::Semaphore;
 
     fn built() -> Built {
-        Built {
-            store: Arc::new(InMemory::new()),
-            connections: Arc::new(Semaphore::new(4)),
-            ramp: crate::ramp::Ramp::new(4),
-            lister: None,
-        }
+        Built::in_memory()
     }
 
     fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
+        crate::runtime::two_workers()
     }
 
     const LIMIT: Duration = Duration::from_secs(5);

@@ -368,17 +368,21 @@ pub fn write_objects<'py>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use object_store::memory::InMemory;
-    use std::sync::Arc;
-    use tokio::sync::Semaphore;
 
     fn built() -> Built {
-        Built {
-            store: Arc::new(InMemory::new()),
-            connections: Arc::new(Semaphore::new(4)),
-            ramp: crate::ramp::Ramp::new(4),
-            lister: None,
-        }
+        Built::in_memory()
+    }
+
+    /// Puts of `(path, start, len)`.
+    fn puts(specs: &[(&str, usize, usize)]) -> Vec<Put> {
+        specs
+            .iter()
+            .map(|&(path, start, len)| Put {
+                path: Path::from(path),
+                start,
+                len,
+            })
+            .collect()
     }
 
     /// A stop signal nobody sets.
@@ -397,34 +401,14 @@ mod tests {
     }
 
     fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
+        crate::runtime::two_workers()
     }
 
     #[test]
     fn single_and_multipart_land_their_slices() {
         let data: Vec<u8> = (0..64u8).collect();
         let b = built();
-        let items = vec![
-            Put {
-                path: Path::from("a"),
-                start: 3,
-                len: 5,
-            },
-            Put {
-                path: Path::from("b"),
-                start: 10,
-                len: 23,
-            },
-            Put {
-                path: Path::from("c"),
-                start: 0,
-                len: 0,
-            },
-        ];
+        let items = puts(&[("a", 3, 5), ("b", 10, 23), ("c", 0, 0)]);
         let rt = rt();
         let outs = rt.block_on(run(
             b.clone(),
@@ -489,18 +473,7 @@ mod tests {
         let b = built();
         let (switch, stop) = Stop::new();
         switch.send(true).unwrap();
-        let items = vec![
-            Put {
-                path: Path::from("small"),
-                start: 0,
-                len: 8,
-            },
-            Put {
-                path: Path::from("parts"),
-                start: 0,
-                len: 40,
-            },
-        ];
+        let items = puts(&[("small", 0, 8), ("parts", 0, 40)]);
         let rt = rt();
         let outs = rt.block_on(run(
             b.clone(),

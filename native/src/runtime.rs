@@ -20,6 +20,16 @@ pub fn workers() -> usize {
         .clamp(1, 16)
 }
 
+/// A runtime of two workers of its own: the crate's tests of what runs on a store.
+#[cfg(test)]
+pub fn two_workers() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The runtime of this process; a new one after `fork()`.
 pub fn get() -> Result<Arc<Runtime>, CallError> {
     build().map_err(|e| CallError::Internal(format!("gdsstore._core: no runtime: {e}")))

@@ -93,6 +93,19 @@ pub struct Built {
     pub lister: Option<Arc<dyn PaginatedListStore>>,
 }
 
+#[cfg(test)]
+impl Built {
+    /// An in-memory store with 4 connections: the crate's tests of what runs on a store.
+    pub fn in_memory() -> Built {
+        Built {
+            store: Arc::new(object_store::memory::InMemory::new()),
+            connections: Arc::new(tokio::sync::Semaphore::new(4)),
+            ramp: Ramp::new(4),
+            lister: None,
+        }
+    }
+}
+
 fn client_options(c: &Client) -> ClientOptions {
     let mut o = ClientOptions::new()
         .with_allow_http(true)
