@@ -53,6 +53,24 @@ def _reference_asks(reqs: list[wave._Request], paths: list[str], room: Any, each
     return asks, [(r.got, r.base) for r in reqs]
 
 
+def _reference_place(reqs: list[wave._Request], ranges: Sequence[ByteRange | None], n: int) -> tuple[Any, Any]:
+    """``wave._place`` as it was: each item's place, one member of one request at a time."""
+    offsets = np.zeros(n, dtype=np.int64)
+    sizes = np.full(n, -1, dtype=np.int64)
+    for r in reqs:
+        if r.got < 0:
+            continue
+        for i in r.members:
+            br = ranges[i]
+            if br is None or br.kind != "range":
+                offsets[i], sizes[i] = r.base, r.got
+            else:
+                a = br.start - r.offset
+                offsets[i] = r.base + a
+                sizes[i] = max(0, min(br.end or 0, r.offset + r.got) - br.start) if a <= r.got else 0
+    return offsets, sizes
+
+
 _KEY = st.text(st.sampled_from("ab./%\\\x00"), max_size=8)
 _RANGE = st.one_of(
     st.none(),
@@ -113,6 +131,25 @@ def test_pieces_match_the_rule_one_request_at_a_time(n: int, sizes: list[int], k
     assert asks == want
     assert [(r.got, r.base) for r in plans[0][0]] == want_done
     assert rooms[0].used == rooms[1].used
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    keys=st.lists(st.sampled_from(["c/0", "c/1", "c/2"]), min_size=0, max_size=40),
+    ranged=st.lists(_RANGE, min_size=40, max_size=40),
+    landed=st.lists(st.tuples(st.integers(-1, 700), st.integers(0, 10_000)), min_size=80, max_size=80),
+    max_gap=st.integers(0, 100),
+)
+def test_places_match_the_rule_one_item_at_a_time(keys: list[str], ranged: list[ByteRange | None],
+                                                  landed: list[tuple[int, int]], max_gap: int) -> None:
+    ranges = ranged[: len(keys)]
+    reqs, _ = wave._plan(keys, ranges, None, False, max_gap, 1000)
+    for r, (got, base) in zip(reqs, landed):  # what the wave got: -1 missing, else bytes landed at base
+        r.got, r.base = got, base
+    got_offsets, got_sizes = wave._place(reqs, ranges, len(keys))
+    want_offsets, want_sizes = _reference_place(reqs, ranges, len(keys))
+    assert got_sizes.tolist() == want_sizes.tolist()
+    assert got_offsets.tolist() == want_offsets.tolist()
 
 
 def _verdict(check: Any, key: Any) -> Any:

@@ -368,17 +368,21 @@ def _place(reqs: list[_Request], ranges: Sequence[ByteRange | None], n: int) -> 
     """Each item's place in the buffer: its request's, moved by where it starts in it (clamped)."""
     offsets = np.zeros(n, dtype=np.int64)
     sizes = np.full(n, -1, dtype=np.int64)
-    for r in reqs:
-        if r.got < 0:
-            continue
-        for i in r.members:
-            br = ranges[i]
-            if br is None or br.kind != "range":
-                offsets[i], sizes[i] = r.base, r.got
-            else:
-                a = br.start - r.offset
-                offsets[i] = r.base + a
-                sizes[i] = max(0, min(br.end or 0, r.offset + r.got) - br.start) if a <= r.got else 0
+    done = [r for r in reqs if r.got >= 0]
+    whole = [r for r in done if r.limit is None]  # one item each: an object, from an offset, or a suffix
+    if whole:
+        at = [r.members[0] for r in whole]
+        offsets[at] = [r.base for r in whole]
+        sizes[at] = [r.got for r in whole]
+    shared = [(r, i) for r in done if r.limit is not None for i in r.members]  # ranges sharing a request
+    if shared:
+        at = [i for _, i in shared]
+        start = np.array([ranges[i].start for i in at], dtype=np.int64)  # type: ignore[union-attr]
+        end = np.array([ranges[i].end or 0 for i in at], dtype=np.int64)  # type: ignore[union-attr]
+        base, offset, got = (np.array(v, dtype=np.int64) for v in zip(*((r.base, r.offset, r.got) for r, _ in shared)))
+        into = start - offset
+        offsets[at] = base + into
+        sizes[at] = np.where(into <= got, np.maximum(0, np.minimum(end, offset + got) - start), 0)
     return offsets, sizes
 
 
