@@ -69,17 +69,20 @@ def test_unclosed_gds_writer_is_discarded_with_a_warning(old_file: Path) -> None
 # -- a real SIGINT to a child that writes ------------------------------------------------------------
 
 _WRITER = r"""
-import sys, fsspec
+import signal, sys, fsspec
+# Python's own handler, whatever this child inherited (a parent that ignores SIGINT passes that on)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 path, when = sys.argv[1], sys.argv[2]
 chunk = b"n" * (1 << 20)
 with fsspec.open("gds://" + path, "wb") as f:
     if when == "early":
         print("started", flush=True)
         sys.stdin.readline()  # the parent never answers: SIGINT comes here, before any byte is written
-    for i in range(1 << 30):  # 1 MiB at a time, past 64 MiB and on: only SIGINT ends this block
+    for i in range(256):  # 1 MiB at a time, past 64 MiB: SIGINT comes while this writes
         f.write(chunk)
         if i == 0:
             print("started", flush=True)
+    sys.stdin.readline()  # or here: the parent closes stdin only after its SIGINT (never a full disk)
 print("published", flush=True)
 """
 
