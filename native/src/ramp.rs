@@ -9,8 +9,8 @@
 //! at that limit: the limit over their mean time to answer (Little's law; a server that queues the extra
 //! requests answers each later, one that keeps up as fast). A step up is kept where the rate gained at least
 //! `GAIN` of what the step added in requests (20 % for a doubling, 5 % for a quarter more: a loaded server or
-//! client that still answers more with more in flight keeps growing). Where it gained `SCALING` (as much
-//! again for twice the requests: an object store, nginx) the next step doubles again, else steps add a
+//! client that still answers more with more in flight keeps growing). Where it gained `SCALING` of it (most
+//! of it: an object store, nginx, each answer as fast with more in flight) the next step doubles again, else steps add a
 //! quarter; below `FEW` steps add one (a listen backlog of 5 overflows at 7 or 8 connects at once). A step
 //! that gained less goes back (more would only fill the server's queues, and overflow a small backlog), and
 //! the next is tried `PROBE` rounds later. A refused, reset or timed-out request halves the limit, once for
@@ -37,8 +37,9 @@ const FEW: usize = 8;
 const ROUND: usize = 8;
 /// The share of a step's added requests the answer rate must gain for the step to be kept.
 const GAIN: f64 = 0.2;
-/// The rise of the answer rate for twice the requests after which the limit doubles again.
-const SCALING: f64 = 1.6;
+/// The share of a step's added requests the rate must gain for the next step to double (60 %: 1.6x for a
+/// doubling, as an object store or nginx answers each as fast with more in flight).
+const SCALING: f64 = 0.6;
 /// An answer this late is a refusal in disguise: a SYN the server dropped, sent again a second later, or
 /// a queue that long.
 const SLOW: Duration = Duration::from_secs(1);
@@ -296,7 +297,7 @@ impl Ramp {
                 return;
             }
             // Twice the requests, much less than twice the answers: close to what the server can take.
-            s.doubling = s.doubling && rise >= SCALING;
+            s.doubling = s.doubling && rise >= 1.0 + SCALING * (step - 1.0);
         }
         // At the limit that kept up (its rate now), or a step up that answered faster: keep it.
         s.kept = s.limit;
@@ -437,7 +438,7 @@ mod tests {
         // (server, requests, fewest and most at once): hundreds where answers keep their time; few where
         // they wait in line; where a loaded server answers half its most at 100, the ramp goes past it.
         let cases = [
-            (Server::Paced, 2000, 128, 256),
+            (Server::Paced, 600, 128, 256),
             (Server::Queueing, 300, 1, 8),
             (Server::Loaded, 6000, 200, 256),
         ];
