@@ -297,7 +297,10 @@ impl Ramp {
                 return;
             }
             // Twice the requests, much less than twice the answers: close to what the server can take.
-            s.doubling = s.doubling && rise >= 1.0 + SCALING * (step - 1.0);
+            if step >= 2.0 {
+                // Only a doubling says whether the next may double (a small step's gain is within noise).
+                s.doubling = s.doubling && rise >= 1.0 + SCALING * (step - 1.0);
+            }
         }
         // At the limit that kept up (its rate now), or a step up that answered faster: keep it.
         s.kept = s.limit;
