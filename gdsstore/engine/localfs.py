@@ -443,19 +443,21 @@ class LocalBackend(Backend):
 
     def list_dir_of_keys(self, prefix: str = "") -> Iterator[str]:
         # A directory left empty by deletes is no prefix of a key: an object store would not list it.
-        base = prefix.rstrip("/")
-        for name in self.list_dir(prefix):
-            path = self._path(f"{base}/{name}" if base else name, "LocalBackend.list_dir_of_keys()")
-            if not os.path.isdir(path) or os.path.islink(path) or next(self._walk(path, ""), None) is not None:
-                yield name
+        for e in self._dir_entries(prefix, "LocalBackend.list_dir_of_keys()"):
+            if not e.is_dir(follow_symlinks=False) or next(self._walk(e.path, ""), None) is not None:
+                yield e.name
 
     def list_dir(self, prefix: str = "") -> Iterator[str]:
         """Names of the files and directories directly under the directory ``prefix``."""
-        path = self._path(prefix, "LocalBackend.list_dir()")
+        for e in self._dir_entries(prefix, "LocalBackend.list_dir()"):
+            yield e.name
+
+    def _dir_entries(self, prefix: str, where: str) -> Sequence[os.DirEntry[str]]:
+        """The entries directly under ``prefix`` that are listed: links only with ``follow_symlinks``, never
+        a writer's temporary file."""
+        path = self._path(prefix, where)
         try:
-            names = [e.name for e in os.scandir(path) if self.follow_symlinks or not e.is_symlink()]
+            entries = list(os.scandir(path))
         except MISSING_KEY:
-            return
-        for name in names:
-            if not is_tmp(name):
-                yield name
+            return []
+        return [e for e in entries if (self.follow_symlinks or not e.is_symlink()) and not is_tmp(e.name)]
