@@ -67,7 +67,7 @@ struct State {
     in_flight: usize,
     /// When the last request left the ramp.
     last_answer: Instant,
-    /// The round: its number (a request counts in the round it was sent in), start and answers.
+    /// The round: its number (a request counts in the round it was sent in) and its answers.
     round: u64,
     answers: usize,
     /// Seconds the round's own requests waited for their answers, summed.
