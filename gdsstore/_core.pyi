@@ -52,6 +52,7 @@ def read_wave(
     object must have, sent as ``If-Match`` and checked before the body lands (kind changed). ``versions[i]``
     (None: the current one): the object version to read (S3 ``versionId``). Error kinds: not_found, permission,
     changed, status, range, range_ignored, length, short, encoding, too_large, timeout, connect, io,
+    stale (the server closed a kept-alive connection before answering: worth another request at once),
     tls (the server's certificate was refused: not worth another attempt),
     unsupported (object_store cannot take the item; read it another way), invalid, panic.
     Requests to one store wait for their answers a few at a time at first, more while the server keeps up.

@@ -62,6 +62,12 @@ class TransientError(GDSStoreError, OSError):
         self.retry_after = retry_after
 
 
+class StaleConnectionError(TransientError):
+    """The server closed a kept-alive connection as a request went out on it, before any answer: a race every
+    HTTP client meets on reused connections (internal to retries: retried at once, on another connection,
+    without using up one of ``remote.max_attempts``)."""
+
+
 class RangeMismatchError(RemoteIOError):
     """A response is not the byte range that was asked for, or the object changed between two ranges."""
 

@@ -29,6 +29,10 @@ pub enum Kind {
     TooLarge,
     Timeout,
     Connect,
+    /// The server closed a kept-alive connection as the request went out on it, before any answer: a race
+    /// every HTTP client meets on reused connections, worth another request at once (the server is not
+    /// refusing).
+    Stale,
     Io,
     Tls,
     /// object_store cannot take the item: the caller reads or writes it another way.
@@ -56,6 +60,7 @@ impl Kind {
             Kind::TooLarge => "too_large",
             Kind::Timeout => "timeout",
             Kind::Connect => "connect",
+            Kind::Stale => "stale",
             Kind::Io => "io",
             Kind::Tls => "tls",
             Kind::Unsupported => "unsupported",
@@ -221,6 +226,8 @@ fn kind_of(e: &object_store::Error, msg: &str) -> (Kind, u16) {
             None if msg.contains("Content-Range") || msg.contains("Requested ") => {
                 (Kind::Range, 206)
             }
+            // hyper's IncompleteMessage: the connection closed before any answer (a stale kept-alive one).
+            None if msg.contains("connection closed before message completed") => (Kind::Stale, 0),
             // object_store's RetryError hides its HttpError from `source()` (transparent): read the text too.
             None => match http_kind(e) {
                 Some(HttpErrorKind::Timeout) => (Kind::Timeout, 0),

@@ -125,6 +125,29 @@ def test_transient_faults_give_up_after_max_attempts(srv: FaultServer, mode: str
     untouched_or_right(buf, DATA)
 
 
+def test_requests_lost_to_stale_connections_are_sent_again_at_once(srv: FaultServer) -> None:
+    """A server closes each kept-alive connection as the next request arrives on it: every read still lands,
+    though no failure may be retried (``max_attempts=1``), and each costs one request more, not a pause."""
+    n, store = len(DATA), store_of(srv)
+    once = RetryPolicy(max_attempts=1, retry_status=(), backoff_base=60.0, backoff_max=60.0)
+    for i in range(10):
+        buf = np.full(n, FILL, "u1")
+        (res,) = core.read_wave(store, "http://srv/", [CorePiece("drop-reused/always/obj.bin", 0, n, n, 0, n)], buf,
+                                retry=once, concurrency=1, timeout=5.0)
+        assert res.error is None, (i, res.error)
+        assert buf.tobytes() == DATA
+    assert gets(srv, "drop-reused") == 1 + 2 * 9  # the first on a fresh connection, then one dropped per read
+
+
+def test_a_server_that_drops_every_request_ends_after_a_bounded_number(srv: FaultServer) -> None:
+    n = len(DATA)
+    buf, res = wave(srv, [CorePiece("drop/always/obj.bin", 0, n, n, 0, n)], n)
+    assert isinstance(res[0].error, RemoteIOError)
+    assert "failed after 4 attempt(s) (remote.max_attempts=4)" in str(res[0].error)
+    assert gets(srv, "drop") == core.STALE_RETRIES + 4
+    untouched_or_right(buf, DATA)
+
+
 def test_retry_asks_only_for_what_is_missing(srv: FaultServer) -> None:
     n = len(DATA)
     buf, res = wave(srv, [CorePiece("truncate/1/obj.bin", 0, n, n, 0, n)], n)

@@ -25,6 +25,9 @@ makes the first ``count`` GETs of that path misbehave (``count`` ``always`` → 
   (default: this server).
 - ``stall``: sends the headers and half the body, then stays silent for ``slow_seconds`` and closes.
 - ``429``: answers ``429`` with ``Retry-After: {retry_after}``.
+- ``drop-reused``: a GET on a connection that answered before is read and the connection closed without an
+  answer, as a server whose keep-alive timeout fires as the request arrives (a stale pooled connection).
+- ``drop``: every GET is read and its connection closed without an answer.
 - ``close-some``: every third GET of the path is answered correctly, then its connection is closed
   without a ``Connection: close`` header (as servers with a keep-alive request limit do); ``count``
   is ignored.
@@ -76,6 +79,7 @@ def _response(status: int, headers: dict[str, str]) -> bytes:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    answered = False  # this connection (one handler each) has answered a GET
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -141,6 +145,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self._redirected(mode, "GET"):
             return
+        if (mode == "drop" or (mode == "drop-reused" and self.answered)) and self._faulty(mode, count):
+            self.close_connection = True
+            return
+        self.answered = True
         ignore_if_match = False
         if mode in ("replaced", "replaced-412"):
             if not self._faulty(mode, count):  # the first `count` GETs see the old object

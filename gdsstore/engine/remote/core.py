@@ -34,7 +34,13 @@ from gdsstore import policy
 from gdsstore.engine import native
 from gdsstore.engine.remote.redact import scrub_text
 from gdsstore.engine.remote.retry import RetryPolicy, is_transient, log_retry, status_error
-from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError, TransientError
+from gdsstore.errors import (
+    RangeMismatchError,
+    RangeNotSupportedError,
+    RemoteIOError,
+    StaleConnectionError,
+    TransientError,
+)
 
 if TYPE_CHECKING:
     from gdsstore import _core as gdsstore_core
@@ -214,6 +220,8 @@ def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> B
         return RangeNotSupportedError(f"{what}: the server ignored the Range header (answered 200); {RANGE_FIX}")
     if kind in ("range", "short"):
         return RangeMismatchError(f"{what}: answer is not the range asked: {scrub_text(msg)}")
+    if kind == "stale":
+        return StaleConnectionError(text)
     if kind in _TRANSIENT_KINDS:
         return TransientError(text)
     if kind == "tls":
@@ -268,26 +276,39 @@ def _merge(res: CoreResult, row: Any, first: bool) -> tuple[str, int, str] | Bas
 _Attempt = Callable[[list[int], int], list[tuple[int, str, BaseException]]]
 
 
+#: Requests an item may lose to stale kept-alive connections (:class:`StaleConnectionError`) before they count
+#: as attempts: each such loss takes one dead connection out of the pool, so a few cover a pool closing
+#: together, and a server that closes every connection unanswered still ends after ``remote.max_attempts``.
+STALE_RETRIES = 8
+
+
 def _with_retries(n: int, retry: RetryPolicy, attempt: _Attempt, give_up: Callable[[int, BaseException], None]) -> None:
     """Run ``attempt`` on all ``n`` items, then again on those that failed transiently, at most
-    ``retry.max_attempts`` times in all; ``give_up(i, exc)`` for each item that failed for good."""
+    ``retry.max_attempts`` times in all (a request lost to a stale connection is sent again at once, and
+    counts only past :data:`STALE_RETRIES`); ``give_up(i, exc)`` for each item that failed for good."""
     todo, number = list(range(n)), 1
+    used = [1] * n  # attempts each item has used up
+    stale = [0] * n
     while todo:
         again: list[int] = []
         why: tuple[str, BaseException] | None = None
         for i, what, exc in attempt(todo, number):
-            if is_transient(exc) and number < retry.max_attempts:
+            if isinstance(exc, StaleConnectionError) and stale[i] < STALE_RETRIES:
+                stale[i] += 1
+                again.append(i)
+            elif is_transient(exc) and used[i] < retry.max_attempts:
+                used[i] += 1
                 again.append(i)
                 why = why or (what, exc)
             elif is_transient(exc):
-                give_up(i, RemoteIOError(f"{what}: failed after {number} attempt(s) "
+                give_up(i, RemoteIOError(f"{what}: failed after {used[i]} attempt(s) "
                                          f"(remote.max_attempts={retry.max_attempts}): {exc}"))
             else:
                 give_up(i, exc)
         todo = again
-        if todo:
-            _pause(retry, number, why, len(todo))
-            number += 1
+        if why is not None:
+            _pause(retry, max(used[i] for i in todo) - 1, why, len(todo))
+        number += 1
 
 
 def read_wave(
