@@ -1,4 +1,4 @@
-"""The WebHDFS transport: Hadoop's REST API over the pooled urllib3 client (object_store has no WebHDFS).
+"""The WebHDFS transport: Hadoop's REST API over urllib3 (object_store has no WebHDFS).
 
 Reads are ``op=OPEN&offset=&length=`` on the namenode, which redirects (307) to a datanode that
 streams exactly ``length`` bytes (an HttpFS gateway answers with the data directly; both work): the
@@ -6,6 +6,7 @@ client answers the pieces of a wave as the native core does (:class:`~gdsstore.e
 so waves, single gets and :class:`~gdsstore.engine.remote.reader.RemoteFile` read WebHDFS as they read HTTP(S).
 Writes are the two-step ``op=CREATE`` (namenode names the datanode, the data goes there).
 ``swebhdfs://`` is the same over HTTPS; without a port, 9870 (webhdfs) or 9871 (swebhdfs).
+Connections are pooled per process: a forked child never reads from a connection its parent also reads from.
 
 Storage options:
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import posixpath
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -30,12 +32,12 @@ from gdsstore.engine.backend import Backend, ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
 from gdsstore.engine.pool import map_all
 from gdsstore.engine.remote import core
-from gdsstore.engine.remote.keys import check_remote_key
-from gdsstore.engine.remote.pooled_http import HTTPClient, drop, get_client
-from gdsstore.engine.remote.redact import Scrubber
-from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, retry_after, status_error
+from gdsstore.engine.remote.keys import check_header_values, check_remote_key
+from gdsstore.engine.remote.redact import Scrubber, redact_url
+from gdsstore.engine.remote.retry import RetryPolicy, is_transient, retry_after, status_error
 from gdsstore.engine.remote.wave import WaveReads
-from gdsstore.errors import RangeMismatchError
+from gdsstore.engine.remote.writer import check_remote_mode, host_bytes
+from gdsstore.errors import RangeMismatchError, RemoteIOError, TransientError
 
 __all__ = ["WebHDFSBackend", "WebHDFSClient", "WebHDFSSource"]
 
@@ -49,6 +51,33 @@ _EXCEPTIONS: dict[str, type[OSError]] = {
 }
 #: A row of a piece that failed before any byte landed, as the core answers it (see ``gdsstore._core.Row``).
 Row = tuple[int, int, None, int, None, Any]
+#: urllib3 pools by (process, TLS settings, ``remote.concurrency``): a forked child makes its own.
+_pools: dict[tuple[Any, ...], Any] = {}
+
+
+def _pool(verify: bool | str, cert: str | tuple[str, str] | None) -> Any:
+    """This process's ``PoolManager`` for these TLS settings (verified by default; ``verify`` a CA bundle path)."""
+    import urllib3
+
+    concurrency = policy.settings().remote_concurrency
+    key = (os.getpid(), verify, cert, concurrency)
+    if key not in _pools:
+        # Twice the workers: a worker may hold a connection while its next request starts.
+        kw: dict[str, Any] = {"num_pools": 32, "maxsize": 2 * concurrency, "block": False, "retries": False,
+                              "cert_reqs": "CERT_NONE" if verify is False else "CERT_REQUIRED"}
+        if verify is False:
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        elif isinstance(verify, str):
+            kw["ca_certs"] = verify
+        kw["cert_file"], kw["key_file"] = cert if isinstance(cert, tuple) else (cert, None)
+        _pools.setdefault(key, urllib3.PoolManager(**kw))
+    return _pools[key]
+
+
+def drop(resp: Any) -> None:
+    """Close a response we will not read to the end, so its connection is not reused half-read."""
+    resp.close()
+    resp.release_conn()
 
 
 class WebHDFSClient(core.PiecesStore):
@@ -65,39 +94,47 @@ class WebHDFSClient(core.PiecesStore):
         if parts.username or parts.password or parts.query:
             raise ValueError("WebHDFS: pass user=/delegation= storage options, not credentials in the URL")
         self.scheme = scheme
-        self.https = scheme == "swebhdfs"
-        port = parts.port or (9871 if self.https else 9870)
-        self.authority = f"{parts.hostname}:{port}"
-        self.base = f"{'https' if self.https else 'http'}://{self.authority}/webhdfs/v1"
+        https = scheme == "swebhdfs"
+        self.authority = f"{parts.hostname}:{parts.port or (9871 if https else 9870)}"
+        self.base = f"{'https' if https else 'http'}://{self.authority}/webhdfs/v1"
         self.user: str | None = options.get("user")
         self.delegation: str | None = options.get("delegation")
         self.headers = dict(options.get("headers") or {})
+        check_header_values(self.headers, "WebHDFS")
         self.scrub = Scrubber([self.delegation or "", *[str(v) for v in self.headers.values()]])
-        self.http: HTTPClient = get_client(options.get("verify", True), options.get("cert"))
+        self._tls: tuple[bool | str, Any] = (options.get("verify", True), options.get("cert"))
         #: The files of this namenode as the waves see them (paths are absolute HDFS paths).
         self.root = core.CoreRoot(lambda: self, self.display(""))
 
     def display(self, path: str) -> str:
         return f"{self.scheme}://{self.authority}{path}"
 
-    def op_url(self, path: str, op: str, **params: Any) -> str:
+    def send(self, method: str, url: str, headers: Mapping[str, str], body: Any = None) -> Any:
+        """Send one request (no redirects, no retries: callers decide); returns the unread response.
+        Connection failures and timeouts become :class:`TransientError` with a scrubbed message."""
+        import urllib3
+
+        s = policy.settings()
+        try:
+            return _pool(*self._tls).request(
+                method, url, headers=dict(headers), body=body, preload_content=False, redirect=False, retries=False,
+                timeout=urllib3.Timeout(connect=s.remote_connect_timeout, read=s.remote_timeout), decode_content=False,
+            )
+        except Exception as exc:
+            text = self.scrub(f"{type(exc).__name__}: {exc}")
+            raise (TransientError if is_transient(exc) else RemoteIOError)(f"{method} {redact_url(url)}: {text}") from None
+
+    def request(self, method: str, path: str, op: str, **params: Any) -> Any:
+        """One namenode call; returns the unread response (a 200 or a 307) or raises."""
         q: dict[str, Any] = {"op": op, **params}
         if self.delegation:
             q["delegation"] = self.delegation  # the token implies the user
         elif self.user:
             q["user.name"] = self.user
-        return f"{self.base}{quote(path, safe='/')}?{urlencode(q)}"
-
-    def request(self, method: str, path: str, op: str, *, body: Any = None, ok: tuple[int, ...] = (200,),
-                **params: Any) -> Any:
-        """One namenode call; returns the unread response (status in ``ok`` or a 307) or raises."""
-        what = f"{op} {self.display(path)}"
-        resp = self.http.request(method, self.op_url(path, op, **params), headers=self.headers,
-                                 body=body, scrub=self.scrub)
-        if resp.status in ok or resp.status == 307:
-            return resp
-        raise_hdfs(resp, what)
-        raise AssertionError("unreachable")
+        resp = self.send(method, f"{self.base}{quote(path, safe='/')}?{urlencode(q)}", self.headers)
+        if resp.status not in (200, 307):
+            raise_hdfs(resp, f"{op} {self.display(path)}")
+        return resp
 
     def json(self, method: str, path: str, op: str, **params: Any) -> Any:
         """A namenode call answered with JSON, retried under the remote retry policy."""
@@ -179,7 +216,7 @@ class WebHDFSClient(core.PiecesStore):
         what = f"OPEN {self.display(path)} offset={offset} length={length}"
         resp = self.request("GET", path, "OPEN", offset=offset, length=length)
         if resp.status == 307:
-            resp = self.http.request("GET", self.redirect(resp, what), headers=self.headers, scrub=self.scrub)
+            resp = self.send("GET", self.redirect(resp, what), self.headers)
         done = False
         try:
             raise_hdfs(resp, what)
@@ -270,7 +307,7 @@ class WebHDFSBackend(WaveReads, Backend):
         return self._client.display(self._root or "/")
 
     def core_path(self, key: str, where: str) -> str:
-        """The HDFS path of ``key`` (percent-encoded whole by :meth:`WebHDFSClient.op_url`)."""
+        """The HDFS path of ``key`` (percent-encoded whole by :meth:`WebHDFSClient.request`)."""
         check_remote_key(key, where)
         return self._dir(key.rstrip("/"))
 
@@ -283,7 +320,7 @@ class WebHDFSBackend(WaveReads, Backend):
 
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile
-        from gdsstore.engine.remote.writer import RemoteWriteFile, check_remote_mode
+        from gdsstore.engine.remote.writer import RemoteWriteFile
 
         where = "WebHDFSBackend.open()"
         path = self.core_path(key, where)
@@ -357,8 +394,6 @@ def webhdfs_upload(
 
     ``device``: the CUDA device the bytes came from when ``buf`` is already a host copy (for the trace).
     """
-    from gdsstore.engine.remote.writer import host_bytes
-
     b = as_io_buffer(buf, writable=False, where="WebHDFS.put()")
     data = bytes(host_bytes(b))
     device = b.device if device is None else device
@@ -369,8 +404,7 @@ def webhdfs_upload(
     def attempt() -> None:
         resp = client.request("PUT", path, "CREATE", overwrite=str(overwrite).lower(), noredirect="true")
         loc = client.redirect(resp, what)
-        put = client.http.request("PUT", loc, headers={**client.headers, "Content-Type": "application/octet-stream"},
-                                  body=data, scrub=client.scrub)
+        put = client.send("PUT", loc, {**client.headers, "Content-Type": "application/octet-stream"}, data)
         try:
             if put.status not in (200, 201):
                 raise_hdfs(put, what)
