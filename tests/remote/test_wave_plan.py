@@ -15,6 +15,7 @@ from gdsstore.engine.keys import check_key, plain_keys
 from gdsstore.engine.landing import slot_layout
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 from gdsstore.engine.remote import wave
+from gdsstore.engine.remote.core import CorePiece
 from gdsstore.engine.remote.http_transport import HTTPBackend
 from gdsstore.engine.remote.keys import check_remote_key, plain_remote_keys
 
@@ -40,12 +41,34 @@ def _reference_plan(keys: Sequence[str], ranges: Sequence[ByteRange | None], exp
     return reqs, fixed
 
 
+def _reference_piece(r: wave._Request, path: str, room: Any, each: int) -> CorePiece | None:
+    """``r`` as one piece of the core's wave, as ``wave._core_piece`` gave it; None: nothing to ask."""
+    if r.suffix is not None:
+        if not r.suffix:
+            return None
+        start, end = -r.suffix, None
+    else:
+        start, end = r.offset, None if r.limit is None else r.offset + r.limit
+    if r.slot >= 0:
+        n = int(r.expect if r.expect is not None else r.limit or 0)
+        return CorePiece(path, start, end, r.expect, r.slot, n) if n > 0 else None
+    cap = each
+    at = room.reserve(r, wave._pad(r.suffix)) if r.suffix else -1  # a suffix: all of it where the room has it
+    if at >= 0:
+        cap = r.suffix or 0
+    else:
+        at = room.reserve(r, each)
+    if at < 0:
+        r.base, at, cap = 0, 0, 0
+    return CorePiece(path, start, end, r.expect, at, cap)
+
+
 def _reference_asks(reqs: list[wave._Request], paths: list[str], room: Any, each: int) -> tuple[list[Any], list[Any]]:
-    """The pieces ``wave._core`` asked for one request at a time (:func:`wave._core_piece`), and each request's
+    """The pieces ``wave._core`` asked for one request at a time (:func:`_reference_piece`), and each request's
     ``(got, base)`` after planning."""
     asks = []
     for k, (r, path) in enumerate(zip(reqs, paths)):
-        piece = wave._core_piece(r, path, room, each)
+        piece = _reference_piece(r, path, room, each)
         if piece is None:
             r.got, r.base = 0, max(r.slot, 0)
         else:

@@ -211,37 +211,17 @@ def _plan_whole(keys: Sequence[str], expect: np.ndarray | None) -> tuple[list[_R
             for i, (key, slot, n) in enumerate(zip(keys, slots.tolist(), sizes.tolist()))], fixed
 
 
-def _core_piece(r: _Request, path: str, room: _WaveBuffer, each: int) -> core.CorePiece | None:
-    """``r`` as one piece of the core's wave: in its slot, or in room set aside (``each`` bytes); None:
-    nothing to ask."""
-    span = _span(r)
-    if span is None:
-        return None
-    start, end = span
-    if r.slot >= 0:
-        n = int(r.expect if r.expect is not None else r.limit or 0)
-        return core.CorePiece(path, start, end, r.expect, r.slot, n) if n > 0 else None
-    cap = each
-    at = room.reserve(r, _pad(r.suffix)) if r.suffix else -1  # a suffix: all of it where the room has it
-    if at >= 0:
-        cap = r.suffix or 0
-    else:
-        at = room.reserve(r, each)
-    if at < 0:  # no room left: asked with none, it tells its size and lands in the second call
-        r.base, at, cap = 0, 0, 0
-    return core.CorePiece(path, start, end, r.expect, at, cap)
-
-
 def _asks(backend: WaveReads, reqs: list[_Request], room: _WaveBuffer, each: int, errs: dict[int, BaseException],
           where: str) -> list[tuple[int, core.CorePiece]]:
-    """The core's pieces of ``reqs`` (:func:`_core_piece`), each with its request's index. A refused key fails
-    its request in ``errs``; a request with nothing to ask (an empty range) is done at once."""
+    """The core's pieces of ``reqs``, each with its request's index: in its slot, or in room set aside (``each``
+    bytes). A refused key fails its request in ``errs``; a request with nothing to ask (an empty range, the
+    last 0 bytes) is done at once."""
     asks: list[tuple[int, core.CorePiece]] = []
     for k, (r, path) in enumerate(zip(reqs, backend.object_paths([r.key for r in reqs], where), strict=True)):
         if isinstance(path, BaseException):
             r.got, errs[k] = -1, path
             continue
-        if r.slot >= 0:  # _core_piece's cases inlined (most of a wave of chunks): known size, in its slot
+        if r.slot >= 0:  # known size (most of a wave of chunks): in its slot
             n = r.expect if r.expect is not None else r.limit or 0
             if n > 0:
                 end = None if r.limit is None else r.offset + r.limit
@@ -249,17 +229,16 @@ def _asks(backend: WaveReads, reqs: list[_Request], room: _WaveBuffer, each: int
             else:
                 r.got, r.base = 0, r.slot
             continue
-        if r.suffix is None:  # likewise a whole object of unknown size (or from an offset): its share of the room
-            at, cap = room.reserve(r, each), each
-            if at < 0:
-                r.base, at, cap = 0, 0, 0
-            asks.append((k, core.CorePiece(path, r.offset, None, r.expect, at, cap)))
-            continue
-        piece = _core_piece(r, path, room, each)
-        if piece is None:  # nothing to ask: the last 0 bytes
+        if r.suffix == 0:  # "-0" would be the whole object
             r.got, r.base = 0, 0
-        else:
-            asks.append((k, piece))
+            continue
+        # A suffix: all of it where the room has it; else (and any other object) its share of the room.
+        at, cap = (room.reserve(r, _pad(r.suffix)), r.suffix) if r.suffix else (-1, 0)
+        if at < 0:
+            at, cap = room.reserve(r, each), each
+        if at < 0:  # no room left: asked with none, it tells its size and lands in the second call
+            r.base, at, cap = 0, 0, 0
+        asks.append((k, core.CorePiece(path, -r.suffix if r.suffix else r.offset, None, r.expect, at, cap)))
     return asks
 
 
