@@ -33,7 +33,7 @@ from gdsstore.engine.buffers import as_io_buffer
 from gdsstore.engine.pool import map_all
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.keys import check_header_values, check_remote_key
-from gdsstore.engine.remote.redact import Scrubber, redact_url
+from gdsstore.engine.remote.redact import redact_url, remember, remember_url, scrub_text
 from gdsstore.engine.remote.retry import RetryPolicy, is_transient, retry_after, status_error
 from gdsstore.engine.remote.wave import WaveReads
 from gdsstore.engine.remote.writer import check_remote_mode, host_bytes
@@ -101,7 +101,7 @@ class WebHDFSClient(core.PiecesStore):
         self.delegation: str | None = options.get("delegation")
         self.headers = dict(options.get("headers") or {})
         check_header_values(self.headers, "WebHDFS")
-        self.scrub = Scrubber([self.delegation or "", *[str(v) for v in self.headers.values()]])
+        remember(self.delegation, *[str(v) for v in self.headers.values()])
         self._tls: tuple[bool | str, Any] = (options.get("verify", True), options.get("cert"))
         #: The files of this namenode as the waves see them (paths are absolute HDFS paths).
         self.root = core.CoreRoot(lambda: self, self.display(""))
@@ -121,7 +121,7 @@ class WebHDFSClient(core.PiecesStore):
                 timeout=urllib3.Timeout(connect=s.remote_connect_timeout, read=s.remote_timeout), decode_content=False,
             )
         except Exception as exc:
-            text = self.scrub(f"{type(exc).__name__}: {exc}")
+            text = scrub_text(f"{type(exc).__name__}: {exc}")
             raise (TransientError if is_transient(exc) else RemoteIOError)(f"{method} {redact_url(url)}: {text}") from None
 
     def request(self, method: str, path: str, op: str, **params: Any) -> Any:
@@ -171,7 +171,7 @@ class WebHDFSClient(core.PiecesStore):
             resp.release_conn()
         if not loc:
             raise RemoteIOError(f"{what}: the namenode named no datanode (no Location)")
-        self.scrub.add_url(loc)
+        remember_url(loc)
         return str(loc)
 
     def read_pieces(self, pieces: Sequence[core.CorePiece], buffer: Any, concurrency: int) -> list[Any]:

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from gdsstore import policy
 from gdsstore._optional import require
 from gdsstore.engine.remote import core
-from gdsstore.engine.remote.redact import Scrubber
+from gdsstore.engine.remote.redact import remember
 from gdsstore.errors import RemoteIOError
 
 __all__ = ["S3Client", "S3Target", "get_s3_client", "parse_s3_url"]
@@ -170,7 +170,6 @@ class S3Client:
         o = _check_options(dict(options))
         client_kwargs = dict(o.pop("client_kwargs", None) or {})
         config_kwargs = dict(o.pop("config_kwargs", None) or {})
-        self.scrub = Scrubber()
         self.requester_pays = bool(o.pop("requester_pays", False))
         self.version_aware = bool(o.pop("version_aware", False))
         self._encryption = _encryption_options(dict(o.pop("s3_additional_kwargs", None) or {}))
@@ -180,8 +179,7 @@ class S3Client:
         key = o.pop("key", None) or o.pop("aws_access_key_id", None)
         secret = o.pop("secret", None) or o.pop("aws_secret_access_key", None)
         token = o.pop("token", None) or o.pop("aws_session_token", None)
-        for v in (key, secret, token):
-            self.scrub.add(v)
+        remember(key, secret, token)
         self._anon = bool(o.pop("anon", False))
         s3_cfg = dict(config_kwargs.pop("s3", None) or {})
         if o.get("addressing_style"):
