@@ -373,11 +373,11 @@ def _blosc_rows(
     n = len(pos)
     dec = blosc.decode_frames(src, pos, lens, np.full(n, raw, dtype=np.int64), host=host, where=where)
     rows = xp.empty((n, raw), dtype=xp.uint8)
-    for b, buf in enumerate(dec.bufs):
-        k = np.flatnonzero(dec.where == b)
+    for b, buf in enumerate(dec.buffers):
+        k = np.flatnonzero(dec.buffer_of == b)
         if k.size:
-            rows[k] = _codecs.gather_rows(buf, dec.offs[k], raw)
-    on_cpu = np.flatnonzero(dec.where < 0)
+            rows[k] = _codecs.gather_rows(buf, dec.offsets[k], raw)
+    on_cpu = dec.absent
     if on_cpu.size:
         from numcodecs import Blosc
 

@@ -44,6 +44,7 @@ __all__ = [
     "Landed",
     "PinnedPool",
     "alloc_host",
+    "device_pointer",
     "land",
     "land_objects",
     "pinned_pool",
@@ -89,12 +90,22 @@ class BatchResult:
         self.errors: dict[int, BaseException] = {}
 
 
-class Landed:
-    """The items of an address table in one buffer: host memory (pinned or not), or device memory
-    (``dev``) when they were landed through the bounce ring straight on the GPU.
+def device_pointer(a: Any) -> int:
+    """Address of a device (or host) array's first byte: CuPy's ``data.ptr``, numpy's ``ctypes.data``."""
+    return int(a.data.ptr) if hasattr(a, "__cuda_array_interface__") else int(a.ctypes.data)
 
-    ``offsets[i]``/``sizes[i]`` (``int64``) locate item ``i``; ``sizes[i] == -1``: missing (or failed,
-    with ``errors="return"`` of a wave). ``host`` of a device landing is a copy made on first use.
+
+class Landed:
+    """Items in buffers: per item ``i`` an offset and a size (``offsets[i]``/``sizes[i]``, ``int64``;
+    ``sizes[i] == -1``: absent: missing, failed with ``errors="return"`` of a wave, or left to another
+    decoder) and the buffer it is in.
+
+    A landing holds every item in one buffer: host memory (pinned or not), or device memory (``dev``) when
+    the items were landed through the bounce ring straight on the GPU; ``host`` of a device landing is a copy
+    made on first use. A window's decoded chunks come out of several decoders at once (nvCOMP's output, the
+    staging itself for chunks stored raw, blosc's groups, the host decoder's copy), and gathering them in one
+    buffer would cost a device copy of every window: :meth:`empty` makes a ``Landed`` whose items
+    :meth:`add` places in buffers of their own (item ``i`` in ``buffers[buffer_of[i]]``).
 
     Attributes:
         pinned: the pool's pinned buffer behind ``host`` (given back by :meth:`release`), else None.
@@ -102,9 +113,25 @@ class Landed:
         requests: how many requests a wave sent (retries not counted).
         etags: per key, the ETag every answer of a wave carried, where it saw them all.
         split: makes :meth:`all_bytes` (the native core's copies on several threads); None: one by one.
+        buffer_of: per item, its buffer in ``buffers`` (``-1``: absent); None: every item in the one buffer.
+        buffers: the buffers of a landing in several (kept alive with it), else empty.
+        absent_reason: why absent items were left to another decoder (the trace's reason), else None.
+
+    Examples:
+        >>> a = Landed(np.arange(8, dtype=np.uint8), [0, 4], [3, -1])
+        >>> a.item(0).tolist(), a.item(1), a.absent.tolist()
+        ([0, 1, 2], None, [1])
+        >>> b = Landed.empty(3)
+        >>> b.add(np.arange(4, dtype=np.uint8), [2], [1], [2])
+        >>> b.take(a, [1, 0])
+        >>> [None if v is None else v.tolist() for v in map(b.item, range(3))]
+        [None, [0, 1, 2], [1, 2]]
     """
 
-    __slots__ = ("_host", "dev", "errors", "etags", "offsets", "pinned", "requests", "sizes", "split")
+    __slots__ = (
+        "_host", "absent_reason", "buffer_of", "buffers", "dev", "errors", "etags", "offsets", "pinned",
+        "requests", "sizes", "split",
+    )
 
     def __init__(
         self,
@@ -118,9 +145,10 @@ class Landed:
         requests: int = 0,
         etags: dict[str, str] | None = None,
         split: Callable[[Any, Any, Any], list[bytes | None]] | None = None,
+        buffer_of: np.ndarray | None = None,
     ) -> None:
-        if host is None and dev is None:
-            raise ValueError("Landed(): neither a host nor a device buffer")
+        if host is None and dev is None and buffer_of is None:
+            raise ValueError("Landed(): neither a host nor a device buffer (Landed.empty(n) for items added later)")
         self._host = host
         self.dev = dev
         self.offsets = np.asarray(offsets, dtype=np.int64)
@@ -130,45 +158,129 @@ class Landed:
         self.requests = requests
         self.etags = etags if etags is not None else {}
         self.split = split
+        self.buffer_of = buffer_of
+        self.buffers: list[Any] = []
+        self.absent_reason: str | None = None
+
+    @classmethod
+    def empty(cls, n: int) -> Landed:
+        """``n`` absent items, for :meth:`add` and :meth:`take` to place in buffers of their own."""
+        return cls(None, np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64), buffer_of=np.full(n, -1, dtype=np.int64))
+
+    def add(self, buf: Any, ids: Any, offsets: Any, sizes: Any) -> None:
+        """Items ``ids`` are ``sizes`` bytes at ``offsets`` of ``buf`` (a ``uint8`` array, host or device).
+
+        Raises:
+            ValueError: this landing holds its items in one buffer (it was not made by :meth:`empty`).
+        """
+        if self.buffer_of is None:
+            raise ValueError("Landed.add(): this landing holds its items in one buffer; add to Landed.empty(n)")
+        self.buffer_of[ids] = len(self.buffers)
+        self.offsets[ids] = offsets
+        self.sizes[ids] = sizes
+        self.buffers.append(buf)
+
+    def take(self, other: Landed, ids: Any) -> None:
+        """``other``'s present items as items ``ids`` of this one (``ids[k]``: ``other``'s item ``k``), in
+        ``other``'s buffers (kept alive with this one); ``other``'s absent items stay as they are here."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if other.buffer_of is None:
+            k = other.present
+            self.add(other._one_buffer(), ids[k], other.offsets[k], other.sizes[k])
+            return
+        for b, buf in enumerate(other.buffers):
+            k = np.flatnonzero(other.buffer_of == b)
+            self.add(buf, ids[k], other.offsets[k], other.sizes[k])
+
+    def hold(self, buf: Any) -> None:
+        """Keep ``buf`` alive with the items (a device staging that work queued on its stream still reads)."""
+        self.buffers.append(buf)
 
     @property
     def host(self) -> np.ndarray:
+        """The one host buffer (a device landing's copied on first use).
+
+        Raises:
+            ValueError: the items are in several buffers (:meth:`item` or :meth:`view` each).
+        """
         if self._host is None:
+            if self.buffer_of is not None:
+                raise ValueError("Landed.host: the items are in several buffers; take each by item(i) or view(i)")
             self._host = self.dev.get()
         return self._host
 
     @property
     def present(self) -> np.ndarray:
-        """Indices of the items that exist."""
+        """Indices of the items that are here."""
         return np.flatnonzero(self.sizes >= 0)
+
+    @property
+    def absent(self) -> np.ndarray:
+        """Indices of the items that are not here (missing, failed, or left to another decoder)."""
+        return np.flatnonzero(self.sizes < 0)
 
     @property
     def nbytes(self) -> int:
         return int(self.sizes.clip(0).sum())
 
     def sub(self, offsets: Any, sizes: Any) -> Landed:
-        """Other items in the same buffer (inner chunks of coalesced reads); shares the memory."""
+        """Other items in the same buffer (inner chunks of coalesced reads); shares the memory.
+
+        Raises:
+            ValueError: the items are in several buffers.
+        """
+        if self.buffer_of is not None:
+            raise ValueError("Landed.sub(): the items are in several buffers; sub() takes items of one")
         return Landed(self._host, offsets, sizes, self.pinned, self.dev)
 
+    def item(self, i: int) -> Any:
+        """Item ``i`` as a ``uint8`` view of the buffer it is in (device memory for a device landing or a
+        device decoder's output), or None when absent."""
+        n = int(self.sizes[i])
+        if n < 0:
+            return None
+        a = int(self.offsets[i])
+        buf = self.buffers[int(self.buffer_of[i])] if self.buffer_of is not None else self._one_buffer()
+        return buf[a : a + n]
+
+    def _one_buffer(self) -> Any:
+        """The one buffer of a landing in one: on the device where it landed there, else the host's."""
+        return self.dev if self.dev is not None else self._host
+
     def view(self, i: int) -> np.ndarray | None:
-        """Item ``i`` as a view of :attr:`host`, or None when missing or failed."""
+        """Item ``i`` in host memory (a view of :attr:`host`; a copy where it is in one of several device
+        buffers), or None when absent."""
+        if self.buffer_of is not None:
+            v = self.item(i)
+            return v if v is None or isinstance(v, np.ndarray) else v.get()
         n = int(self.sizes[i])
         if n < 0:
             return None
         a = int(self.offsets[i])
         return self.host[a : a + n]
 
+    def ptrs(self) -> np.ndarray:
+        """Address of each item's first byte in its buffer (``int64``; 0: absent)."""
+        if self.buffer_of is None:
+            base = np.int64(device_pointer(self._one_buffer()))
+            out: np.ndarray = np.where(self.sizes >= 0, base + self.offsets, 0)
+            return out
+        bases = np.array([device_pointer(b) for b in self.buffers] + [0], dtype=np.int64)  # [-1]: absent's 0
+        out = np.where(self.sizes >= 0, bases[self.buffer_of] + self.offsets, 0)
+        return out
+
     def all_bytes(self) -> list[bytes | None]:
-        """Every item as ``bytes`` (None: missing or failed)."""
+        """Every item as ``bytes`` (None: absent)."""
         if self.split is not None:
             return self.split(self.host, self.offsets, self.sizes)
         return [None if v is None else v.tobytes() for v in map(self.view, range(len(self.sizes)))]
 
     def release(self) -> None:
-        """Give the pinned buffer back to the pool and drop the device buffer."""
+        """Give the pinned buffer back to the pool and drop the device buffers."""
         release_host(self.pinned)
         self.pinned = None
         self.dev = None
+        self.buffers = []
 
 
 @dataclass(frozen=True)

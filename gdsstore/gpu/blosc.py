@@ -33,7 +33,7 @@ Examples:
     >>> COMPRESSORS[int(h.codes[0])], int(h.typesize[0]), bool(h.shuffle[0])
     ('lz4', 4, True)
     >>> out = decode_frames(frame, np.array([0]), np.array([frame.size]), np.array([raw.nbytes]))
-    >>> bool((out.array(0).view("<u4") == raw).all())
+    >>> bool((out.item(0).view("<u4") == raw).all())
     True
 """
 
@@ -46,10 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from gdsstore.engine.landing import slot_layout
+from gdsstore.engine.landing import Landed, slot_layout
 from gdsstore.errors import ChunkDecodeError
 from gdsstore.gpu.nvcomp import OUT_ALIGN
-from gdsstore.gpu.staging import RawChunks
 
 __all__ = [
     "COMPRESSORS",
@@ -455,8 +454,10 @@ def decode_frames(
     host: np.ndarray | None = None,
     where: Callable[[int], str] = _where_default,
     compressors: Iterable[str] = tuple(GPU_COMPRESSORS),
-) -> RawChunks:
-    """Decode many blosc frames of one ``uint8`` buffer (CuPy on the GPU, or numpy).
+) -> Landed:
+    """Decode many blosc frames of one ``uint8`` buffer (CuPy on the GPU, or numpy): frame ``i``'s raw bytes
+    are item ``i`` of the ``Landed`` returned (in the buffers of :meth:`Landed.empty
+    <gdsstore.engine.landing.Landed.empty>`: blosc's groups).
 
     Args:
         src: the buffer holding the frames.
@@ -465,7 +466,8 @@ def decode_frames(
         host: ``src``'s bytes on the host, where the frames are parsed (``src`` itself when numpy).
         where: frame number -> the chunk's name, for errors.
         compressors: compressors decoded in the batch; frames of others are left for the CPU
-            (:attr:`~gdsstore.gpu.staging.RawChunks.on_cpu`, with the reason).
+            (:attr:`Landed.absent <gdsstore.engine.landing.Landed.absent>`, with the reason,
+            :attr:`~gdsstore.engine.landing.Landed.absent_reason`).
 
     Raises:
         ChunkDecodeError: a truncated or corrupt frame, naming it.
@@ -476,12 +478,12 @@ def decode_frames(
     n = len(offsets)
     heads = _gather(hb, np.where(lengths >= HEADER_BYTES, offsets, 0), HEADER_BYTES) if n else np.zeros((0, 16), np.uint8)
     h = read_headers(heads, lengths, nbytes, where)
-    out = RawChunks(n)
+    out = Landed.empty(n)
     names = np.array(COMPRESSORS, dtype=object)[np.minimum(h.codes, len(COMPRESSORS) - 1)]
     gpu = h.memcpyed | (h.nbytes == 0) | np.isin(names, list(compressors))
     frames = np.flatnonzero(gpu)
     if (~gpu).any():
-        out.cpu_reason = _CPU_WHY.get(str(names[~gpu][0]), "blosc compressor without an nvCOMP decoder")
+        out.absent_reason = _CPU_WHY.get(str(names[~gpu][0]), "blosc compressor without an nvCOMP decoder")
     if not frames.size:
         return out
     sub = Headers(*(np.where(gpu, a, 0) for a in (h.flags, h.typesize, h.nbytes, h.blocksize, h.cbytes)))
@@ -504,7 +506,7 @@ def decode_frames(
             _decode_streams_gpu(GPU_COMPRESSORS[cname], src, placed, sel, tmp)
         except Exception as exc:  # nvCOMP names no chunk: numcodecs finds a corrupt one, else the CPU decodes
             find_corrupt(hb, offsets, lengths, np.unique(st.frame[sel]).tolist(), where)
-            out.cpu_reason = f"nvCOMP failed ({type(exc).__name__})"  # no message: one trace row per cause
+            out.absent_reason = f"nvCOMP failed ({type(exc).__name__})"  # no message: one trace row per cause
             return out
     for grp in groups:
         g_frames = grp[sub.nbytes[grp] > 0]

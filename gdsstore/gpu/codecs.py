@@ -398,14 +398,14 @@ class BloscCodec(_ZarrBlosc):
         src = _cupy().concatenate(arrays)
         want = np.array([raw_nbytes(s) for s in specs], dtype=np.int64)
         dec = blosc.decode_frames(src, np.cumsum(lengths) - lengths, lengths, want, host=src.get())
-        done = dec.where >= 0
-        _record("decode", "gpu-decode", d.reason, int(dec.lens[done].sum()), t0)
+        done = dec.sizes >= 0
+        _record("decode", "gpu-decode", d.reason, dec.nbytes, t0)
         t0 = time.perf_counter()
-        res = [s.prototype.buffer.from_array_like(dec.array(k)) if done[k] else None for k, s in enumerate(specs)]
+        res = [s.prototype.buffer.from_array_like(dec.item(k)) if done[k] else None for k, s in enumerate(specs)]
         for k in np.flatnonzero(~done).tolist():
             res[k] = _on_host(super()._decode_sync, bufs[k], specs[k])
         if not done.all():
-            _record("decode", "cpu-codec", dec.cpu_reason or "blosc", int(want[~done].sum()), t0)
+            _record("decode", "cpu-codec", dec.absent_reason or "blosc", int(want[~done].sum()), t0)
         return res  # type: ignore[return-value]
 
 

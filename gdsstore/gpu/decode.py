@@ -20,13 +20,12 @@ from zarr.core.chunk_utils import ChunkTransform
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.landing import Landed, slot_layout
+from gdsstore.engine.landing import Landed, device_pointer, slot_layout
 from gdsstore.engine.pool import map_all
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import nvcomp, staging
 from gdsstore.gpu.codecs import raw_nbytes
 from gdsstore.gpu.plan import Layout, c_order_layout
-from gdsstore.gpu.staging import RawChunks, device_pointer
 
 if TYPE_CHECKING:
     from zarr.abc.codec import Codec
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     from zarr.core.buffer import NDBuffer
 
 __all__ = [
-    "CodecChain", "RawChunks", "bytes_swap_width", "decode_on_device", "decode_window", "device_pointer",
+    "CodecChain", "bytes_swap_width", "decode_on_device", "decode_window", "device_pointer",
     "is_device_spec", "raw_nbytes", "swap_bytes",
 ]
 
@@ -344,7 +343,7 @@ class _OnDevice:
     s_len: np.ndarray
 
 
-def _nvcomp_decode(fmt: str, w: _OnDevice, raw: RawChunks) -> tuple[list[int], str | None]:
+def _nvcomp_decode(fmt: str, w: _OnDevice, raw: Landed) -> tuple[list[int], str | None]:
     """One nvCOMP call for the window's chunks: ``(chunks left for the CPU, failure reason or None)``."""
     dev, staged, specs, s_off, s_len = w.dev, w.staged, w.specs, w.s_off, w.s_len
     pres = staged.present
@@ -385,7 +384,7 @@ def _to_device_traced(staged: Landed) -> Any:
     return dev
 
 
-def _blosc_decode(w: _OnDevice, raw: RawChunks, names: Sequence[str] | None) -> tuple[list[int], str | None]:
+def _blosc_decode(w: _OnDevice, raw: Landed, names: Sequence[str] | None) -> tuple[list[int], str | None]:
     """The window's blosc frames (:func:`gdsstore.gpu.blosc.decode_frames`): ``(chunks left for the
     CPU, why)``.
 
@@ -402,14 +401,12 @@ def _blosc_decode(w: _OnDevice, raw: RawChunks, names: Sequence[str] | None) -> 
         return f"GDSCodecPipeline.read(): {names[i] if names else f'chunk {i} of the window'}"
 
     dec = blosc.decode_frames(w.dev, w.s_off[pres], w.s_len[pres], want, host=staged.host, where=where)
-    for b, buf in enumerate(dec.bufs):
-        k = np.flatnonzero(dec.where == b)
-        raw.add(buf, pres[k], dec.offs[k], dec.lens[k])
-    return pres[dec.on_cpu].tolist(), dec.cpu_reason
+    raw.take(dec, pres)
+    return pres[dec.absent].tolist(), dec.absent_reason
 
 
 def _split_decode(
-    chain: CodecChain, specs: list[ArraySpec], staged: Landed, raw: RawChunks, names: Sequence[str] | None
+    chain: CodecChain, specs: list[ArraySpec], staged: Landed, raw: Landed, names: Sequence[str] | None
 ) -> None:
     """The window's zstd chunks decoded by the host's threads and nvCOMP at once
     (:func:`gdsstore.gpu.decode_split.decode_split`), into one device buffer; traced per decoder."""
@@ -423,7 +420,7 @@ def _split_decode(
 
     threads = policy.settings().num_threads
     got = decode_split.decode_split(staged, pres, want, into, threads, to_device=_to_device_traced)
-    raw.add(got.out, pres, got.out_offsets, want)
+    raw.take(got.decoded, pres)
     run, why = got.run, chain.split_reason or ""
     if run.device:
         nbytes = int(want[run.device].sum())
@@ -435,10 +432,11 @@ def _split_decode(
 
 def decode_on_device(
     chain: CodecChain, specs: list[ArraySpec], staged: Landed, names: Sequence[str] | None = None
-) -> RawChunks:
-    """Decode a window's bytes-to-bytes stage on the device: every present chunk's raw
-    (bytes-codec) bytes, located by a :class:`RawChunks` (``names``: the chunks' keys, for errors)."""
-    raw = RawChunks(len(specs))
+) -> Landed:
+    """Decode a window's bytes-to-bytes stage on the device: every present chunk's raw (bytes-codec) bytes,
+    in the buffers of the decoders that made them (a :meth:`Landed.empty
+    <gdsstore.engine.landing.Landed.empty>`; ``names``: the chunks' keys, for errors)."""
+    raw = Landed.empty(len(specs))
     pres = staged.present
     present = pres.tolist()
     fmt, crc, reason = chain.device_plan()
@@ -459,18 +457,17 @@ def decode_on_device(
             raw.add(dev, pres, s_off[pres], s_len[pres])
         elif fmt == "blosc":
             on_cpu, cpu_why = _blosc_decode(_OnDevice(dev, staged, specs, s_off, s_len), raw, names)
-            raw.bufs.append(dev)
+            raw.hold(dev)
         else:
             on_cpu, failed = _nvcomp_decode(fmt, _OnDevice(dev, staged, specs, s_off, s_len), raw)
             reason = failed or reason
-            raw.bufs.append(dev)  # the device staging stays alive until the window is scattered
+            raw.hold(dev)  # the device staging stays alive until the window is scattered
         if fmt is not None or crc:
-            done = raw.where >= 0
             _trace.record(
                 "decode",
                 "gpu-decode",
                 reason if fmt else "crc32c GPU kernel",
-                int(raw.lens[done].sum()),
+                raw.nbytes,
                 time.perf_counter() - t0,
             )
     if on_cpu:
@@ -503,7 +500,7 @@ def decode_window(
         raws = decode_on_device(chain, specs, staged, names)
         width = chain.swap_width(specs[0]) if n else 0  # one array: one dtype for the window
         for i in range(n):
-            raw = raws.array(i)
+            raw = raws.item(i)
             if raw is not None and width:
                 raw = swap_bytes(raw, width)
             if raw is not None:

@@ -208,12 +208,10 @@ def chunk_frames(view: Any, want: int) -> FrameTable | None:
 
 @dataclass
 class SplitDecode:
-    """A window's chunks decoded by both decoders into one device buffer: chunk ``k`` (of the present ones) is
-    ``want[k]`` bytes at ``out_offsets[k]`` of ``out``; ``run`` says who decoded which."""
+    """A window's chunks decoded by both decoders into one device buffer: ``decoded``'s item ``k`` is present
+    chunk ``k``'s raw bytes (in its device buffer ``dev``); ``run`` says who decoded which."""
 
-    out: Any
-    out_offsets: np.ndarray
-    want: np.ndarray
+    decoded: Landed
     run: SplitRun
     seconds: float
 
@@ -269,7 +267,7 @@ def decode_split(
         host.release()
     run.device = [order[q] for q in run.device]
     run.host = [order[q] for q in run.host]
-    return SplitDecode(out, out_off, want, run, time.perf_counter() - t0)
+    return SplitDecode(Landed(None, out_off, want, dev=out), run, time.perf_counter() - t0)
 
 
 def _frame_items(

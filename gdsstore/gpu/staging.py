@@ -1,7 +1,8 @@
 """The device side of landing: a window's landed items (:class:`~gdsstore.engine.landing.Landed`, landed by
-the engine's :func:`~gdsstore.engine.landing.land`) moved to the GPU in one large copy, items that did
-not come through the engine (another zarr store's buffers, decoded payloads) put in slots of one buffer,
-and a window's chunks once decoded (:class:`RawChunks`: in the slots of each decoder's output).
+the engine's :func:`~gdsstore.engine.landing.land`) moved to the GPU in one large copy, and items that did
+not come through the engine (another zarr store's buffers, decoded payloads) put in slots of one buffer.
+A window's chunks once decoded are a ``Landed`` too, in the slots of each decoder's output
+(:meth:`Landed.empty <gdsstore.engine.landing.Landed.empty>`).
 """
 
 from __future__ import annotations
@@ -14,58 +15,7 @@ import numpy as np
 from gdsstore.engine import cuda, landing
 from gdsstore.engine.landing import Landed, slot_layout
 
-__all__ = ["RawChunks", "device_pointer", "empty_slots", "from_host_buffers", "to_device"]
-
-
-def device_pointer(a: Any) -> int:
-    """Address of a device (or, in tests, host) array's first byte."""
-    return int(a.data.ptr) if hasattr(a, "__cuda_array_interface__") else int(a.ctypes.data)
-
-
-class RawChunks:
-    """Chunks decoded to their raw bytes, each in a slot of one of several buffers: chunk ``i`` is ``lens[i]``
-    bytes at ``offs[i]`` of ``bufs[where[i]]`` (``where[i] == -1``: not decoded here: missing, or left for the
-    CPU, :attr:`cpu_reason` says why). ``bufs`` keeps the memory alive.
-
-    Not a :class:`~gdsstore.engine.landing.Landed`: a window's chunks come out of several decoders at once
-    (nvCOMP's output, the staging itself for chunks stored raw, blosc's unshuffled groups, the host decoder's
-    one copy); gathering them in one buffer would cost a device copy of every window.
-    """
-
-    __slots__ = ("bufs", "cpu_reason", "lens", "offs", "where")
-
-    def __init__(self, n: int) -> None:
-        self.bufs: list[Any] = []
-        self.where = np.full(n, -1, dtype=np.int64)
-        self.offs = np.zeros(n, dtype=np.int64)
-        self.lens = np.zeros(n, dtype=np.int64)
-        self.cpu_reason: str | None = None
-
-    def add(self, buf: Any, ids: Any, offs: Any, lens: Any) -> None:
-        """Chunks ``ids`` are ``lens`` bytes at ``offs`` of ``buf``."""
-        self.where[ids] = len(self.bufs)
-        self.offs[ids] = offs
-        self.lens[ids] = lens
-        self.bufs.append(buf)
-
-    @property
-    def on_cpu(self) -> np.ndarray:
-        """Chunks not decoded here (missing, or left for the CPU)."""
-        return np.flatnonzero(self.where < 0)
-
-    def ptrs(self) -> np.ndarray:
-        """Device address of each chunk's raw bytes (``int64``; 0: not decoded here)."""
-        base = np.array([device_pointer(b) for b in self.bufs] + [0], dtype=np.int64)
-        out: np.ndarray = np.where(self.where >= 0, base[self.where] + self.offs, 0)
-        return out
-
-    def array(self, i: int) -> Any:
-        """Chunk ``i``'s raw bytes as a ``uint8`` view of its buffer, or ``None`` when not decoded here."""
-        w = int(self.where[i])
-        if w < 0:
-            return None
-        a = int(self.offs[i])
-        return self.bufs[w][a : a + int(self.lens[i])]
+__all__ = ["empty_slots", "from_host_buffers", "to_device"]
 
 
 def empty_slots(sizes: Any, *, pinned: bool) -> Landed:

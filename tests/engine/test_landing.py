@@ -191,3 +191,48 @@ def test_touching_ranges_share_a_request_up_to_max_request(tmp_path: Path) -> No
             assert len(sent) == gets, (most, sent)
     finally:
         srv.close()
+
+
+def test_items_in_several_buffers_are_one_landed() -> None:
+    """A landing in several buffers (a window's decoded chunks: each decoder's output, a landing of one
+    buffer taken whole) locates every item where it lies: its bytes, its address, absent ones as such."""
+    one = Landed(np.arange(200, dtype=np.uint8), [0, 64, 128], [10, -1, 3])
+    other = np.arange(50, 90, dtype=np.uint8)
+    many = Landed.empty(6)
+    assert many.absent.tolist() == list(range(6)) and many.nbytes == 0
+    many.add(other, [4, 0], [5, 0], [7, 0])  # an empty item is present: a chunk of no bytes
+    many.take(one, [1, 3, 5])  # one's items 0 and 2 become 1 and 5; its absent item 1 stays absent here as 3
+    kept = np.zeros(8, dtype=np.uint8)
+    many.hold(kept)  # a buffer kept alive with the items, holding none of them
+    want = {0: b"", 1: bytes(range(10)), 4: bytes(range(55, 62)), 5: bytes(range(128, 131))}
+    assert many.present.tolist() == sorted(want) and many.absent.tolist() == [2, 3]
+    for i in range(6):
+        v, h = many.item(i), many.view(i)
+        assert (v is None) == (h is None) == (i not in want)
+        if v is not None and h is not None:
+            assert bytes(v) == bytes(h) == want[i]
+    base = {0: other.ctypes.data, 1: one.host.ctypes.data, 4: other.ctypes.data + 5, 5: one.host.ctypes.data + 128}
+    assert many.ptrs().tolist() == [base.get(i, 0) for i in range(6)]
+    assert many.nbytes == 20 and many.all_bytes() == [want.get(i) for i in range(6)]
+    assert any(b is kept for b in many.buffers)
+    with pytest.raises(ValueError, match="several buffers"):
+        _ = many.host
+    with pytest.raises(ValueError, match="several buffers"):
+        many.sub([0], [1])
+    with pytest.raises(ValueError, match="one buffer"):
+        one.add(other, [0], [0], [1])
+    assert one.ptrs().tolist() == [one.host.ctypes.data, 0, one.host.ctypes.data + 128]
+
+
+def test_a_landing_of_several_buffers_takes_another_of_several() -> None:
+    """take() of a landing in several buffers keeps each item in its own buffer (blosc's groups into a window's)."""
+    a, b = np.arange(10, dtype=np.uint8), np.arange(100, 120, dtype=np.uint8)
+    inner = Landed.empty(3)
+    inner.add(a, [2], [1], [4])
+    inner.add(b, [0], [10], [2])
+    outer = Landed.empty(5)
+    outer.take(inner, [4, 0, 1])
+    assert [None if v is None else bytes(v) for v in map(outer.item, range(5))] == [
+        None, bytes([1, 2, 3, 4]), None, None, bytes([110, 111])
+    ]
+    assert outer.ptrs().tolist() == [0, a.ctypes.data + 1, 0, 0, b.ctypes.data + 10]

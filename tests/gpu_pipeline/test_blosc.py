@@ -20,10 +20,10 @@ from numcodecs import Blosc
 from zarr.codecs import BloscCodec
 
 import gdsstore
+from gdsstore.engine.landing import Landed
 from gdsstore.errors import ChunkDecodeError
 from gdsstore.gpu import blosc, nvcomp
 from gdsstore.gpu.decode import CodecChain
-from gdsstore.gpu.staging import RawChunks
 
 HOST_COMPRESSORS = ("lz4", "zstd", "zlib")  # the numpy batch's stream decoders (blosclz has none)
 
@@ -40,7 +40,7 @@ def _encode(raw: np.ndarray, **kw: Any) -> np.ndarray:
     return np.frombuffer(Blosc(**kw).encode(raw), np.uint8)
 
 
-def _decode_all(frames: list[np.ndarray], nbytes: list[int], **kw: Any) -> RawChunks:
+def _decode_all(frames: list[np.ndarray], nbytes: list[int], **kw: Any) -> Landed:
     """The frames packed into one buffer at odd offsets (stream payloads land unaligned) and decoded."""
     parts, offs, pos = [], [], 0
     for f in frames:
@@ -69,9 +69,9 @@ def test_batch_equals_numcodecs(cname: str, shuffle: int) -> None:
     ]
     dec = _decode_all(frames, [r.size for r in raws])
     for k, (r, f) in enumerate(zip(raws, frames)):
-        got = dec.array(k)
+        got = dec.item(k)
         if cname == "blosclz" and not struct.unpack_from("<B", f.tobytes(), 2)[0] & 0x2:
-            assert got is None and "blosclz" in (dec.cpu_reason or "")  # left for numcodecs, with the reason
+            assert got is None and "blosclz" in (dec.absent_reason or "")  # left for numcodecs, with the reason
             continue
         assert got is not None, cases[k]
         np.testing.assert_array_equal(got, np.frombuffer(Blosc().decode(f), np.uint8), err_msg=str(cases[k]))
@@ -85,8 +85,8 @@ def test_memcpyed_and_empty_frames() -> None:
     h = blosc.read_headers(np.stack([f[:16] for f in frames]), np.array([f.size for f in frames]))
     assert bool(h.memcpyed[0]) and int(h.nbytes[1]) == 0
     dec = _decode_all(frames, [noise.size, 0])
-    np.testing.assert_array_equal(dec.array(0), noise)
-    assert dec.array(1).size == 0
+    np.testing.assert_array_equal(dec.item(0), noise)
+    assert dec.item(1).size == 0
 
 
 def test_streams_stored_raw_are_copied() -> None:
@@ -97,7 +97,7 @@ def test_streams_stored_raw_are_copied() -> None:
     h = blosc.read_headers(f[None, :16], np.array([f.size]))
     st = blosc.plan_streams(f, np.array([0]), h)
     assert st.stored.any() and (~st.stored).any()
-    np.testing.assert_array_equal(_decode_all([f], [raw.size]).array(0), raw)
+    np.testing.assert_array_equal(_decode_all([f], [raw.size]).item(0), raw)
 
 
 @settings(max_examples=60, deadline=None)
@@ -112,7 +112,7 @@ def test_streams_stored_raw_are_copied() -> None:
 def test_property_matches_numcodecs(size: int, ts: int, shuffle: int, cname: str, blocksize: int, seed: int) -> None:
     raw = _data(ts, size, seed)
     f = _encode(raw, cname=cname, shuffle=shuffle, blocksize=blocksize, typesize=ts)
-    got = _decode_all([f], [size]).array(0)
+    got = _decode_all([f], [size]).item(0)
     np.testing.assert_array_equal(got, raw)
     if size:  # numcodecs refuses to decode the empty frame it wrote (c-blosc returns 0 bytes)
         np.testing.assert_array_equal(got, np.frombuffer(Blosc().decode(f), np.uint8))

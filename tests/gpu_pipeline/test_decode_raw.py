@@ -69,10 +69,10 @@ def test_decode_raw_device_locates_every_chunk(host_device: dict[str, int], fmt:
     st = staging.from_host_buffers(bufs, pinned=False)
     raw = gdecode.decode_on_device(chain, [spec] * 6, st)
     ptrs = raw.ptrs()
-    assert ptrs[2] == 0 and raw.array(2) is None
+    assert ptrs[2] == 0 and raw.item(2) is None
     for i in (0, 1, 3, 4, 5):
         assert ptrs[i] != 0
-        assert bytes(raw.array(i)) == raws[i]
+        assert bytes(raw.item(i)) == raws[i]
     assert host_device["decode"] == (0 if fmt is None else 1)
 
 

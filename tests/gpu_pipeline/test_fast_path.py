@@ -20,6 +20,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec, TransposeCodec, ZstdCodec
 from zarr.storage import MemoryStore
 
 import gdsstore
+from gdsstore.engine.landing import Landed
 from gdsstore.gpu import decode as gdecode
 from gdsstore.gpu import execute as gexec
 from gdsstore.gpu import output as goutput
@@ -43,7 +44,7 @@ def emulated(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
     def decode(chain: Any, specs: Any, staged: Any, names: Any = None) -> Any:
         present = staged.present.tolist()
-        raws = gdecode.RawChunks(len(specs))
+        raws = Landed.empty(len(specs))
         host_raw = gdecode.decode_bb_on_host(chain, specs, staged, present)
         ids = host_raw.present
         raws.add(host_raw.host.copy(), ids, host_raw.offsets[ids], host_raw.sizes[ids])

@@ -253,9 +253,9 @@ def test_a_chain_routed_to_the_cpu_decodes_there(gpu_codecs: dict[str, int]) -> 
     for chain, nvcomp_calls in ((_chain(ZstdCodec(level=1)), 1), (_chain(ZstdCodec(level=1)).on_host("test"), 0)):
         gpu_codecs["decode"] = 0
         raw = gdecode.decode_on_device(chain, [spec] * 3, _stage(stored))
-        assert raw.array(1) is None
+        assert raw.item(1) is None
         for i in (0, 2):
-            assert bytes(raw.array(i)) == raws[i].tobytes()
+            assert bytes(raw.item(i)) == raws[i].tobytes()
         assert gpu_codecs["decode"] == nvcomp_calls
 
 
@@ -266,7 +266,7 @@ def test_device_reads_check_every_crc32c(gpu_codecs: dict[str, int]) -> None:
     stored = [r + np.uint32(google_crc32c.value(r)).astype("<u4").tobytes() for r in raws]
     chain = _chain(Crc32cCodec())
     raw = gdecode.decode_on_device(chain, [_spec(0.0)] * 4, _stage(list(stored)))
-    assert [bytes(raw.array(i)) for i in range(4)] == raws
+    assert [bytes(raw.item(i)) for i in range(4)] == raws
     corrupt = bytearray(stored[2])
     corrupt[5] ^= 0x10
     with pytest.raises(ValueError, match=r"crc32c mismatch in chunk 2: stored 0x[0-9a-f]{8}, computed"):
