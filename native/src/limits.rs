@@ -60,6 +60,18 @@ impl Limits {
         }
     }
 
+    /// One request: past every limit, within `limit`, given up on a stop; the ramp is told how it went.
+    pub async fn request<T>(
+        &self,
+        limit: std::time::Duration,
+        f: impl std::future::Future<Output = object_store::Result<T>>,
+    ) -> Result<T, Failure> {
+        let permits = self.enter().await?;
+        let r = self.unless_stopped(timed(limit, f)).await;
+        permits.settle(&r);
+        r
+    }
+
     /// Wait until a request may go, past every limit.
     pub async fn enter(&self) -> Result<InFlight, Failure> {
         tokio::select! {

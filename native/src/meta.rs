@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 
 use crate::error::{CallError, Failure, FailureRow, Kind};
-use crate::limits::{collect, timed, Limits};
+use crate::limits::{collect, Limits};
 use crate::stop::Stop;
 use crate::store::{Built, Store};
 
@@ -33,18 +33,6 @@ fn row(meta: ObjectMeta) -> MetaRow {
         meta.e_tag,
         meta.version,
     )
-}
-
-/// One request of the call: past the limits, within `timeout`, given up on a stop.
-async fn request<T>(
-    limits: &Limits,
-    timeout: Duration,
-    f: impl std::future::Future<Output = object_store::Result<T>>,
-) -> Result<T, Failure> {
-    let permits = limits.enter().await?;
-    let r = limits.unless_stopped(timed(timeout, f)).await;
-    permits.settle(&r);
-    r
 }
 
 fn timeout_of(call: &str, timeout: f64) -> Result<Duration, CallError> {
@@ -89,7 +77,7 @@ pub fn head_object(
     let done = run_call(py, "head_object()", |stop| async move {
         let path = path_of(&path)?;
         let limits = Limits::new(1, &built, stop);
-        request(&limits, limit, built.store.head(&path)).await
+        limits.request(limit, built.store.head(&path)).await
     })?;
     Ok(match done {
         Ok(meta) => (Some(row(meta)), None),
@@ -131,11 +119,7 @@ async fn list_pages(
             page_token: token.clone(),
             ..Default::default()
         };
-        let page = request(
-            &limits,
-            timeout,
-            lister.list_paginated(prefix.as_deref(), opts),
-        );
+        let page = limits.request(timeout, lister.list_paginated(prefix.as_deref(), opts));
         match page.await {
             Err(f) => {
                 out.resume = token;
@@ -195,14 +179,14 @@ async fn delete_batch(
 ) -> Vec<Option<Failure>> {
     let n = paths.len();
     if n == 1 {
-        let r = request(&limits, timeout, store.delete(&paths[0])).await;
+        let r = limits.request(timeout, store.delete(&paths[0])).await;
         return vec![r.err()];
     }
     let sent = async {
         let each = store.delete_stream(futures::stream::iter(paths.into_iter().map(Ok)).boxed());
         Ok(each.collect::<Vec<_>>().await)
     };
-    match request(&limits, timeout, sent).await {
+    match limits.request(timeout, sent).await {
         // One answer per key, in the order sent.
         Ok(each) if each.len() == n => each
             .into_iter()

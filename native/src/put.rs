@@ -57,90 +57,155 @@ fn body(from: Source, start: usize, len: usize) -> Result<PutPayload, Failure> {
     })
 }
 
-async fn single(
-    store: &dyn ObjectStore,
-    limits: &Limits,
-    it: &Put,
+/// Aborts tried per failed multipart upload: the server keeps (and bills) its parts until one succeeds.
+const ABORT_ATTEMPTS: u32 = 4;
+/// The time an abort has once the call was stopped (Ctrl-C): the caller is waiting for the interrupt.
+const ABORT_WHEN_STOPPED: Duration = Duration::from_secs(1);
+
+/// One call's uploads: the store, the limits every request passes, the caller's bytes and how each
+/// object is written. Each item's upload is a method taking only the item.
+#[derive(Clone, Copy)]
+struct Uploads<'a> {
+    store: &'a dyn ObjectStore,
+    limits: &'a Limits,
     from: Source,
     plan: Plan,
-) -> Result<PutResult, Failure> {
-    let mode = if plan.create {
-        PutMode::Create
-    } else {
-        PutMode::Overwrite
-    };
-    let opts = PutOptions {
-        mode,
-        ..Default::default()
-    };
-    let payload = body(from, it.start, it.len)?;
-    let permits = limits.enter().await?;
-    let sent = timed(
-        deadline(plan.timeout, it.len),
-        store.put_opts(&it.path, payload, opts),
-    );
-    // A stop drops the request before its body is all sent: the server keeps the old object.
-    let r = limits.unless_stopped(sent).await;
-    permits.settle(&r);
-    r
 }
 
-/// Send every part, `limits` bounding those in flight; the first failure (or a stop) stops the others.
-async fn parts(
-    upload: &mut dyn MultipartUpload,
-    limits: &Limits,
-    it: &Put,
-    from: Source,
-    plan: Plan,
-) -> Result<(), Failure> {
-    let mut tasks = JoinSet::new();
-    let mut at = 0;
-    let mut failed = None;
-    while at < it.len && failed.is_none() {
-        let n = plan.part.min(it.len - at);
-        let payload = match body(from, it.start + at, n) {
-            Ok(p) => p,
-            Err(f) => {
-                failed = Some(f);
-                break;
-            }
-        };
-        let permits = match limits.enter().await {
-            Ok(p) => p,
-            Err(f) => {
-                failed = Some(f);
-                break;
-            }
-        };
-        let sent = upload.put_part(payload);
-        let limit = deadline(plan.timeout, n);
-        tasks.spawn(async move {
-            let r = timed(limit, sent).await;
-            permits.settle(&r);
-            r
-        });
-        at += n;
-        while let Some(joined) = tasks.try_join_next() {
-            failed = failed.or(joined_error(joined));
+impl Uploads<'_> {
+    /// Upload one item: in one request, or in parts above the threshold.
+    async fn one(self, it: &Put) -> Result<PutResult, Failure> {
+        if it.len <= self.plan.threshold {
+            self.single(it).await
+        } else if self.plan.create {
+            // object_store completes multipart uploads unconditionally: never a silent overwrite.
+            Err(Failure::new(
+                Kind::Unsupported,
+                "a create-only multipart upload (object_store completes it without If-None-Match)",
+            ))
+        } else {
+            self.multipart(it).await
         }
     }
-    while failed.is_none() {
-        let joined = match limits
-            .unless_stopped(async { Ok(tasks.join_next().await) })
-            .await
-        {
-            Ok(Some(joined)) => joined,
-            Ok(None) => break,
-            Err(f) => {
-                failed = Some(f);
-                break;
-            }
+
+    async fn single(self, it: &Put) -> Result<PutResult, Failure> {
+        let mode = if self.plan.create {
+            PutMode::Create
+        } else {
+            PutMode::Overwrite
         };
-        failed = joined_error(joined);
+        let opts = PutOptions {
+            mode,
+            ..Default::default()
+        };
+        let payload = body(self.from, it.start, it.len)?;
+        let sent = self.store.put_opts(&it.path, payload, opts);
+        // A stop drops the request before its body is all sent: the server keeps the old object.
+        let limit = deadline(self.plan.timeout, it.len);
+        self.limits.request(limit, sent).await
     }
-    // Parts still in flight are cancelled before the upload is aborted.
-    tasks.shutdown().await;
-    failed.map_or(Ok(()), Err)
+
+    async fn multipart(self, it: &Put) -> Result<PutResult, Failure> {
+        let (limits, timeout) = (self.limits, self.plan.timeout);
+        let started = self.store.put_multipart(&it.path);
+        let mut upload = limits.request(timeout, started).await?;
+        let res = match self.parts(upload.as_mut(), it).await {
+            // A stop before the completion answers aborts the upload: never published after Ctrl-C.
+            Ok(()) => limits.request(timeout, upload.complete()).await,
+            Err(f) => Err(f),
+        };
+        if res.is_err() {
+            self.abort(upload.as_mut()).await;
+        }
+        res
+    }
+
+    /// Send every part, the limits bounding those in flight; the first failure (or a stop) stops the others.
+    async fn parts(self, upload: &mut dyn MultipartUpload, it: &Put) -> Result<(), Failure> {
+        let (limits, plan) = (self.limits, self.plan);
+        let mut tasks = JoinSet::new();
+        let mut at = 0;
+        let mut failed = None;
+        while at < it.len && failed.is_none() {
+            let n = plan.part.min(it.len - at);
+            let payload = match body(self.from, it.start + at, n) {
+                Ok(p) => p,
+                Err(f) => {
+                    failed = Some(f);
+                    break;
+                }
+            };
+            let permits = match limits.enter().await {
+                Ok(p) => p,
+                Err(f) => {
+                    failed = Some(f);
+                    break;
+                }
+            };
+            let sent = upload.put_part(payload);
+            let limit = deadline(plan.timeout, n);
+            tasks.spawn(async move {
+                let r = timed(limit, sent).await;
+                permits.settle(&r);
+                r
+            });
+            at += n;
+            while let Some(joined) = tasks.try_join_next() {
+                failed = failed.or(joined_error(joined));
+            }
+        }
+        while failed.is_none() {
+            let joined = match limits
+                .unless_stopped(async { Ok(tasks.join_next().await) })
+                .await
+            {
+                Ok(Some(joined)) => joined,
+                Ok(None) => break,
+                Err(f) => {
+                    failed = Some(f);
+                    break;
+                }
+            };
+            failed = joined_error(joined);
+        }
+        // Parts still in flight are cancelled before the upload is aborted.
+        tasks.shutdown().await;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Drop the parts sent. Tried again on a transient failure (the abort often races the cancelled
+    /// parts' requests, and a busy server may miss the deadline); an upload the server no longer knows
+    /// is gone already. Best effort after that: a lifecycle rule cleans what a lost abort leaves. A
+    /// stopped call tries once, briefly, past the limits (their places may all be held by requests being
+    /// cancelled).
+    async fn abort(self, upload: &mut dyn MultipartUpload) {
+        let (limits, timeout) = (self.limits, self.plan.timeout);
+        if limits.stopped() {
+            let _ = timed(timeout.min(ABORT_WHEN_STOPPED), upload.abort()).await;
+            return;
+        }
+        for attempt in 0..ABORT_ATTEMPTS {
+            let over = match limits.enter().await {
+                Err(_) => true,
+                // The permits go before the pause below.
+                Ok(permits) => {
+                    let r = timed(timeout, upload.abort()).await;
+                    permits.settle(&r);
+                    match r {
+                        Ok(()) => true,
+                        Err(f) => matches!(f.kind, Kind::NotFound | Kind::Permission),
+                    }
+                }
+            };
+            if over {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
+        }
+        if limits.stopped() {
+            let _ = timed(timeout.min(ABORT_WHEN_STOPPED), upload.abort()).await;
+        }
+    }
 }
 
 fn joined_error(joined: Result<Result<(), Failure>, tokio::task::JoinError>) -> Option<Failure> {
@@ -148,78 +213,6 @@ fn joined_error(joined: Result<Result<(), Failure>, tokio::task::JoinError>) -> 
         Ok(Ok(())) => None,
         Ok(Err(f)) => Some(f),
         Err(_) => Some(Failure::panic("a part's task failed inside the core")),
-    }
-}
-
-async fn multipart(
-    store: &dyn ObjectStore,
-    limits: &Limits,
-    it: &Put,
-    from: Source,
-    plan: Plan,
-) -> Result<PutResult, Failure> {
-    let mut upload = {
-        let permits = limits.enter().await?;
-        let r = limits
-            .unless_stopped(timed(plan.timeout, store.put_multipart(&it.path)))
-            .await;
-        permits.settle(&r);
-        r?
-    };
-    let res = match parts(upload.as_mut(), limits, it, from, plan).await {
-        // A stop before the completion answers aborts the upload: never published after Ctrl-C.
-        Ok(()) => match limits.enter().await {
-            Ok(permits) => {
-                let r = limits
-                    .unless_stopped(timed(plan.timeout, upload.complete()))
-                    .await;
-                permits.settle(&r);
-                r
-            }
-            Err(f) => Err(f),
-        },
-        Err(f) => Err(f),
-    };
-    if res.is_err() {
-        abort(upload.as_mut(), limits, plan).await;
-    }
-    res
-}
-
-/// Aborts tried per failed multipart upload: the server keeps (and bills) its parts until one succeeds.
-const ABORT_ATTEMPTS: u32 = 4;
-/// The time an abort has once the call was stopped (Ctrl-C): the caller is waiting for the interrupt.
-const ABORT_WHEN_STOPPED: Duration = Duration::from_secs(1);
-
-/// Drop the parts sent. Tried again on a transient failure (the abort often races the cancelled parts'
-/// requests, and a busy server may miss the deadline); an upload the server no longer knows is gone already.
-/// Best effort after that: a lifecycle rule cleans what a lost abort leaves. A stopped call tries once,
-/// briefly, past the limits (their places may all be held by requests being cancelled).
-async fn abort(upload: &mut dyn MultipartUpload, limits: &Limits, plan: Plan) {
-    if limits.stopped() {
-        let _ = timed(plan.timeout.min(ABORT_WHEN_STOPPED), upload.abort()).await;
-        return;
-    }
-    for attempt in 0..ABORT_ATTEMPTS {
-        let over = match limits.enter().await {
-            Err(_) => true,
-            // The permits go before the pause below.
-            Ok(permits) => {
-                let r = timed(plan.timeout, upload.abort()).await;
-                permits.settle(&r);
-                match r {
-                    Ok(()) => true,
-                    Err(f) => matches!(f.kind, Kind::NotFound | Kind::Permission),
-                }
-            }
-        };
-        if over {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
-    }
-    if limits.stopped() {
-        let _ = timed(plan.timeout.min(ABORT_WHEN_STOPPED), upload.abort()).await;
     }
 }
 
@@ -232,18 +225,13 @@ pub async fn run(built: Built, items: Vec<Put>, from: Source, plan: Plan, stop: 
         let store = built.store.clone();
         let limits = limits.clone();
         tasks.spawn(async move {
-            let r = if it.len > plan.threshold && plan.create {
-                // object_store completes multipart uploads unconditionally: never a silent overwrite.
-                Err(Failure::new(
-                    Kind::Unsupported,
-                    "a create-only multipart upload (object_store completes it without If-None-Match)",
-                ))
-            } else if it.len > plan.threshold {
-                multipart(store.as_ref(), &limits, &it, from, plan).await
-            } else {
-                single(store.as_ref(), &limits, &it, from, plan).await
+            let uploads = Uploads {
+                store: store.as_ref(),
+                limits: &limits,
+                from,
+                plan,
             };
-            (i, r)
+            (i, uploads.one(&it).await)
         });
     }
     let lost = || Err(Failure::panic("the upload's task failed inside the core"));
@@ -404,19 +392,25 @@ mod tests {
         crate::runtime::two_workers()
     }
 
+    /// Run the uploads of `items`, slices of `data`, on `rt` to the end.
+    fn upload(
+        rt: &tokio::runtime::Runtime,
+        b: &Built,
+        items: Vec<Put>,
+        data: &[u8],
+        plan: Plan,
+        stop: Stop,
+    ) -> Vec<Done> {
+        rt.block_on(run(b.clone(), items, Source::over(data), plan, stop))
+    }
+
     #[test]
     fn single_and_multipart_land_their_slices() {
         let data: Vec<u8> = (0..64u8).collect();
         let b = built();
         let items = puts(&[("a", 3, 5), ("b", 10, 23), ("c", 0, 0)]);
         let rt = rt();
-        let outs = rt.block_on(run(
-            b.clone(),
-            items,
-            Source::over(&data),
-            plan(false),
-            go(),
-        ));
+        let outs = upload(&rt, &b, items, &data, plan(false), go());
         assert!(outs.iter().all(|o| o.error.is_none()));
         let get = |p: &str| {
             rt.block_on(async {
@@ -439,28 +433,16 @@ mod tests {
         let data = [7u8; 8];
         let b = built();
         let rt = rt();
-        let one = || {
-            vec![Put {
-                path: Path::from("x"),
-                start: 0,
-                len: 8,
-            }]
-        };
-        let to = Source::over(&data);
-        let first = rt.block_on(run(b.clone(), one(), to, plan(true), go()));
+        let one = || puts(&[("x", 0, 8)]);
+        let first = upload(&rt, &b, one(), &data, plan(true), go());
         assert!(first[0].error.is_none() && first[0].etag.is_some());
-        let second = rt.block_on(run(b.clone(), one(), to, plan(true), go()));
+        let second = upload(&rt, &b, one(), &data, plan(true), go());
         assert_eq!(
             second[0].error.as_ref().map(|e| e.kind.name()),
             Some("exists")
         );
-        let big = vec![Put {
-            path: Path::from("big"),
-            start: 0,
-            len: 20,
-        }];
-        let data = [1u8; 20];
-        let refused = rt.block_on(run(b, big, Source::over(&data), plan(true), go()));
+        let big = puts(&[("big", 0, 20)]);
+        let refused = upload(&rt, &b, big, &[1u8; 20], plan(true), go());
         assert_eq!(
             refused[0].error.as_ref().map(|e| e.kind.name()),
             Some("unsupported")
@@ -475,13 +457,7 @@ mod tests {
         switch.send(true).unwrap();
         let items = puts(&[("small", 0, 8), ("parts", 0, 40)]);
         let rt = rt();
-        let outs = rt.block_on(run(
-            b.clone(),
-            items,
-            Source::over(&data),
-            plan(false),
-            stop,
-        ));
+        let outs = upload(&rt, &b, items, &data, plan(false), stop);
         for o in &outs {
             assert_eq!(o.error.as_ref().map(|e| e.kind.name()), Some("interrupted"));
         }
