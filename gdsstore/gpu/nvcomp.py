@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import struct
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gdsstore import policy
@@ -267,56 +267,62 @@ def decode_batch_into(
     out_offsets: list[int],
     out_sizes: list[int],
 ) -> None:
-    """Decode payloads carved from one device buffer into slots of another, in one nvCOMP call.
+    """Decode payloads carved from one device buffer into slots of another, in one nvCOMP call (the
+    arguments are the fields of :class:`gdsstore.gpu.nvcomp_capi.DecodeTable`).
 
     Misaligned payloads (gzip/lz4 framing shifts them by a few bytes) are first packed into an
     aligned buffer when nvCOMP refuses them.
 
     Raises:
-        ValueError: a payload decoded to a size other than its slot's.
+        ValueError: the offset and size lists differ in length, or a payload decoded to a size other than
+            its slot's.
     """
-    cp = cuda.cupy_or_none()
+    table = nvcomp_capi.DecodeTable(
+        src, list(src_offsets), list(src_sizes), out, list(out_offsets), list(out_sizes)
+    )
     nv = nvcomp_or_none()
-    assert cp is not None and nv is not None
-    if not src_offsets:
+    assert cuda.cupy_or_none() is not None and nv is not None
+    if not table.src_offsets:
         return
     capi = nvcomp_capi.library() is not None
     in_align, out_align, _ = nvcomp_capi.alignments(fmt) if capi else (_ALIGN, 1, 1)
-    in_align = max(in_align, _ALIGN)  # the Python API (misaligned outputs) asks for _ALIGN
-    base = int(src.data.ptr)
-    if any((base + a) % in_align for a in src_offsets):
-        # nvCOMP refuses unaligned inputs (Deflate: 4 bytes) and gzip/lz4 framing shifts payloads:
-        # pack them into aligned slots with one gather kernel.
-        from gdsstore.gpu.kernels import scatter_blocks
-
-        slots, total = slot_layout(src_sizes)
-        packed_offsets = slots.tolist()
-        packed = cp.empty(max(total, 1), dtype=cp.uint8)
-        p0 = int(packed.data.ptr)
-        scatter_blocks(
-            [(base + a, p0 + b, (n,), (1,), (1,)) for a, b, n in zip(src_offsets, packed_offsets, src_sizes)],
-            1,
-            b"\0",
-        )
-        cp.cuda.get_current_stream().synchronize()
-        src, src_offsets = packed, packed_offsets
+    # the Python API (misaligned outputs) asks for _ALIGN
+    table = _aligned_sources(table, max(in_align, _ALIGN))
     out_base = int(out.data.ptr)
-    if capi and not any((out_base + b) % out_align for b in out_offsets):
+    if capi and not any((out_base + b) % out_align for b in table.out_offsets):
         # The C API: the GIL released while the GPU decodes, scratch from CuPy's allocator.
         try:
-            got = nvcomp_capi.decode_into(fmt, src, list(src_offsets), list(src_sizes), out, list(out_offsets),
-                                          list(out_sizes)).tolist()
+            got = nvcomp_capi.decode_into(fmt, table).tolist()
         except nvcomp_capi.CapiError as exc:
             raise ValueError(f"nvcomp.decode_batch_into(): {exc}") from exc
     else:
-        codec = _codec(fmt)
-        outs = nv.as_arrays(out, list(out_offsets), list(out_sizes))
-        got = list(codec.decode(nv.as_arrays(src, list(src_offsets), list(src_sizes)), out=outs).buffer_sizes)
-    for i, (g, want) in enumerate(zip(got, out_sizes)):
+        outs = nv.as_arrays(out, table.out_offsets, table.out_sizes)
+        srcs = nv.as_arrays(table.src, table.src_offsets, table.src_sizes)
+        got = list(_codec(fmt).decode(srcs, out=outs).buffer_sizes)
+    for i, (g, want) in enumerate(zip(got, table.out_sizes)):
         if int(g) != want:
             raise ValueError(
                 f"nvcomp.decode_batch_into(): {fmt} chunk {i} decoded to {g} bytes, expected {want}"
             )
+
+
+def _aligned_sources(table: nvcomp_capi.DecodeTable, align: int) -> nvcomp_capi.DecodeTable:
+    """``table`` itself when every payload starts ``align``-aligned, else its payloads packed into aligned
+    slots of a new buffer with one gather kernel (nvCOMP refuses unaligned inputs, Deflate: 4 bytes)."""
+    base = int(table.src.data.ptr)
+    if not any((base + a) % align for a in table.src_offsets):
+        return table
+    from gdsstore.gpu.kernels import scatter_blocks
+
+    cp = cuda.cupy_or_none()
+    slots, total = slot_layout(table.src_sizes)
+    packed_offsets = slots.tolist()
+    packed = cp.empty(max(total, 1), dtype=cp.uint8)
+    p0 = int(packed.data.ptr)
+    spans = zip(table.src_offsets, packed_offsets, table.src_sizes)
+    scatter_blocks([(base + a, p0 + b, (n,), (1,), (1,)) for a, b, n in spans], 1, b"\0")
+    cp.cuda.get_current_stream().synchronize()
+    return replace(table, src=packed, src_offsets=packed_offsets)
 
 
 def encode_batch(fmt: str, srcs: list[Any]) -> list[Any]:

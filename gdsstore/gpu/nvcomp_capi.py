@@ -20,11 +20,21 @@ import ctypes
 import functools
 import importlib.util
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BOUND_SCRATCH", "EXACT_SCRATCH_BATCH", "EXACT_SCRATCH_FROM", "CapiError", "decode_into", "library", "scratch_ratio"]
+__all__ = [
+    "BOUND_SCRATCH",
+    "EXACT_SCRATCH_BATCH",
+    "EXACT_SCRATCH_FROM",
+    "CapiError",
+    "DecodeTable",
+    "decode_into",
+    "library",
+    "scratch_ratio",
+]
 
 # Each format's name in nvCOMP's C symbols (nvcompBatched<Name>Decompress...).
 _NAME = {"zstd": "Zstd", "gzip": "Deflate", "lz4": "LZ4"}
@@ -51,6 +61,32 @@ _seen: dict[tuple[str, int], float] = {}
 
 class CapiError(RuntimeError):
     """nvCOMP's C API refused a call (its status code in the message)."""
+
+
+@dataclass(frozen=True)
+class DecodeTable:
+    """Compressed payloads carved from one device buffer and the slots of another that they decode into:
+    payload ``i`` is ``src_sizes[i]`` bytes of ``src`` at ``src_offsets[i]`` and decodes to ``out_sizes[i]``
+    bytes of ``out`` at ``out_offsets[i]`` (``src`` and ``out`` are cupy ``uint8`` arrays).
+
+    Raises:
+        ValueError: the four lists are not one entry per payload.
+    """
+
+    src: Any
+    src_offsets: list[int]
+    src_sizes: list[int]
+    out: Any
+    out_offsets: list[int]
+    out_sizes: list[int]
+
+    def __post_init__(self) -> None:
+        counts = [len(self.src_offsets), len(self.src_sizes), len(self.out_offsets), len(self.out_sizes)]
+        if len(set(counts)) > 1:
+            raise ValueError(
+                f"nvCOMP decode: src_offsets, src_sizes, out_offsets and out_sizes have {counts} entries;"
+                " pass one of each per payload"
+            )
 
 
 class _Opts(ctypes.Structure):
@@ -176,17 +212,9 @@ def _check(status: int, what: str, fmt: str) -> None:
         raise CapiError(f"nvCOMP {_NAME[fmt]} {what} returned status {status}")
 
 
-def decode_into(
-    fmt: str,
-    src: Any,
-    src_offsets: list[int],
-    src_sizes: list[int],
-    out: Any,
-    out_offsets: list[int],
-    out_sizes: list[int],
-) -> np.ndarray:
-    """Decode payloads of one device buffer into slots of another on the current CuPy stream, the GIL
-    released while the device works; the scratch memory from CuPy's current allocator.
+def decode_into(fmt: str, table: DecodeTable) -> np.ndarray:
+    """Decode the payloads of ``table`` into their slots on the current CuPy stream, the GIL released while
+    the device works; the scratch memory from CuPy's current allocator.
 
     Returns:
         each payload's decoded size (host ``int64``).
@@ -198,12 +226,12 @@ def decode_into(
 
     lib = library()
     assert lib is not None
-    n = len(src_offsets)
+    n = len(table.src_offsets)
     meta = np.empty((4, n), dtype=np.uint64)
-    meta[0] = np.uint64(int(src.data.ptr)) + np.asarray(src_offsets, dtype=np.uint64)
-    meta[1] = np.asarray(src_sizes, dtype=np.uint64)
-    meta[2] = np.asarray(out_sizes, dtype=np.uint64)
-    meta[3] = np.uint64(int(out.data.ptr)) + np.asarray(out_offsets, dtype=np.uint64)
+    meta[0] = np.uint64(int(table.src.data.ptr)) + np.asarray(table.src_offsets, dtype=np.uint64)
+    meta[1] = np.asarray(table.src_sizes, dtype=np.uint64)
+    meta[2] = np.asarray(table.out_sizes, dtype=np.uint64)
+    meta[3] = np.uint64(int(table.out.data.ptr)) + np.asarray(table.out_offsets, dtype=np.uint64)
     stream = cp.cuda.get_current_stream()
     d_meta = cp.asarray(meta)  # one copy of the four pointer/size arrays
     d_got = cp.empty(n, dtype=cp.uint64)
@@ -211,7 +239,7 @@ def decode_into(
     name = _NAME[fmt]
     row = d_meta.strides[0]
     base = int(d_meta.data.ptr)
-    temp_bytes = _temp_bytes(lib, fmt, n, out_sizes, base, row, d_status, stream)
+    temp_bytes = _temp_bytes(lib, fmt, n, table.out_sizes, base, row, d_status, stream)
     temp = cp.empty(max(temp_bytes, 1), dtype=cp.uint8)
     _check(
         getattr(lib, f"nvcompBatched{name}DecompressAsync")(

@@ -156,6 +156,12 @@ def test_decide_without_gpu_or_nvcomp_says_so() -> None:
         assert d.route == "gpu-decode"
 
 
+def test_a_decode_table_of_unequal_lists_is_refused_before_the_gpu() -> None:
+    """One size short: nvCOMP's C API path broadcast the single out size to every payload and the size check
+    zipped the lists short, so a wrong table decoded unchecked; now it names the lists, GPU or not."""
+    with pytest.raises(ValueError, match=r"out_sizes have \[2, 2, 2, 1\] entries; pass one of each per payload"):
+        nvcomp.decode_batch_into("zstd", None, [0, 8], [8, 8], None, [0, 16], [16])
+
 def test_trace_records_cpu_codec_with_reason(tmp_path: Path) -> None:
     _write(tmp_path / "a", CHAINS["zstd"])
     with gdsstore.enable_gpu(buffers=False):

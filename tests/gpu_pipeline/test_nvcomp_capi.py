@@ -57,7 +57,8 @@ def test_same_bytes_as_the_cpu_codecs(fmt: str) -> None:
     sizes = [len(r) for r in raws]
     out_offs = list(np.cumsum([0, *[-(-n // 256) * 256 for n in sizes[:-1]]]))
     out = cp.zeros(int(out_offs[-1]) + sizes[-1], cp.uint8)
-    got = nvcomp_capi.decode_into(fmt, src, offs, lens, out, [int(o) for o in out_offs], sizes)
+    table = nvcomp_capi.DecodeTable(src, offs, lens, out, [int(o) for o in out_offs], sizes)
+    got = nvcomp_capi.decode_into(fmt, table)
     assert got.tolist() == sizes
     host = out.get()
     for o, r in zip(out_offs, raws):
@@ -74,8 +75,8 @@ def test_the_gil_is_released_while_the_gpu_decodes() -> None:
     k = 64
     src, offs, lens = _batch(_payloads("zstd", [raw] * k))
     out = cp.empty(k * len(raw), cp.uint8)
-    args = ("zstd", src, offs, lens, out, [i * len(raw) for i in range(k)], [len(raw)] * k)
-    nvcomp_capi.decode_into(*args)
+    table = nvcomp_capi.DecodeTable(src, offs, lens, out, [i * len(raw) for i in range(k)], [len(raw)] * k)
+    nvcomp_capi.decode_into("zstd", table)
     count, stop = [0], [False]
 
     def spin() -> None:
@@ -91,7 +92,7 @@ def test_the_gil_is_released_while_the_gpu_decodes() -> None:
         idle = (count[0] - c0) / (time.perf_counter() - t0)
         c0, t0 = count[0], time.perf_counter()
         for _ in range(3):
-            nvcomp_capi.decode_into(*args)
+            nvcomp_capi.decode_into("zstd", table)
         busy = (count[0] - c0) / (time.perf_counter() - t0)
     finally:
         stop[0] = True
@@ -109,7 +110,8 @@ def test_scratch_comes_from_the_current_allocator() -> None:
     out = cp.empty(8 << 20, cp.uint8)
     pool = cp.cuda.MemoryPool()
     with cp.cuda.using_allocator(pool.malloc):
-        nvcomp_capi.decode_into("zstd", src, offs, lens, out, [i << 20 for i in range(8)], [1 << 20] * 8)
+        table = nvcomp_capi.DecodeTable(src, offs, lens, out, [i << 20 for i in range(8)], [1 << 20] * 8)
+        nvcomp_capi.decode_into("zstd", table)
     assert pool.total_bytes() > 0  # nvCOMP's scratch and the pointer arrays came from the pool
     pool.free_all_blocks()
     assert pool.total_bytes() == 0
@@ -130,7 +132,8 @@ def test_large_zstd_chunks_get_the_scratch_their_frames_need() -> None:
     for count in (4, len(raws)):  # 16 MiB: the bound; 68 MiB: the exact scratch
         src, offs, lens = _batch(_payloads("zstd", raws[:count]))
         out = cp.zeros(count * n, cp.uint8)
-        got = nvcomp_capi.decode_into("zstd", src, offs, lens, out, [i * n for i in range(count)], [n] * count)
+        table = nvcomp_capi.DecodeTable(src, offs, lens, out, [i * n for i in range(count)], [n] * count)
+        got = nvcomp_capi.decode_into("zstd", table)
         assert got.tolist() == [n] * count
         assert out.get().tobytes() == b"".join(raws[:count])
         if count == 4:
