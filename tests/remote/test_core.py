@@ -19,7 +19,7 @@ from servers.faults import FaultServer
 from gdsstore.engine.landing import Landed
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.core import CorePiece
-from gdsstore.engine.remote.retry import RetryPolicy
+from gdsstore.engine.remote.retry import STALE_RETRIES, RetryPolicy
 from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError
 
 from .conftest import payload
@@ -144,7 +144,7 @@ def test_a_server_that_drops_every_request_ends_after_a_bounded_number(srv: Faul
     buf, res = wave(srv, [CorePiece("drop/always/obj.bin", 0, n, n, 0, n)], n)
     assert isinstance(res[0].error, RemoteIOError)
     assert "failed after 4 attempt(s) (remote.max_attempts=4)" in str(res[0].error)
-    assert gets(srv, "drop") == core.STALE_RETRIES + 4
+    assert gets(srv, "drop") == STALE_RETRIES + 4
     untouched_or_right(buf, DATA)
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import abc
 import os
 import threading
-import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from http import HTTPStatus
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from gdsstore import policy
 from gdsstore.engine import native
 from gdsstore.engine.remote.redact import scrub_text
-from gdsstore.engine.remote.retry import RetryPolicy, is_transient, log_retry, status_error
+from gdsstore.engine.remote.retry import RetryPolicy, status_error
 from gdsstore.errors import (
     RangeMismatchError,
     RangeNotSupportedError,
@@ -272,45 +271,6 @@ def _merge(res: CoreResult, row: Any, first: bool) -> tuple[str, int, str] | Bas
     return err
 
 
-#: ``attempt(items, number)`` of :func:`_with_retries`: each failed item's ``(index, what, exception)``.
-_Attempt = Callable[[list[int], int], list[tuple[int, str, BaseException]]]
-
-
-#: Requests an item may lose to stale kept-alive connections (:class:`StaleConnectionError`) before they count
-#: as attempts: each such loss takes one dead connection out of the pool, so a few cover a pool closing
-#: together, and a server that closes every connection unanswered still ends after ``remote.max_attempts``.
-STALE_RETRIES = 8
-
-
-def _with_retries(n: int, retry: RetryPolicy, attempt: _Attempt, give_up: Callable[[int, BaseException], None]) -> None:
-    """Run ``attempt`` on all ``n`` items, then again on those that failed transiently, at most
-    ``retry.max_attempts`` times in all (a request lost to a stale connection is sent again at once, and
-    counts only past :data:`STALE_RETRIES`); ``give_up(i, exc)`` for each item that failed for good."""
-    todo, number = list(range(n)), 1
-    used = [1] * n  # attempts each item has used up
-    stale = [0] * n
-    while todo:
-        again: list[int] = []
-        why: tuple[str, BaseException] | None = None
-        for i, what, exc in attempt(todo, number):
-            if isinstance(exc, StaleConnectionError) and stale[i] < STALE_RETRIES:
-                stale[i] += 1
-                again.append(i)
-            elif is_transient(exc) and used[i] < retry.max_attempts:
-                used[i] += 1
-                again.append(i)
-                why = why or (what, exc)
-            elif is_transient(exc):
-                give_up(i, RemoteIOError(f"{what}: failed after {used[i]} attempt(s) "
-                                         f"(remote.max_attempts={retry.max_attempts}): {exc}"))
-            else:
-                give_up(i, exc)
-        todo = again
-        if why is not None:
-            _pause(retry, max(used[i] for i in todo) - 1, why, len(todo))
-        number += 1
-
-
 def read_wave(
     store: Any,
     where: str,
@@ -353,7 +313,7 @@ def read_wave(
             failed.append((i, what, exc))
         return failed
 
-    _with_retries(len(pieces), retry, attempt, lambda i, exc: setattr(results[i], "error", exc))
+    retry.run(len(pieces), attempt, lambda i, exc: setattr(results[i], "error", exc))
     return results
 
 
@@ -368,14 +328,6 @@ def read_one(store: Any, where: str, piece: CorePiece, buffer: Any, s: policy.Se
     (res,) = read_wave(store, where, [piece], buffer, retry=RetryPolicy.from_settings(s), concurrency=1,
                        timeout=_timeout(s))
     return res
-
-
-def _pause(retry: RetryPolicy, attempt: int, why: tuple[str, BaseException] | None, n: int) -> None:
-    """Wait before the next attempt of ``n`` requests, saying so (``why``: the first of them and its failure)."""
-    what, exc = why or ("request", TransientError("failed"))
-    wait = retry.delay(attempt, exc.retry_after if isinstance(exc, TransientError) else None)
-    log_retry(what, attempt, exc, wait, more=n - 1)
-    time.sleep(wait)
 
 
 def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> list[bytes | None]:
@@ -439,7 +391,7 @@ def write_objects(
                 failed.append((i, whats[i], _write_error(err[0], err[1], err[2], whats[i], retry)))
         return failed
 
-    _with_retries(len(paths), retry, attempt, lambda i, exc: setattr(results[i], "error", exc))
+    retry.run(len(paths), attempt, lambda i, exc: setattr(results[i], "error", exc))
     return results
 
 
@@ -512,7 +464,7 @@ def delete_objects(store: Any, where: str, paths: Sequence[str], s: policy.Setti
                 out.append((i, what, _error(*err, what, retry)))
         return out
 
-    _with_retries(len(paths), retry, attempt, lambda i, exc: failed.append(exc))
+    retry.run(len(paths), attempt, lambda i, exc: failed.append(exc))
     if failed:
         raise failed[0]
 

@@ -32,15 +32,21 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from gdsstore import policy
-from gdsstore.errors import RemoteIOError, TransientError
+from gdsstore.errors import RemoteIOError, StaleConnectionError, TransientError
 
 __all__ = [
-    "RemoteIOError", "RetryPolicy", "TransientError", "is_transient", "log_retry", "retry_after", "status_error",
+    "STALE_RETRIES", "RemoteIOError", "RetryPolicy", "TransientError", "is_transient", "log_retry", "retry_after", "status_error",
 ]
 
 log = logging.getLogger("gdsstore.remote")
 
 T = TypeVar("T")
+#: ``attempt(items, number)`` of :meth:`RetryPolicy.run`: each failed item's ``(index, what, exception)``.
+Attempt = Callable[[list[int], int], list[tuple[int, str, BaseException]]]
+#: Requests an item may lose to stale kept-alive connections (:class:`StaleConnectionError`) before they count
+#: as attempts: each such loss takes one dead connection out of the pool, so a few cover a pool closing
+#: together, and a server that closes every connection unanswered still ends after ``remote.max_attempts``.
+STALE_RETRIES = 8
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -122,34 +128,59 @@ class RetryPolicy:
             wait = min(retry_after, self.backoff_max)
         return wait
 
-    def retryable_status(self, status: int) -> bool:
-        return status in self.retry_status
-
     def call(self, fn: Callable[[], T], what: str) -> T:
-        """Run ``fn`` (one attempt; a transient exception, :func:`is_transient`, asks for another) until it
-        succeeds, fails permanently, or ``max_attempts`` are used up; ``what``: the operation for messages
-        (no secrets).
+        """Run ``fn`` (one attempt; a transient exception, :func:`is_transient`, asks for another) as
+        :meth:`run` runs one item; ``what``: the operation for messages (no secrets).
 
         Raises:
             RemoteIOError: the last transient failure, once the attempts are used up.
             Exception: any non-transient exception of ``fn``, at once.
         """
-        attempt = 1
-        while True:
+        out: list[T] = []
+        failed: list[BaseException] = []
+
+        def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
             try:
-                return fn()
+                out.append(fn())
             except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                if attempt >= self.max_attempts:
-                    raise RemoteIOError(
-                        f"{what}: failed after {attempt} attempt(s) (remote.max_attempts={self.max_attempts}): "
-                        f"{type(exc).__name__}: {exc}"
-                    ) from exc
-                wait = self.delay(attempt, getattr(exc, "retry_after", None))
-                log_retry(what, attempt, exc, wait)
+                return [(0, what, exc)]
+            return []
+
+        self.run(1, attempt, lambda i, exc: failed.append(exc))
+        if failed:
+            raise failed[0]
+        return out[0]
+
+    def run(self, n: int, attempt: Attempt, give_up: Callable[[int, BaseException], None]) -> None:
+        """Run ``attempt`` on all ``n`` items, then again on those that failed transiently, at most
+        ``max_attempts`` times each (a request lost to a stale connection is sent again at once, and counts
+        only past :data:`STALE_RETRIES`); ``give_up(i, exc)`` for each item that failed for good."""
+        todo, number = list(range(n)), 1
+        used = [1] * n  # attempts each item has used up
+        stale = [0] * n
+        while todo:
+            again: list[int] = []
+            why: tuple[str, BaseException] | None = None
+            for i, what, exc in attempt(todo, number):
+                if isinstance(exc, StaleConnectionError) and stale[i] < STALE_RETRIES:
+                    stale[i] += 1
+                    again.append(i)
+                elif is_transient(exc) and used[i] < self.max_attempts:
+                    used[i] += 1
+                    again.append(i)
+                    why = why or (what, exc)
+                elif is_transient(exc):
+                    give_up(i, RemoteIOError(f"{what}: failed after {used[i]} attempt(s) "
+                                             f"(remote.max_attempts={self.max_attempts}): {exc}"))
+                else:
+                    give_up(i, exc)
+            todo = again
+            if why is not None:  # wait before the next attempt, saying so (the first failure of this one)
+                failed = max(used[i] for i in todo) - 1
+                wait = self.delay(failed, getattr(why[1], "retry_after", None))
+                log_retry(why[0], failed, why[1], wait, more=len(todo) - 1)
                 time.sleep(wait)
-                attempt += 1
+            number += 1
 
 
 def status_error(status: int, label: str, retry: RetryPolicy | None = None, retry_after: float | None = None) -> OSError:
@@ -160,6 +191,6 @@ def status_error(status: int, label: str, retry: RetryPolicy | None = None, retr
         return FileNotFoundError(label)
     if status in (401, 403):
         return PermissionError(label)
-    if (retry or RetryPolicy.from_settings()).retryable_status(status):
+    if status in (retry or RetryPolicy.from_settings()).retry_status:
         return TransientError(label, retry_after=retry_after)
     return RemoteIOError(label)
