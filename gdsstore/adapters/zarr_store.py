@@ -344,14 +344,12 @@ class GDSStore(Store):
         byte_range: ByteRequest | None = None,
     ) -> Buffer | None:
         # docstring inherited
+        prototype = prototype or default_buffer_prototype()
+        if self._gets is None or is_device_buffer(prototype.buffer):
+            return await _to_thread(self._get_here, key, prototype, byte_range, "GDSStore.get()")
         br = self._request(key, byte_range, "GDSStore.get()")
         await self._ensure_open()
-        prototype = prototype or default_buffer_prototype()
-        buf: Buffer | None
-        if self._gets is not None and not is_device_buffer(prototype.buffer):
-            buf = await self._gets.submit((key, br, prototype))
-        else:
-            buf = await _to_thread(get_key, self.backend, key, prototype, br)
+        buf: Buffer | None = await self._gets.submit((key, br, prototype))
         if buf is None and self._root_unchecked:
             await _to_thread(self._missing, key)
         return buf
@@ -364,9 +362,16 @@ class GDSStore(Store):
         byte_range: ByteRequest | None = None,
     ) -> Buffer | None:
         """Blocking :meth:`get` (zarr's sync codec pipeline reads through it)."""
-        br = self._request(key, byte_range, "GDSStore.get_sync()")
+        return self._get_here(key, prototype or default_buffer_prototype(), byte_range, "GDSStore.get_sync()")
+
+    def _get_here(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None, where: str
+    ) -> Buffer | None:
+        """One key read in the calling thread: :meth:`get_sync`, and :meth:`get` outside a batch of gets
+        (errors name ``where``)."""
+        br = self._request(key, byte_range, where)
         self._ensure_open_sync()
-        buf = get_key(self.backend, key, prototype or default_buffer_prototype(), br)
+        buf = get_key(self.backend, key, prototype, br)
         if buf is None:
             self._missing(key)
         return buf
