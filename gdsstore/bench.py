@@ -8,6 +8,7 @@ before each run (``posix_fadvise``) and checks they are gone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import subprocess
@@ -15,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from gdsstore import pagecache
 from gdsstore._config import config
@@ -24,7 +25,15 @@ from gdsstore.engine import cuda
 if TYPE_CHECKING:
     from obstore.store import ClientConfig  # a TypedDict of the stubs only
 
-__all__ = ["BenchResult", "bench_file", "bench_url", "bench_zarr", "format_table", "remote_zarr_node_type"]
+__all__ = [
+    "BenchOptions",
+    "BenchResult",
+    "bench_file",
+    "bench_url",
+    "bench_zarr",
+    "format_table",
+    "remote_zarr_node_type",
+]
 
 
 @dataclass
@@ -245,23 +254,51 @@ def _run_cases(
     return results
 
 
-def bench_url(
-    url: str,
-    *,
-    repeat: int = 3,
-    device: bool | None = None,
-    storage_options: dict[str, Any] | None = None,
-    progress: bool = True,
+class BenchOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`bench_url` and :func:`bench_zarr`: how every contender reads.
+
+    Attributes:
+        repeat: runs per contender; the best counts (default 3).
+        device: read into GPU memory (default ``None``: when a GPU is present).
+        storage_options: for a URL, passed to gdsstore and to the contender (endpoint, credentials).
+        progress: show a progress bar on stderr (default ``True``).
+    """
+
+    repeat: int
+    device: bool | None
+    storage_options: dict[str, Any] | None
+    progress: bool
+
+
+#: What one benchmark measures: the bytes each contender reads, and each contender's (name, read).
+_Contenders = tuple[int, list[tuple[str, Callable[[], Any]]]]
+
+
+def _bench_contenders(
+    who: str, options: BenchOptions, contenders: Callable[[bool, dict[str, Any]], _Contenders]
 ) -> list[BenchResult]:
+    """Measure what ``contenders(device, storage_options)`` builds, as ``options`` say.
+
+    Raises:
+        TypeError: ``options`` has a key :class:`BenchOptions` does not name.
+    """
+    unknown = sorted(set(options) - BenchOptions.__optional_keys__)
+    if unknown:
+        known = ", ".join(sorted(BenchOptions.__optional_keys__))
+        raise TypeError(f"{who}() got unexpected keyword arguments {unknown}; it takes {known}")
+    device = options.get("device")
+    device = cuda.device_count() > 0 if device is None else device
+    nbytes, cases = contenders(device, dict(options.get("storage_options") or {}))
+    return _run_cases(cases, nbytes, options.get("repeat", 3), device, options.get("progress", True))
+
+
+def bench_url(url: str, **options: Unpack[BenchOptions]) -> list[BenchResult]:
     """Read one remote object whole through gdsstore, next to fsspec (+ ``cupy.asarray``) and, for
     HTTP(S) on a GPU, ``kvikio.RemoteFile`` when installed.
 
     Args:
         url: an ``s3://``, ``http(s)://`` or ``webhdfs://`` URL.
-        repeat: runs per contender; the best counts.
-        device: read into GPU memory (``None``: when a GPU is present).
-        storage_options: passed to ``gdsstore.open`` and ``fsspec.open`` (endpoint, credentials).
-        progress: show a progress bar on stderr.
+        **options: how each contender reads (:class:`BenchOptions`).
 
     Returns:
         One :class:`BenchResult` per contender.
@@ -269,10 +306,12 @@ def bench_url(
     Raises:
         OSError: the object cannot be reached or does not exist (``FileNotFoundError`` for a 404).
     """
+    return _bench_contenders("bench_url", options, functools.partial(_url_contenders, url))
+
+
+def _url_contenders(url: str, device: bool, opts: dict[str, Any]) -> _Contenders:
     import gdsstore
 
-    device = cuda.device_count() > 0 if device is None else device
-    opts = dict(storage_options or {})
     with gdsstore.open(url, **opts) as f:
         size = f.size
     buf = _dest(size, device)
@@ -306,7 +345,7 @@ def bench_url(
                 return int(rf.read(buf))
 
         cases.append(("kvikio.RemoteFile (its defaults)", kvikio_remote))
-    return _run_cases(cases, size, repeat, device, progress)
+    return size, cases
 
 
 def remote_zarr_node_type(url: str, storage_options: dict[str, Any] | None = None) -> str | None:
@@ -355,34 +394,26 @@ def _zarr_anchor(path: str, storage_options: dict[str, Any]) -> tuple[str, Calla
     )
 
 
-def bench_zarr(
-    path: str,
-    *,
-    repeat: int = 3,
-    device: bool | None = None,
-    storage_options: dict[str, Any] | None = None,
-    progress: bool = True,
-) -> list[BenchResult]:
+def bench_zarr(path: str, **options: Unpack[BenchOptions]) -> list[BenchResult]:
     """Read a zarr array whole (``z[:]``) through gdsstore's store and pipeline, next to zarr's own
     store for it: ``LocalStore`` for a directory, ``ObjectStore`` (obstore) for an HTTP(S) URL,
     ``FsspecStore`` for other URLs (GPU buffers on both sides when a GPU is present).
 
     Args:
         path: a zarr v3 array (not a group): a local directory or a URL.
-        repeat: runs per contender; the best counts.
-        device: read into GPU memory (``None``: when a GPU is present).
-        storage_options: passed to ``GDSStore`` and to zarr's store for a URL (endpoint, credentials).
-        progress: show a progress bar on stderr.
+        **options: how each contender reads (:class:`BenchOptions`; ``storage_options`` go to ``GDSStore``
+            and to zarr's store for a URL).
 
     Returns:
         One :class:`BenchResult` per contender.
     """
+    return _bench_contenders("bench_zarr", options, functools.partial(_zarr_contenders, path))
+
+
+def _zarr_contenders(path: str, device: bool, opts: dict[str, Any]) -> _Contenders:
     import zarr
 
     import gdsstore
-
-    device = cuda.device_count() > 0 if device is None else device
-    opts = dict(storage_options or {})
 
     def open_ours() -> Any:
         return zarr.open_array(gdsstore.GDSStore(path, read_only=True, storage_options=opts or None), mode="r")
@@ -404,7 +435,7 @@ def bench_zarr(
         ("gdsstore GDSStore + " + ("enable_gpu()" if device else "pipeline, host buffers"), ours),
         (anchor + (" + zarr.config.enable_gpu()" if device else ""), theirs),
     ]
-    return _run_cases(cases, nbytes, repeat, device, progress)
+    return nbytes, cases
 
 
 def format_table(results: list[BenchResult], title: str = "") -> str:
