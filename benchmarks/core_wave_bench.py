@@ -34,6 +34,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 import gdsstore
+from gdsstore.engine import native
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.retry import RetryPolicy
 
@@ -273,8 +274,8 @@ def main() -> None:
     ap.add_argument("--nginx-workers", type=int, default=2)
     ap.add_argument("--out", default="")
     args = ap.parse_args()
-    if not core.available():
-        sys.exit(f"core_wave_bench: {core.unavailable_reason()}")
+    if not native.load():
+        sys.exit(f"core_wave_bench: {native.unavailable_reason()}")
     from servers.nginx import NginxServer
 
     words = [w for w in args.only.split(",") if w]

@@ -110,9 +110,8 @@ _CORE_HINT = ("reinstall gdsstore: `pip install gdsstore`, or `pip install -e .`
 def _native_core(s: policy.Settings | None) -> dict[str, Any]:
     """Whether the native core (``gdsstore._core``) loads, its version and file, and what that changes."""
     from gdsstore.engine import native
-    from gdsstore.engine.remote import core
 
-    info: dict[str, Any] = {"installed": core.available()}
+    info: dict[str, Any] = {"installed": native.load() is not None}
     if not info["installed"]:
         try:  # the trace says "not installed"; the doctor gives the import error and the way to build it
             importlib.import_module(native.MODULE)
@@ -120,7 +119,7 @@ def _native_core(s: policy.Settings | None) -> dict[str, Any]:
             detail = f"{type(exc).__name__}: {exc}"
         else:
             detail = "it imports now"
-        info["reason"] = f"{core.unavailable_reason()}: {detail}; {_CORE_HINT}"
+        info["reason"] = f"{native.unavailable_reason()}: {detail}; {_CORE_HINT}"
         info["effect"] = ("HTTP(S) and S3 cannot be read or written (the core is their only transport); local "
                           "chunk batches run on Python threads")
         return info

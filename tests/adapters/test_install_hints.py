@@ -62,10 +62,10 @@ import json, sys
 sys.modules["gdsstore._core"] = None  # as where the core is not built
 from gdsstore import policy
 from gdsstore.engine import batch
-from gdsstore.engine.remote import core
+from gdsstore.engine import native
 from gdsstore.gpu import nvcomp
 print(json.dumps({
-    "wave": core.unavailable_reason(),
+    "wave": native.unavailable_reason(),
     "batch": policy.decide_local_batch(core_missing=batch._core_missing(),
                                        reads=4).reason,
     "nvcomp": nvcomp._import_nvcomp()[1],

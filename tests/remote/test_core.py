@@ -16,6 +16,7 @@ import pytest
 from forked import run_forked
 from servers.faults import FaultServer
 
+from gdsstore.engine import native
 from gdsstore.engine.landing import Landed
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.core import CorePiece
@@ -24,7 +25,7 @@ from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIO
 
 from .conftest import payload
 
-pytestmark = pytest.mark.skipif(not core.available(), reason=f"native core not built: {core.unavailable_reason()}")
+pytestmark = pytest.mark.skipif(not native.load(), reason=f"native core not built: {native.unavailable_reason()}")
 
 DATA = payload(256 << 10, seed=7)
 FILL = 0xA5

@@ -19,12 +19,13 @@ from servers.net import Blackhole
 from servers.stalls import StallingS3, TLSCounter
 
 from gdsstore._config import ROWS
+from gdsstore.engine import native
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.core import CorePiece
 from gdsstore.engine.remote.retry import RetryPolicy
 from gdsstore.errors import RemoteIOError
 
-pytestmark = pytest.mark.skipif(not core.available(), reason=f"native core not built: {core.unavailable_reason()}")
+pytestmark = pytest.mark.skipif(not native.load(), reason=f"native core not built: {native.unavailable_reason()}")
 
 #: Seconds a child may take to exit after SIGINT before the test fails (it should take well under one).
 EXIT_GUARD = 10.0

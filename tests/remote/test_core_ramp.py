@@ -15,11 +15,12 @@ import zarr
 from servers.stalls import PacedServer, small_http_server
 
 import gdsstore
+from gdsstore.engine import native
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.core import CorePiece
 from gdsstore.engine.remote.retry import RetryPolicy
 
-pytestmark = pytest.mark.skipif(not core.available(), reason=f"native core not built: {core.unavailable_reason()}")
+pytestmark = pytest.mark.skipif(not native.load(), reason=f"native core not built: {native.unavailable_reason()}")
 
 RETRY = RetryPolicy(max_attempts=4, retry_status=(503,), backoff_base=0.001, backoff_max=0.01)
 

@@ -15,12 +15,12 @@ from servers.net import Blackhole
 from servers.prefix_proxy import PrefixProxy, Seen
 
 import gdsstore
+from gdsstore.engine import native
 from gdsstore.engine.backend import Backend, backend_for
-from gdsstore.engine.remote import core
 
 from .test_core_interrupts import _interrupt
 
-pytestmark = pytest.mark.skipif(not core.available(), reason=f"native core not built: {core.unavailable_reason()}")
+pytestmark = pytest.mark.skipif(not native.load(), reason=f"native core not built: {native.unavailable_reason()}")
 
 
 @pytest.fixture

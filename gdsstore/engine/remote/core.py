@@ -9,14 +9,9 @@ every piece of one object came from one version (ETag). :func:`write_objects` up
 way; :func:`head`, :func:`list_objects` and :func:`delete_objects` send an S3 backend's HEAD, LIST and
 DELETE. A transport the core does not carry (WebHDFS) is a :class:`PiecesStore`: it answers the same pieces.
 
-The core is the only HTTP(S) and S3 transport: without it (:func:`available` False) an HTTP(S) or S3 read
-or write raises :class:`RemoteIOError` naming the fix. :class:`CoreRoot` is where a backend's objects are
-(set once per backend), :class:`CoreSource` one object of it.
-
-Examples:
-    >>> from gdsstore.engine.remote import core
-    >>> isinstance(core.available(), bool)
-    True
+The core is the only HTTP(S) and S3 transport: without it an HTTP(S) or S3 read or write raises
+:class:`RemoteIOError` naming the fix. :class:`CoreRoot` is where a backend's objects are (set once per
+backend), :class:`CoreSource` one object of it.
 """
 
 from __future__ import annotations
@@ -45,9 +40,8 @@ if TYPE_CHECKING:
     from gdsstore import _core as gdsstore_core
 
 __all__ = [
-    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "ObjectRow", "PiecesStore", "available",
-    "delete_objects", "head", "http_store", "list_objects", "read_one", "read_wave", "s3_store", "split_bytes",
-    "unavailable_reason", "wave_reason", "write_objects", "write_reason",
+    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "ObjectRow", "PiecesStore", "delete_objects", "head",
+    "http_store", "list_objects", "read_one", "read_wave", "s3_store", "split_bytes", "wave_reason", "write_objects",
 ]
 
 _lock = threading.Lock()
@@ -67,21 +61,11 @@ TLS_FIX = ("not retried: pass `verify=` the path of a CA bundle (PEM) that signe
            "(or set SSL_CERT_FILE), or `verify=False` to skip the check on a network you trust")
 
 
-def available() -> bool:
-    """Whether the native core is importable (loaded on first use, once per process)."""
-    return native.load() is not None
-
-
-def unavailable_reason() -> str | None:
-    """Why :func:`available` is False (None when it is True)."""
-    return native.unavailable_reason()
-
-
 def module() -> Any:
     """The loaded ``gdsstore._core``; raises :class:`RemoteIOError` naming the fix where it is missing."""
     mod = native.load()
     if mod is None:
-        raise RemoteIOError(f"HTTP(S) and S3 go through gdsstore's native core: {unavailable_reason()}; reinstall gdsstore "
+        raise RemoteIOError(f"HTTP(S) and S3 go through gdsstore's native core: {native.unavailable_reason()}; reinstall gdsstore "
                             "(`pip install .` in a clone builds it with cargo; docs/install.md)")
     return mod
 
@@ -91,11 +75,6 @@ def wave_reason(s: policy.Settings, store: Any = None) -> str:
     if isinstance(store, PiecesStore):
         return f"urllib3, {policy.python_wave_concurrency(s)} requests at once (remote.wave_concurrency)"
     return f"native core, one call (remote.wave_concurrency {s.remote_wave_concurrency})"
-
-
-def write_reason(s: policy.Settings) -> str:
-    """The trace's words for who sends S3 uploads."""
-    return f"native core, GIL released (remote.wave_concurrency {s.remote_wave_concurrency})"
 
 
 def _cached(key: tuple[Any, ...], build: Any, version: Any = None) -> Any:
@@ -221,6 +200,8 @@ def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> B
         return RangeMismatchError(f"{what}: answer is not the range asked: {scrub_text(msg)}")
     if kind == "stale":
         return StaleConnectionError(text)
+    if kind == "exists":  # a create-only upload
+        return FileExistsError(f"{what}: {status or 412}: the key exists")
     if kind in _TRANSIENT_KINDS:
         return TransientError(text)
     if kind == "tls":
@@ -343,13 +324,6 @@ def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> li
     return out
 
 
-def _write_error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> BaseException:
-    """An upload's failure: an existing key (a create-only upload), else as a read's (:func:`_error`)."""
-    if kind == "exists":
-        return FileExistsError(f"{what}: {status or 412}: the key exists")
-    return _error(kind, status, msg, what, retry)
-
-
 def write_objects(
     store: Any,
     whats: Sequence[str],
@@ -388,7 +362,7 @@ def write_objects(
             res.attempts, res.etag, res.version, res.kind = number, etag, version, None
             if err is not None:
                 res.kind, res.status = err[0], err[1]
-                failed.append((i, whats[i], _write_error(err[0], err[1], err[2], whats[i], retry)))
+                failed.append((i, whats[i], _error(err[0], err[1], err[2], whats[i], retry)))
         return failed
 
     retry.run(len(paths), attempt, lambda i, exc: setattr(results[i], "error", exc))
@@ -478,10 +452,6 @@ class CoreRoot:
     store: Callable[[], Any]
     base: str
     prefix: str = ""
-
-    def path(self, key: str) -> str:
-        """The object path of ``key`` (already checked by the backend)."""
-        return self.prefix + key
 
 
 class CoreSource:

@@ -103,7 +103,7 @@ class HTTPBackend(WaveReads, Backend):
         return redact_url(self._root)
 
     def core_path(self, key: str, where: str) -> str:
-        return self.core.path(check_remote_key(key, where))
+        return self.core.prefix + check_remote_key(key, where)
 
     def object_paths(self, keys: Sequence[str], where: str) -> list[str | BaseException]:
         # docstring inherited

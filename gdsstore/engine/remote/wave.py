@@ -30,6 +30,7 @@ import numpy as np
 
 import gdsstore.trace as _trace
 from gdsstore import policy
+from gdsstore.engine import native
 from gdsstore.engine.buffers import as_io_buffer
 from gdsstore.engine.landing import ALIGN as _ALIGN
 from gdsstore.engine.landing import MISSING_KEY as _MISSING
@@ -433,7 +434,7 @@ def read_wave(
                       time.perf_counter() - t0, str(backend.url), None, requests=len(reqs))
     if room is None and open_sized:
         backend.room_hint = max([0, *(r.got for r in reqs if r.slot < 0)])
-    split = core.split_bytes if core.available() else None  # else Landed.all_bytes copies one by one
+    split = core.split_bytes if native.load() else None  # else Landed.all_bytes copies one by one
     return Landed(buf.buf[: buf.used], offsets, sizes, buf.owner, requests=len(reqs), split=split, etags=etags,
                   errors=_item_errors(reqs, errs, len(keys)) if errors == "return" else None)
 

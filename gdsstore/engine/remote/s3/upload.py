@@ -107,7 +107,8 @@ def _trace_writes(sizes: list[int], seconds: float, url: str, device: int | None
         if mine:
             how = "single PUT (create-only: If-None-Match, up to 5 GiB)" if create and large else \
                 _write_reason(large, s)
-            reason = f"{'device buffer copied to host, ' if device is not None else ''}{how}; {core.write_reason(s)}"
+            sender = f"native core, GIL released (remote.wave_concurrency {s.remote_wave_concurrency})"
+            reason = f"{'device buffer copied to host, ' if device is not None else ''}{how}; {sender}"
             _trace.record("write", "s3", reason, sum(mine), seconds * len(mine) / len(sizes),
                           url if len(sizes) == 1 else url.rsplit("/", 1)[0] + "/", device, requests=len(mine))
 
