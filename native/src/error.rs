@@ -1,6 +1,7 @@
 //! The core's errors, in one place. Each item that fails comes back with a `Failure`: a `Kind` (its name
-//! crosses to Python as a string, `Kind::name`, read by `gdsstore.engine.native.item_error`), an HTTP
-//! status or an errno, and a message. A call that cannot start raises a `CallError`, mapped once to Python
+//! crosses to Python as a string, `Kind::name`, mapped to gdsstore's exceptions by
+//! `gdsstore.engine.remote.core._error`, and for local reads by `gdsstore.engine.batch._raise_core_errors`),
+//! an HTTP status or an errno, and a message. A call that cannot start raises a `CallError`, mapped once to Python
 //! exceptions (`From<CallError> for PyErr`).
 
 use object_store::client::{HttpError, HttpErrorKind};
