@@ -6,7 +6,9 @@ order) and hand back one :class:`Landed`. :func:`land` is the one entry: it take
 pinned pool's, or a GPU's) and asks the backend to land the table
 (:meth:`gdsstore.engine.backend.Backend.land`): local files by the batched ``preadv`` or the native core
 (``gdsstore.engine.localfs.land_files``), remote objects in one wave (``gdsstore.engine.remote.wave.read_wave``), any other
-backend by one size lookup and one read per item (:func:`land_objects`).
+backend by one size lookup and one read per item (:func:`land_objects`). A ``Landed`` may also hold its
+items in several buffers (a window's chunks as each decoder left them: ``Landed.empty``), so that every
+buffer of items in gdsstore is one type.
 
 Pinned buffers come from one pool (:data:`pinned_pool`), counted in the bounce ring's account
 (:mod:`gdsstore.engine.bounce`): the ring's slots and the landing buffers stay within
@@ -104,8 +106,8 @@ class Landed:
     the items were landed through the bounce ring straight on the GPU; ``host`` of a device landing is a copy
     made on first use. A window's decoded chunks come out of several decoders at once (nvCOMP's output, the
     staging itself for chunks stored raw, blosc's groups, the host decoder's copy), and gathering them in one
-    buffer would cost a device copy of every window: :meth:`empty` makes a ``Landed`` whose items
-    :meth:`add` places in buffers of their own (item ``i`` in ``buffers[buffer_of[i]]``).
+    buffer would cost a device copy of every window: ``Landed.empty(n)`` makes a ``Landed`` whose items
+    ``add`` and ``take`` place in buffers of their own (item ``i`` in ``buffers[buffer_of[i]]``).
 
     Attributes:
         pinned: the pool's pinned buffer behind ``host`` (given back by :meth:`release`), else None.

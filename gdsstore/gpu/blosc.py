@@ -456,8 +456,7 @@ def decode_frames(
     compressors: Iterable[str] = tuple(GPU_COMPRESSORS),
 ) -> Landed:
     """Decode many blosc frames of one ``uint8`` buffer (CuPy on the GPU, or numpy): frame ``i``'s raw bytes
-    are item ``i`` of the ``Landed`` returned (in the buffers of :meth:`Landed.empty
-    <gdsstore.engine.landing.Landed.empty>`: blosc's groups).
+    are item ``i`` of the ``Landed`` returned (in the buffers of ``Landed.empty``: blosc's groups).
 
     Args:
         src: the buffer holding the frames.
@@ -466,8 +465,7 @@ def decode_frames(
         host: ``src``'s bytes on the host, where the frames are parsed (``src`` itself when numpy).
         where: frame number -> the chunk's name, for errors.
         compressors: compressors decoded in the batch; frames of others are left for the CPU
-            (:attr:`Landed.absent <gdsstore.engine.landing.Landed.absent>`, with the reason,
-            :attr:`~gdsstore.engine.landing.Landed.absent_reason`).
+            (absent items of the result, the reason in its ``absent_reason``).
 
     Raises:
         ChunkDecodeError: a truncated or corrupt frame, naming it.

@@ -434,8 +434,7 @@ def decode_on_device(
     chain: CodecChain, specs: list[ArraySpec], staged: Landed, names: Sequence[str] | None = None
 ) -> Landed:
     """Decode a window's bytes-to-bytes stage on the device: every present chunk's raw (bytes-codec) bytes,
-    in the buffers of the decoders that made them (a :meth:`Landed.empty
-    <gdsstore.engine.landing.Landed.empty>`; ``names``: the chunks' keys, for errors)."""
+    in the buffers of the decoders that made them (a ``Landed.empty``; ``names``: the chunks' keys, for errors)."""
     raw = Landed.empty(len(specs))
     pres = staged.present
     present = pres.tolist()

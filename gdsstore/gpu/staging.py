@@ -2,7 +2,7 @@
 the engine's :func:`~gdsstore.engine.landing.land`) moved to the GPU in one large copy, and items that did
 not come through the engine (another zarr store's buffers, decoded payloads) put in slots of one buffer.
 A window's chunks once decoded are a ``Landed`` too, in the slots of each decoder's output
-(:meth:`Landed.empty <gdsstore.engine.landing.Landed.empty>`).
+(``Landed.empty``).
 """
 
 from __future__ import annotations
