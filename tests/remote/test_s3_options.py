@@ -101,13 +101,13 @@ def test_version_aware_reads_the_version_opened(s3: dict[str, Any], version_awar
 def test_bucket_region_is_discovered_before_signing(s3: dict[str, Any]) -> None:
     s3["client"].create_bucket(Bucket="eu-bucket", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
     b = backend_for("s3://eu-bucket/x", opts(s3))
-    assert b.client.region_of("eu-bucket") == "eu-west-1"
-    assert b.client.region_of("test-bucket") == "us-east-1"
+    assert b.client.target("eu-bucket").region == "eu-west-1"
+    assert b.client.target("test-bucket").region == "us-east-1"
     b.put("a.bin", DATA)
     assert bytes(b.get("a.bin", bytearray)) == DATA
     assert b.client.core_options("eu-bucket")["aws_region"] == "eu-west-1"  # what the core signs for
     given = backend_for("s3://eu-bucket/x", opts(s3, region_name="ap-south-1"))
-    assert given.client.region_of("eu-bucket") == "ap-south-1"  # an explicit region is never second-guessed
+    assert given.client.target("eu-bucket").region == "ap-south-1"  # an explicit region is never second-guessed
 
 
 def test_preparing_gets_registers_nothing_per_object(s3: dict[str, Any]) -> None:

@@ -2,12 +2,12 @@
 
 botocore resolves credentials the standard way (explicit keys, env, shared profile, web identity, SSO,
 instance role) and where a bucket's requests go; it sends none of them but the region lookup below. Every
-request (GETs, PUTs, multipart uploads, HEAD, LIST, DELETE) goes through the native core, whose store of a bucket is built from botocore's
-result (:meth:`S3Client.core_options`): where a bucket's requests go is read once off the URL botocore
-presigns for a probe key (:class:`S3Target`; nothing is sent for it), so no request goes where botocore would
-not send it. Without ``region_name``, each bucket's region is asked once by botocore (``HeadBucket``'s
+request goes through the native core, whose store of a bucket is built from botocore's result
+(:meth:`S3Client.core_options`): where a bucket's requests go is read once off the URL botocore presigns for a
+probe key (:class:`S3Target`; nothing is sent for it), so no request goes where botocore would not send it.
+Without ``region_name``, each bucket's region is asked once by botocore (``HeadBucket``'s
 ``x-amz-bucket-region``; object_store's own lookup always asks ``BUCKET.s3.amazonaws.com``, whatever the
-endpoint, and the core's HEAD does not return a refusal's headers). Sessions and clients are cached per AWS environment (:func:`_aws_environment`).
+endpoint). Sessions and clients are cached per AWS environment (:func:`_aws_environment`).
 
 The storage options (s3fs's names where they exist: ``key``/``secret``/``token``, ``profile``, ``anon``,
 ``endpoint_url``, ``region_name``, ``addressing_style``, ``verify``, ``use_ssl``, ``client_kwargs``,
@@ -34,19 +34,15 @@ from gdsstore.errors import RemoteIOError
 __all__ = ["S3Client", "S3Target", "get_s3_client", "parse_s3_url"]
 
 # fsspec/s3fs options with no meaning here (no listings cache, no instance cache, sync only).
-_IGNORED_OPTIONS = frozenset(
-    {
-        "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "default_block_size",
-        "default_fill_cache", "default_cache_type", "cache_regions", "loop", "asynchronous",
-    }
-)
-_OPTION_NAMES = frozenset(
-    {
-        "key", "secret", "token", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
-        "profile", "anon", "endpoint_url", "region_name", "addressing_style", "verify", "client_kwargs",
-        "config_kwargs", "use_ssl", "requester_pays", "s3_additional_kwargs", "version_aware", "session",
-    }
-) | _IGNORED_OPTIONS
+_IGNORED_OPTIONS = frozenset({
+    "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "default_block_size",
+    "default_fill_cache", "default_cache_type", "cache_regions", "loop", "asynchronous",
+})
+_OPTION_NAMES = frozenset({
+    "key", "secret", "token", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+    "profile", "anon", "endpoint_url", "region_name", "addressing_style", "verify", "client_kwargs",
+    "config_kwargs", "use_ssl", "requester_pays", "s3_additional_kwargs", "version_aware", "session",
+}) | _IGNORED_OPTIONS
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -106,25 +102,15 @@ def _session(profile: str | None) -> Any:
 
 
 def get_s3_client(options: dict[str, Any]) -> S3Client:
-    """The process-wide :class:`S3Client` for these options, the current remote settings and the current
-    AWS environment (:func:`_aws_environment`).
-
-    Clients are cached (they hold connection pools); the key lives only in this process's memory. A client
-    made in another environment is replaced, not kept beside the new one; objects opened with it keep it.
-    """
+    """The process-wide :class:`S3Client` for these options, the current remote timeouts and the current
+    AWS environment (:func:`_aws_environment`); the key lives only in this process's memory. A client made in
+    another environment is replaced, not kept beside the new one; objects opened with it keep it."""
     s = policy.settings()
-    key = json.dumps(
-        [options, s.remote_connect_timeout, s.remote_timeout, s.remote_concurrency], sort_keys=True, default=repr
-    )
+    key = json.dumps([options, s.remote_connect_timeout, s.remote_timeout], sort_keys=True, default=repr)
     env = _aws_environment()
-    with _session_lock:
-        held = _clients.get(key)
+    held = _clients.get(key)
     if held is None or held[0] != env:
-        c = S3Client(options)
-        with _session_lock:
-            held = _clients.get(key)
-            if held is None or held[0] != env:
-                held = _clients[key] = (env, c)
+        held = _clients[key] = (env, S3Client(options))
     return held[1]
 
 
@@ -206,7 +192,6 @@ class S3Client:
         # Until a bucket's region is known: the given one, else botocore's (AWS_DEFAULT_REGION, the profile's,
         # or us-east-1); HeadBucket answers from there with the bucket's region.
         self.client = self._make(region)
-        self._bucket_clients: dict[str, Any] = {}
         self._targets: dict[str, S3Target] = {}
         self._fork_pid = os.getpid()
 
@@ -214,31 +199,14 @@ class S3Client:
         with _session_lock:  # botocore sessions are not thread-safe; the clients they make are
             return self._session.create_client("s3", region_name=region, **self._create)
 
-    def _check_fork(self) -> None:
-        """botocore clients hold urllib3 pools: a forked child builds its own before its first call."""
-        if self._fork_pid != os.getpid():
+    def _client_for(self, bucket: str) -> Any:
+        """The botocore client that signs for ``bucket``'s region: ``region_name``, else the bucket's own
+        (``HeadBucket``'s ``x-amz-bucket-region``)."""
+        if self._fork_pid != os.getpid():  # botocore clients hold urllib3 pools: a forked child makes its own
             self._fork_pid = os.getpid()
             self.client = self._make(self.client.meta.region_name)
-            self._bucket_clients = {}
-
-    def region_of(self, bucket: str) -> str:
-        """The region requests to ``bucket`` are signed for: ``region_name``, else the bucket's own
-        (``HeadBucket``'s ``x-amz-bucket-region``, asked once per bucket)."""
-        return str(self.for_bucket(bucket).meta.region_name)
-
-    def for_bucket(self, bucket: str) -> Any:
-        """The botocore client that signs for ``bucket``'s region."""
-        self._check_fork()
         if self.region_given or not bucket:
             return self.client
-        c = self._bucket_clients.get(bucket)
-        if c is None:
-            region = self._discover_region(bucket)
-            c = self.client if region == self.client.meta.region_name else self._make(region)
-            c = self._bucket_clients.setdefault(bucket, c)
-        return c
-
-    def _discover_region(self, bucket: str) -> str:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -246,24 +214,24 @@ class S3Client:
         except ClientError as exc:  # AWS answers 301/403 from another region, with the header
             meta = exc.response.get("ResponseMetadata", {})
         except BotoCoreError:
-            return str(self.client.meta.region_name)  # unreachable now: the call itself will say why
-        region = (meta.get("HTTPHeaders") or {}).get("x-amz-bucket-region")
-        return str(region or self.client.meta.region_name)
+            return self.client  # unreachable now: the requests themselves will say why
+        region = (meta.get("HTTPHeaders") or {}).get("x-amz-bucket-region") or self.client.meta.region_name
+        return self.client if region == self.client.meta.region_name else self._make(region)
 
     def target(self, bucket: str) -> S3Target:
-        """Where botocore sends the requests of ``bucket`` (:class:`S3Target`), read once off the URL botocore
-        presigns for a probe key (nothing is sent for it).
+        """Where botocore sends the requests of ``bucket`` (:class:`S3Target`; its region: the bucket's), read
+        once off the URL botocore presigns for a probe key (nothing is sent for it).
 
         Raises:
             RemoteIOError: the URL has a shape the native core cannot reproduce (signed for another service).
         """
-        self._check_fork()
         if bucket not in self._targets:
             params: dict[str, Any] = {"Bucket": bucket, "Key": _PROBE_KEY}
             if self.requester_pays:
                 params["RequestPayer"] = "requester"
-            url = str(self.for_bucket(bucket).generate_presigned_url("get_object", Params=params, ExpiresIn=60))
-            target = S3Target.from_probe(url, bucket, self.for_bucket(bucket).meta.region_name)
+            c = self._client_for(bucket)
+            url = str(c.generate_presigned_url("get_object", Params=params, ExpiresIn=60))
+            target = S3Target.from_probe(url, bucket, c.meta.region_name)
             if target is None:
                 raise RemoteIOError(
                     f"S3: botocore signs the requests of bucket {bucket!r} for another service than s3 (S3 Express, "
