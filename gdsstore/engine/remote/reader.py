@@ -1,12 +1,11 @@
 """The range reader: split a read into ranges, fetch them concurrently, verify every answer.
 
-One reader serves every transport: :class:`RemoteFile` cuts a read into ranges, runs them on the engine pool
-with ``remote.concurrency`` workers, each one piece through :func:`~gdsstore.engine.remote.core.read_wave`
-(the native core, or WebHDFS's :class:`~gdsstore.engine.remote.core.PiecesStore`), which checks every answer
-and retries from the first byte not yet landed. Host reads land straight in the caller's buffer, device reads
-in the pinned bounce ring, then an async H2D copy. Every range is of the object that was opened (its size,
-one ETag or version): a replaced object fails, and a server that ignores ``Range`` fails loudly
-(:class:`RangeNotSupportedError`), never yielding wrong bytes.
+:class:`RemoteFile` cuts a read into ranges and runs them on the engine pool with ``remote.concurrency``
+workers, each one piece through :func:`~gdsstore.engine.remote.core.read_wave` (the native core, or WebHDFS's
+:class:`~gdsstore.engine.remote.core.PiecesStore`), which checks every answer and retries from the first byte
+not yet landed. Host reads land in the caller's buffer, device reads in the pinned bounce ring, then an async
+H2D copy. Every range is of the object that was opened (its size, one ETag or version): a replaced object
+fails, and a server that ignores ``Range`` fails loudly (:class:`RangeNotSupportedError`), never wrong bytes.
 """
 
 from __future__ import annotations
@@ -76,9 +75,7 @@ class RemoteFile(BaseFile):
 
     def __init__(self, source: CoreSource, *, size: int | None = None) -> None:
         self._source = source
-        if size is None:
-            size = RetryPolicy.from_settings().call(source.stat, f"stat {source.url}")
-        self._size = size
+        self._size = RetryPolicy.from_settings().call(source.stat, f"stat {source.url}") if size is None else size
 
     @property
     def url(self) -> str:
@@ -103,11 +100,10 @@ class RemoteFile(BaseFile):
         if avail == 0:
             return completed(0)
         s = policy.settings()
-        d = policy.decide_remote(scheme=self._source.scheme, device=b.is_device, nbytes=avail, s=s)
         fetch = _RangeFetch(self, s)
-        d = policy.Decision(d.route, f"{core.wave_reason(s, fetch.store)}; {d.reason}")
+        d = policy.decide_remote(scheme=self._source.scheme, device=b.is_device, nbytes=avail, s=s)
+        traced = self._traced(d.route, f"{core.wave_reason(s, fetch.store)}; {d.reason}", b)
         ranges = split_ranges(offset, avail, policy.remote_range_size(avail, s))
-        traced = self._traced(d, b)
         first = self._run(b, ranges, offset, s, traced, fetch)
         if offset == 0 and avail == self._size and len(ranges) > 1:
             # The whole object, asked in ranges: a server that ignores Range still serves it in one request.
@@ -125,33 +121,29 @@ class RemoteFile(BaseFile):
 
         def landed(n: int, exc: BaseException | None) -> None:
             dest.wait()  # device data is on the device before the future resolves
-            if exc is None and len(ranges) > 1 and source.version() != before:
+            changed = exc is None and len(ranges) > 1 and source.version() != before
+            if changed:
                 exc = RangeMismatchError(f"{self.url}: the object changed during a read of {len(ranges)} ranges "
                                          "(its bytes may mix two versions; read it again)")
-                if on_done:
-                    on_done(n, exc)
-                raise exc
             if on_done:
                 on_done(n, exc)
+            if changed:
+                raise exc  # type: ignore[misc]
 
         pieces = [partial(self._fetch, r, fetch, dest, failed) for r in ranges]
         return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed)
 
-    def _traced(self, d: policy.Decision, b: IOBuffer) -> Callable[[int, BaseException | None], None] | None:
-        if not _trace.active():
-            return None
+    def _traced(self, route: str, reason: str, b: IOBuffer) -> Callable[[int, BaseException | None], None] | None:
         t0 = time.perf_counter()
-        url = self.url
 
         def done(n: int, exc: BaseException | None) -> None:
             if exc is None:
-                _trace.record("read", d.route, d.reason, n, time.perf_counter() - t0, url, b.device)
+                _trace.record("read", route, reason, n, time.perf_counter() - t0, self.url, b.device)
 
-        return done
+        return done if _trace.active() else None
 
     def _fetch(self, req: RangeRequest, fetch: _RangeFetch, dest: _Destination, failed: threading.Event) -> int:
-        """Fetch ``req`` (its retries: :func:`.core.read_wave`); once any range of the read has failed for good
-        (``failed``), the others are not asked."""
+        """Fetch ``req``; once any range of the read has failed for good (``failed``), the others are not asked."""
         if failed.is_set():
             raise _Cancelled(f"GET {self.url} {req.header}: cancelled, another range of this read failed")
         try:
@@ -176,16 +168,15 @@ class _RangeFallback(Future[int]):
         first.add_done_callback(self._first_done)
 
     def _first_done(self, f: Future[int]) -> None:
-        exc = f.exception()
-        if isinstance(exc, RangeNotSupportedError):
-            try:
-                self._second = self._whole()
-            except BaseException as again:  # handed to the caller through the future
-                self.set_exception(again)
-                return
-            self._second.add_done_callback(self._settle)
+        if not isinstance(f.exception(), RangeNotSupportedError):
+            self._settle(f)
             return
-        self._settle(f)
+        try:
+            self._second = self._whole()
+        except BaseException as again:  # handed to the caller through the future
+            self.set_exception(again)
+            return
+        self._second.add_done_callback(self._settle)
 
     def _settle(self, f: Future[int]) -> None:
         exc = f.exception()
@@ -223,7 +214,6 @@ class _RangeFetch:
         self._version = src.version_id if src.pin_version else None
 
     def __call__(self, offset: int, view: Any) -> None:
-        """Fill ``view`` with the object's bytes from ``offset``."""
         n = memoryview(view).nbytes
         whole = offset == 0 and n == self._f.size  # no Range header: a server may answer it only with a 200
         strong = self._tag if self._tag and not self._tag.startswith("W/") else None  # weak tags never match
@@ -267,8 +257,8 @@ class _Destination:
             self._after = cuda.current_event(b.device)
 
     def fill(self, fetch: Callable[[int, Any], None], rest: RangeRequest) -> None:
-        """Fill ``rest`` with ``fetch(offset, view)``, which fills ``view`` with the object's bytes from
-        ``offset``: in the caller's host buffer, or slot by slot through the pinned ring."""
+        """Fill ``rest`` with ``fetch(offset, view)``: in the caller's host buffer, or slot by slot through the
+        pinned ring."""
         lo = rest.offset - self._base
         if self._b.host is not None:
             fetch(rest.offset, self._b.host_slice(lo, lo + rest.nbytes))
