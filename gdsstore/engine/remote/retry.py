@@ -4,19 +4,8 @@ Retried: timeouts, refused/reset/aborted connections, truncated bodies and respo
 in ``remote.retry_status``. Not retried: anything that will fail the same way again (404, 403, a
 server that ignores ``Range``, a bad URL). Waits grow exponentially from ``remote.backoff_base`` up
 to ``remote.backoff_max`` with "full jitter" (a uniform draw in ``[0, cap]``), so many clients that
-failed together do not retry together.
-
-Examples:
-    >>> from gdsstore.engine.remote.retry import RetryPolicy, TransientError
-    >>> p = RetryPolicy(max_attempts=3, retry_status=(503,), backoff_base=0.0, backoff_max=0.0)
-    >>> calls = []
-    >>> def flaky() -> str:
-    ...     calls.append(1)
-    ...     if len(calls) < 3:
-    ...         raise TransientError("503 Service Unavailable")
-    ...     return "ok"
-    >>> p.call(flaky, "GET x")
-    'ok'
+failed together do not retry together. An attempt that fails is logged: a WARNING at an operation's first
+retry (a stalled or failing server shows itself at once, not after every attempt ran out), DEBUG after that.
 """
 
 from __future__ import annotations
@@ -35,7 +24,7 @@ from gdsstore import policy
 from gdsstore.errors import RemoteIOError, StaleConnectionError, TransientError
 
 __all__ = [
-    "STALE_RETRIES", "RemoteIOError", "RetryPolicy", "TransientError", "is_transient", "log_retry", "retry_after", "status_error",
+    "STALE_RETRIES", "RemoteIOError", "RetryPolicy", "TransientError", "is_transient", "retry_after", "status_error",
 ]
 
 log = logging.getLogger("gdsstore.remote")
@@ -80,23 +69,6 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
-
-
-def log_retry(what: str, attempt: int, exc: BaseException, wait: float, *, more: int = 0) -> None:
-    """Say that an attempt failed and another follows: a WARNING at an operation's first retry (a stalled or
-    failing server shows itself at once, not after every attempt ran out), DEBUG after that.
-
-    Args:
-        what: the operation (no secrets); attempt: the attempt that failed, from 1.
-        exc: its failure; wait: seconds until the next attempt.
-        more: other requests of the same call retried with it (a wave's).
-    """
-    level = logging.WARNING if attempt == 1 else logging.DEBUG
-    if not log.isEnabledFor(level):
-        return
-    others = f" (and {more} more request(s) of this call)" if more else ""
-    log.log(level, "%s%s: attempt %d failed (%s: %s); retrying in %.2f s (remote.max_attempts, remote.timeout)",
-            what, others, attempt, type(exc).__name__, exc, wait)
 
 
 @dataclass(frozen=True)
@@ -178,7 +150,10 @@ class RetryPolicy:
             if why is not None:  # wait before the next attempt, saying so (the first failure of this one)
                 failed = max(used[i] for i in todo) - 1
                 wait = self.delay(failed, getattr(why[1], "retry_after", None))
-                log_retry(why[0], failed, why[1], wait, more=len(todo) - 1)
+                level = logging.WARNING if failed == 1 else logging.DEBUG
+                others = f" (and {len(todo) - 1} more request(s) of this call)" if len(todo) > 1 else ""
+                log.log(level, "%s%s: attempt %d failed (%s: %s); retrying in %.2f s (remote.max_attempts, "
+                        "remote.timeout)", why[0], others, failed, type(why[1]).__name__, why[1], wait)
                 time.sleep(wait)
             number += 1
 

@@ -20,7 +20,6 @@ import ctypes.util
 import dataclasses
 import functools
 import mmap
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -142,19 +141,15 @@ class _WaveBuffer:
         self.buf, self.owner = alloc(fixed + room)
         if sparse:  # room set aside in equal shares, mostly left untouched
             _small_pages(self.buf, fixed, room)
-        self.fixed = fixed
-        self.used = fixed
-        self.cap = fixed + room
-        self._lock = threading.Lock()
+        self.fixed, self.used, self.cap = fixed, fixed, fixed + room
 
     def reserve(self, r: _Request, n: int) -> int:
-        """Set ``n`` bytes of room aside for ``r`` before its size is known; -1 when they do not fit."""
-        with self._lock:
-            if self.used + n > self.cap:
-                return -1
-            r.base = self.used
-            self.used += n
-            return r.base
+        """Set ``n`` bytes of room aside for ``r`` (planning only: no request is writing); -1: they do not fit."""
+        if self.used + n > self.cap:
+            return -1
+        r.base = self.used
+        self.used += n
+        return r.base
 
     def grow(self, reqs: list[_Request], extra: int, alloc: Alloc, free: Free) -> None:
         """Move to a buffer with ``extra`` bytes of room free: the fixed slots are copied, and of the room
@@ -172,14 +167,8 @@ class _WaveBuffer:
         self.buf, self.owner, self.used, self.cap = buf, owner, at, keep + extra
 
 
-def _plan(
-    keys: Sequence[str],
-    ranges: Sequence[ByteRange | None],
-    expect: np.ndarray | None,
-    exact: bool,
-    max_gap: int,
-    max_bytes: int,
-) -> tuple[list[_Request], int]:
+def _plan(keys: Sequence[str], ranges: Sequence[ByteRange | None], expect: np.ndarray | None, exact: bool,
+          max_gap: int, max_bytes: int) -> tuple[list[_Request], int]:
     """The requests of a wave and the bytes of its fixed slots."""
     if all(br is None for br in ranges):
         return _plan_whole(keys, expect)
