@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from gdsstore import policy
-from gdsstore.engine.backend import Backend, ObjectInfo
+from gdsstore.engine.backend import ObjectInfo
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.keys import (
     check_header_values,
@@ -87,7 +87,7 @@ class HTTPSource(core.CoreSource):
         super().__init__(root, path, redact_url(url), route="http", scheme=parts.scheme)
 
 
-class HTTPBackend(WaveReads, Backend):
+class HTTPBackend(WaveReads):
     """Read-only objects under an HTTP(S) root (a web server: no listing, no writes)."""
 
     writable = False

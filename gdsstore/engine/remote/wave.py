@@ -15,6 +15,7 @@ item gets its exception). One trace row per wave.
 
 from __future__ import annotations
 
+import abc
 import ctypes
 import ctypes.util
 import dataclasses
@@ -30,6 +31,7 @@ import numpy as np
 import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine import native
+from gdsstore.engine.backend import Backend
 from gdsstore.engine.buffers import as_io_buffer
 from gdsstore.engine.landing import ALIGN as _ALIGN
 from gdsstore.engine.landing import MISSING_KEY as _MISSING
@@ -448,24 +450,18 @@ def _copy_into(buf: Any, data: np.ndarray, where: str) -> Any:
     return buf
 
 
-class WaveReads:
-    """The remote backends' reads: :meth:`get` of one object, :meth:`get_many` and :meth:`land` as one
-    :func:`read_wave`."""
+class WaveReads(Backend):
+    """A remote backend: :meth:`get` of one object, :meth:`get_many` and :meth:`land` as one :func:`read_wave`."""
 
     waves = True
     #: Where the backend's objects are (the native core's store, or WebHDFS's pieces reader), set once.
     core: CoreRoot
     #: The trace's route of the backend's reads (``"http"``, ``"s3"``, ``"webhdfs"``).
     route: str = ""
-    room_hint: int
 
-    @property
-    def url(self) -> str:
-        raise NotImplementedError
-
+    @abc.abstractmethod
     def core_path(self, key: str, where: str) -> str:
         """The object path of ``key`` for the core (raises ``ValueError`` for a refused key)."""
-        raise NotImplementedError
 
     def object_paths(self, keys: Sequence[str], where: str) -> list[str | BaseException]:
         """:meth:`core_path` of each key, or the exception that refused it (``TypeError``, ``ValueError``,
@@ -478,8 +474,9 @@ class WaveReads:
                 out.append(exc)
         return out
 
+    @abc.abstractmethod
     def source(self, key: str, where: str) -> CoreSource:
-        raise NotImplementedError
+        """The source of one object (:class:`~gdsstore.engine.remote.reader.RemoteFile` reads it)."""
 
     def get(self, key: str, alloc: Any, byte_range: ByteRange | None = None) -> Any:
         """Read ``key`` (or a range of it, zarr's clamping) into ``alloc(n)``: one request into a scratch of

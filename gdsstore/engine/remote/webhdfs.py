@@ -28,7 +28,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.backend import Backend, ObjectInfo, check_key
+from gdsstore.engine.backend import ObjectInfo, check_key
 from gdsstore.engine.buffers import as_io_buffer
 from gdsstore.engine.pool import map_all
 from gdsstore.engine.remote import core
@@ -291,7 +291,7 @@ class WebHDFSSource(core.CoreSource):
         return st.get("fileId"), st.get("length"), st.get("modificationTime")
 
 
-class WebHDFSBackend(WaveReads, Backend):
+class WebHDFSBackend(WaveReads):
     """Files under ``webhdfs://host:port/path``; keys are paths relative to it."""
 
     route = "webhdfs"
