@@ -47,6 +47,8 @@ __all__ = [
     "PinnedPool",
     "alloc_host",
     "device_pointer",
+    "empty_slots",
+    "from_host_buffers",
     "land",
     "land_objects",
     "pinned_pool",
@@ -463,6 +465,31 @@ def release_host(owner: Any) -> None:
     """Give an :func:`alloc_host` owner back to the pinned pool (``None``: nothing to give back)."""
     if owner is not None:
         pinned_pool.put(owner)
+
+
+def empty_slots(sizes: Any, *, pinned: bool) -> Landed:
+    """One buffer with a slot of ``sizes[i]`` bytes for item ``i`` (``-1``: absent), for the caller to fill:
+    pinned where ``pinned`` and a GPU is here (:func:`alloc_host`)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    offsets, total = slot_layout(sizes)
+    host, owner = alloc_host(total, pinned)
+    return Landed(host, offsets, sizes, owner)
+
+
+def from_host_buffers(bufs: Sequence[Any], *, pinned: bool) -> Landed:
+    """Host byte buffers (numpy arrays, or bytes-like; ``None``: missing) copied into the slots of one buffer
+    (:func:`empty_slots`): items that did not come through a backend (another zarr store's, decoded payloads).
+
+    Examples:
+        >>> [bytes(v) for v in map(from_host_buffers([b"ab", np.arange(3, dtype=np.uint8)], pinned=False).view, (0, 1))]
+        [b'ab', b'\\x00\\x01\\x02']
+    """
+    landed = empty_slots([-1 if b is None else int(np.asarray(b).nbytes) for b in bufs], pinned=pinned)
+    host = landed.host
+    for b, a, n in zip(bufs, landed.offsets.tolist(), landed.sizes.tolist()):
+        if b is not None:
+            host[a : a + n] = b.view(np.uint8).reshape(-1) if isinstance(b, np.ndarray) else np.frombuffer(b, np.uint8)
+    return landed
 
 
 def land(

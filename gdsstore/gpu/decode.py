@@ -20,7 +20,7 @@ from zarr.core.chunk_utils import ChunkTransform
 
 import gdsstore.trace as _trace
 from gdsstore import policy
-from gdsstore.engine.landing import Landed, device_pointer, slot_layout
+from gdsstore.engine.landing import Landed, device_pointer, empty_slots, slot_layout
 from gdsstore.engine.pool import map_all
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import nvcomp, staging
@@ -194,7 +194,7 @@ def decode_bb_on_host(
     """
     want = np.full(len(specs), -1, dtype=np.int64)
     want[ids] = [raw_nbytes(specs[i]) for i in ids]
-    out = staging.empty_slots(want, pinned=True)
+    out = empty_slots(want, pinned=True)
 
     def one(i: int) -> None:
         a, n = int(out.offsets[i]), int(want[i])

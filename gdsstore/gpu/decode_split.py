@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from gdsstore.engine import cuda
-from gdsstore.engine.landing import Landed, slot_layout
+from gdsstore.engine.landing import Landed, empty_slots, slot_layout
 from gdsstore.engine.pool import engine_pool
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import nvcomp, staging
@@ -234,7 +234,7 @@ def decode_split(
     cp = _codecs._cupy()
     out_off, total = slot_layout(want, nvcomp.OUT_ALIGN)
     out = cp.empty(max(total, 1), dtype=cp.uint8)
-    host = staging.empty_slots(want, pinned=True)
+    host = empty_slots(want, pinned=True)
     views = [staged.view(int(i)) for i in present.tolist()]
     frames = [None if v is None else chunk_frames(v, int(n)) for v, n in zip(views, want.tolist())]
     # Chunks nvCOMP cannot take frame by frame go to the back of the queue, where the host starts.

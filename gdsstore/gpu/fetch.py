@@ -15,9 +15,8 @@ from typing import Any, Literal
 import numpy as np
 
 from gdsstore.engine.backend import Backend
-from gdsstore.engine.landing import AddressTable, Landed, land
+from gdsstore.engine.landing import AddressTable, Landed, from_host_buffers, land
 from gdsstore.engine.ranges import ByteRange
-from gdsstore.gpu import staging
 
 __all__ = ["EngineFetcher", "Fetcher", "StoreFetcher", "backend_of", "fetcher_for"]
 
@@ -179,7 +178,7 @@ class StoreFetcher(Fetcher):
                 f"StoreFetcher: {exc.args[0]!r} was not loaded before the executor asked for it "
                 "(a bug in gdsstore's pipeline: please report it)"
             ) from None
-        return staging.from_host_buffers(bufs, pinned=pinned)
+        return from_host_buffers(bufs, pinned=pinned)
 
 
 def fetcher_for(getters: Sequence[Any]) -> Fetcher:

@@ -293,8 +293,8 @@ def test_cpu_route_decodes_zstd_into_its_slots_and_refuses_wrong_sizes_and_corru
     from zarr.core.buffer.cpu import numpy_buffer_prototype
     from zarr.core.dtype import Float32
 
+    from gdsstore.engine import landing
     from gdsstore.gpu import decode as gdecode
-    from gdsstore.gpu import staging
 
     chain = gdecode.CodecChain.of([BytesCodec(), ZstdCodec(level=1)])
     spec = ArraySpec(shape=(256,), dtype=Float32(), fill_value=0, config=ArrayConfig.from_dict({}),
@@ -303,7 +303,7 @@ def test_cpu_route_decodes_zstd_into_its_slots_and_refuses_wrong_sizes_and_corru
     corrupt = bytearray(numcodecs.zstd.compress(np.random.default_rng(0).standard_normal(256).astype("f4").tobytes(), 1))
     corrupt[20:40] = bytes(20)  # its header still declares 1024 bytes
     frames = [numcodecs.zstd.compress(good.tobytes(), 1), numcodecs.zstd.compress(good[:128].tobytes(), 1), corrupt]
-    staged = staging.from_host_buffers([np.frombuffer(bytes(f), "u1") for f in frames], pinned=False)
+    staged = landing.from_host_buffers([np.frombuffer(bytes(f), "u1") for f in frames], pinned=False)
     out = gdecode.decode_bb_on_host(chain, [spec] * 3, staged, [0])
     np.testing.assert_array_equal(out.view(0).view("f4"), good)
     with pytest.raises(ValueError, match="chunk 1 of the window decoded to 512 bytes, expected 1024"):

@@ -16,6 +16,7 @@ import numcodecs
 import numpy as np
 import pytest
 
+from gdsstore.engine import landing
 from gdsstore.gpu import codecs as gcodecs
 from gdsstore.gpu import decode as gdecode
 from gdsstore.gpu import nvcomp, staging
@@ -66,7 +67,7 @@ def test_decode_raw_device_locates_every_chunk(host_device: dict[str, int], fmt:
     stored = [r if fmt is None else bytes(_NC[fmt].encode(r)) for r in raws]
     bufs: list[Any] = [np.frombuffer(b, np.uint8) for b in stored]
     bufs[2] = None  # a missing chunk
-    st = staging.from_host_buffers(bufs, pinned=False)
+    st = landing.from_host_buffers(bufs, pinned=False)
     raw = gdecode.decode_on_device(chain, [spec] * 6, st)
     ptrs = raw.ptrs()
     assert ptrs[2] == 0 and raw.item(2) is None

@@ -18,6 +18,7 @@ import pytest
 from zarr.codecs import BytesCodec, ZstdCodec
 
 import gdsstore
+from gdsstore.engine import landing
 from gdsstore.gpu import codecs as gcodecs
 from gdsstore.gpu import decode as gdecode
 from gdsstore.gpu import decode_split as gsplit
@@ -176,7 +177,7 @@ def _chain() -> gdecode.CodecChain:
 @pytest.mark.parametrize("threads", [1, 3])
 def test_split_lands_every_chunk_in_its_slot(host_device: dict[str, Counter[int]], threads: int) -> None:
     raws, stored = _chunks((64, 32))
-    st = staging.from_host_buffers(
+    st = landing.from_host_buffers(
         [None if b is None else np.frombuffer(b, np.uint8) for b in stored], pinned=False
     )
     with gdsstore.config.set({"num_threads": threads}), gdsstore.trace() as t:
@@ -202,7 +203,7 @@ def test_split_lands_every_chunk_in_its_slot(host_device: dict[str, Counter[int]
 
 def test_split_without_nvcomp_decodes_on_the_host(host_device: dict[str, Counter[int]]) -> None:
     raws, stored = _chunks((64, 32))
-    st = staging.from_host_buffers(
+    st = landing.from_host_buffers(
         [None if b is None else np.frombuffer(b, np.uint8) for b in stored], pinned=False
     )
     present = st.present

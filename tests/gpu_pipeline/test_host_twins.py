@@ -238,7 +238,7 @@ def test_few_chunks_per_call_moves_only_zstd_to_the_cpu(gpu_codecs: dict[str, in
 
 
 def _stage(stored: list[bytes | None]) -> Landed:
-    return staging.from_host_buffers(
+    return landing.from_host_buffers(
         [None if b is None else np.frombuffer(b, np.uint8) for b in stored], pinned=False
     )
 
