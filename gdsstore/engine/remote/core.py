@@ -252,16 +252,8 @@ def _merge(res: CoreResult, row: Any, first: bool) -> tuple[str, int, str] | Bas
     return err
 
 
-def read_wave(
-    store: Any,
-    where: str,
-    pieces: Sequence[CorePiece],
-    buffer: Any,
-    *,
-    retry: RetryPolicy,
-    concurrency: int,
-    timeout: float,
-) -> list[CoreResult]:
+def read_wave(store: Any, where: str, pieces: Sequence[CorePiece], buffer: Any, *, retry: RetryPolicy,
+              concurrency: int, timeout: float) -> list[CoreResult]:
     """Fetch every piece into ``buffer`` (a writable uint8 array), retrying transient failures.
 
     ``store``: from :func:`http_store` or :func:`s3_store`, or a :class:`PiecesStore`; ``where``: the URL prefix
@@ -324,20 +316,9 @@ def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> li
     return out
 
 
-def write_objects(
-    store: Any,
-    whats: Sequence[str],
-    paths: Sequence[str],
-    buffer: Any,
-    spans: Sequence[tuple[int, int]],
-    *,
-    create: bool,
-    threshold: int,
-    part_size: int,
-    retry: RetryPolicy,
-    concurrency: int,
-    timeout: float,
-) -> list[CoreResult]:
+def write_objects(store: Any, whats: Sequence[str], paths: Sequence[str], buffer: Any, spans: Sequence[tuple[int, int]],
+                  *, create: bool, threshold: int, part_size: int, retry: RetryPolicy, concurrency: int,
+                  timeout: float) -> list[CoreResult]:
     """Upload ``buffer[start:start + length]`` (one contiguous host buffer) of each ``spans[i]`` as ``paths[i]``
     (``whats[i]`` in messages, no secrets), retrying transient failures. ``create``: fail an item whose object
     exists (``FileExistsError``) instead of replacing it; above ``threshold`` bytes an object is a multipart
@@ -373,18 +354,18 @@ def write_objects(
 ObjectRow = tuple[str, int, int, str | None, str | None]
 
 
-def head(store: Any, what: str, path: str, s: policy.Settings | None = None) -> ObjectRow:
-    """HEAD of ``path`` through the core (``what``: the request, for messages), retried as a read is.
+def head(root: CoreRoot, path: str) -> ObjectRow:
+    """HEAD of ``path`` through the core, retried as a read is.
 
     Raises:
         FileNotFoundError: no such object (404); ``PermissionError``, ``RemoteIOError``... as :func:`read_wave`.
     """
-    s = s or policy.settings()
-    retry = RetryPolicy.from_settings(s)
+    s = policy.settings()
+    what, retry = f"HEAD {root.base}{path}", RetryPolicy.from_settings(s)
 
     def attempt() -> ObjectRow:
         answer: tuple[ObjectRow, None] | tuple[None, tuple[str, int, str]] = module().head_object(
-            store, path, timeout=_timeout(s))
+            root.store(), path, timeout=_timeout(s))
         if answer[1] is not None:
             raise _error(*answer[1], what, retry)
         return answer[0]
@@ -392,13 +373,12 @@ def head(store: Any, what: str, path: str, s: policy.Settings | None = None) -> 
     return retry.call(attempt, what)
 
 
-def list_objects(store: Any, what: str, prefix: str, delimiter: str | None = None,
-                 s: policy.Settings | None = None) -> tuple[list[ObjectRow], list[str]]:
+def list_objects(root: CoreRoot, prefix: str, delimiter: str | None = None) -> tuple[list[ObjectRow], list[str]]:
     """Every object whose key starts with ``prefix`` through the core, all pages, and with ``delimiter`` the
     common prefixes (each ending with it). A transient failure takes the listing up again at the page that
     failed."""
-    s = s or policy.settings()
-    retry = RetryPolicy.from_settings(s)
+    s = policy.settings()
+    what, retry = f"LIST {root.base}{prefix}", RetryPolicy.from_settings(s)
     objects: list[ObjectRow] = []
     prefixes: list[str] = []
     resume: str | None = None
@@ -406,7 +386,7 @@ def list_objects(store: Any, what: str, prefix: str, delimiter: str | None = Non
     def attempt() -> None:
         nonlocal resume
         page: tuple[list[ObjectRow], list[str], str | None, tuple[str, int, str] | None] = module().list_objects(
-            store, prefix, delimiter=delimiter, resume=resume, timeout=_timeout(s))
+            root.store(), prefix, delimiter=delimiter, resume=resume, timeout=_timeout(s))
         objects.extend(page[0])
         prefixes.extend(page[1])
         resume = page[2]
@@ -417,24 +397,24 @@ def list_objects(store: Any, what: str, prefix: str, delimiter: str | None = Non
     return objects, prefixes
 
 
-def delete_objects(store: Any, where: str, paths: Sequence[str], s: policy.Settings | None = None) -> None:
-    """DELETE every path through the core (a missing one is no error), retrying transient failures;
-    ``where``: the URL prefix of the paths, for messages.
+def delete_objects(root: CoreRoot, paths: Sequence[str]) -> None:
+    """DELETE every path through the core (a missing one is no error), retrying transient failures.
 
     Raises:
         OSError: the first path that could not be deleted (``PermissionError``, ``RemoteIOError``...).
     """
-    s = s or policy.settings()
+    s = policy.settings()
     retry = RetryPolicy.from_settings(s)
     failed: list[BaseException] = []
+    store = root.store()
 
     def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
-        rows: list[tuple[str, int, str] | None] = module().delete_objects(store, [paths[i] for i in todo], concurrency=s.remote_concurrency,
-                                       timeout=_timeout(s))
+        rows: list[tuple[str, int, str] | None] = module().delete_objects(
+            store, [paths[i] for i in todo], concurrency=s.remote_concurrency, timeout=_timeout(s))
         out: list[tuple[int, str, BaseException]] = []
         for i, err in zip(todo, rows, strict=True):
             if err is not None:
-                what = f"DELETE {where}{paths[i]}"
+                what = f"DELETE {root.base}{paths[i]}"
                 out.append((i, what, _error(*err, what, retry)))
         return out
 

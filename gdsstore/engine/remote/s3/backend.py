@@ -61,7 +61,7 @@ class S3Backend(WaveReads):
 
     def info(self, key: str) -> ObjectInfo:
         full = self.core_path(key, "S3Backend.info()")
-        _, size, mtime_ns, etag, _ = core.head(self.core.store(), f"HEAD {self.core.base}{full}", full)
+        _, size, mtime_ns, etag, _ = core.head(self.core, full)
         return ObjectInfo(key, size, "file", mtime_ns / 1e9 if mtime_ns else None, etag)
 
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
@@ -86,14 +86,14 @@ class S3Backend(WaveReads):
         return out
 
     def delete(self, key: str) -> None:
-        core.delete_objects(self.core.store(), self.core.base, [self._full(key, "S3Backend.delete()")])
+        core.delete_objects(self.core, [self._full(key, "S3Backend.delete()")])
 
     def delete_prefix(self, prefix: str) -> None:
         full = self._full(prefix, "S3Backend.delete_prefix()")
         if full and not full.endswith("/"):
             full += "/"
-        objects, _ = core.list_objects(self.core.store(), f"LIST {self.core.base}{full}", full)
-        core.delete_objects(self.core.store(), self.core.base, [row[0] for row in objects])
+        objects, _ = core.list_objects(self.core, full)
+        core.delete_objects(self.core, [row[0] for row in objects])
 
     def _listed(self, prefix: str, where: str, children: bool = False) -> Iterator[ObjectInfo]:
         """The objects under ``prefix`` (sizes, mtimes and ETags from the listing: no HEAD per object) and, for
@@ -103,8 +103,7 @@ class S3Backend(WaveReads):
         rel = prefix if not children else prefix.rstrip("/") + "/" if prefix.rstrip("/") else ""
         full = self._full(rel) if rel else (self.prefix + "/" if self.prefix else "")
         cut = len(f"{self.prefix}/") if self.prefix else 0
-        objects, prefixes = core.list_objects(self.core.store(), f"LIST {self.core.base}{full}", full,
-                                              "/" if children else None)
+        objects, prefixes = core.list_objects(self.core, full, "/" if children else None)
         for key, size, mtime_ns, etag, _ in objects:
             yield ObjectInfo(key[cut:], size, "file", mtime_ns / 1e9 if mtime_ns else None, etag)
         for p in prefixes:
