@@ -22,7 +22,7 @@ from servers.webhdfs import WebHDFSServer
 
 import gdsstore
 from gdsstore.engine.backend import backend_for
-from gdsstore.engine.remote.http_transport import check_remote_key
+from gdsstore.engine.remote.keys import check_remote_key
 
 from .conftest import WEBHDFS_USER, payload
 

@@ -31,7 +31,7 @@ from gdsstore.engine.remote.keys import (
 from gdsstore.engine.remote.redact import redact_url
 from gdsstore.engine.remote.wave import WaveReads
 
-__all__ = ["HTTPBackend", "HTTPSource", "check_remote_key", "http_root", "key_to_url_path"]
+__all__ = ["HTTPBackend", "HTTPSource", "http_root"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -50,19 +50,22 @@ def _split_root(root: str, where: str) -> tuple[str, str]:
     return f"{parts.scheme}://{parts.netloc}/", f"{prefix}/" if prefix else ""
 
 
-def http_root(root: str, headers: Mapping[str, str] | None, verify: bool | str, where: str) -> core.CoreRoot:
-    """The native core's root of the objects under ``root``, with these headers and TLS settings."""
+def http_root(root: str, headers: Mapping[str, str] | None, verify: bool | str, where: str, *,
+              presigned: bool = False) -> core.CoreRoot:
+    """The native core's root of the objects under ``root``, with these headers and TLS settings.
+    ``presigned``: ``root`` is one object's URL with its query, sent as it is (path ``""``), a store of its
+    own, not kept (one per presigned URL would grow the cache without bound)."""
     check_header_values(headers or {}, where)
-    base, prefix = _split_root(root, where)
+    base, prefix = (root, "") if presigned else _split_root(root, where)
     hdrs = dict(headers or {})
 
     def store() -> Any:
         s = policy.settings()
-        return core.http_store(base, connect_timeout=s.remote_connect_timeout, pool_idle=s.remote_wave_concurrency,
-                               headers=hdrs, verify=verify)
+        return core.http_store(base, connect_timeout=s.remote_connect_timeout, headers=hdrs, verify=verify,
+                               pool_idle=4 if presigned else s.remote_wave_concurrency, cached=not presigned)
 
-    store()  # a bad option (a CA bundle that is no PEM file) fails here, once
-    return core.CoreRoot(store, base, prefix)
+    first = store()  # a bad option (a CA bundle that is no PEM file) fails here, once
+    return core.CoreRoot((lambda: first) if presigned else store, redact_url(base), prefix)
 
 
 class HTTPSource(core.CoreSource):
@@ -75,12 +78,7 @@ class HTTPSource(core.CoreSource):
         if parts.fragment or parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"{where}: not an http(s) URL of an object: {redact_url(url)!r}")
         if parts.query:
-            check_header_values(headers or {}, where)
-            hdrs = dict(headers or {})
-            s = policy.settings()
-            store = core.http_store(url, connect_timeout=s.remote_connect_timeout, pool_idle=4, headers=hdrs,
-                                    verify=verify, cached=False)
-            root, path = core.CoreRoot(lambda: store, redact_url(url)), ""
+            root, path = http_root(url, headers, verify, where, presigned=True), ""
         else:
             root = http_root(parts._replace(path="/").geturl(), headers, verify, where)
             path = unquote(parts.path).lstrip("/")
@@ -92,11 +90,11 @@ class HTTPBackend(WaveReads):
 
     writable = False
     listable = False
+    route = "http"
 
     def __init__(self, root: str, *, headers: Mapping[str, str] | None = None, verify: bool | str = True) -> None:
         self._root = root.rstrip("/")
         self.core = http_root(self._root, headers, verify, "HTTPBackend()")
-        self.route = "http"
 
     @property
     def url(self) -> str:
@@ -137,4 +135,3 @@ class HTTPBackend(WaveReads):
 
     def list_dir(self, prefix: str = "") -> Any:
         raise NotImplementedError(f"HTTPBackend.list_dir(): a web server cannot list {self.url} (listable=False)")
-
