@@ -307,3 +307,62 @@ def test_enable_gpu_with_a_device_switches_zarrs_buffers(monkeypatch: pytest.Mon
     with gdsstore.enable_gpu():
         assert zarr.config.get("buffer") == "zarr.buffer.gpu.Buffer"
         assert zarr.config.get("codec_pipeline.path") == "gdsstore.gpu.pipeline.GDSCodecPipeline"
+
+
+def _blosc_chunks(shape: tuple[int, int]) -> tuple[list[bytes], list[bytes | None]]:
+    """Raw chunks and their blosc frames: lz4 byte-shuffled, zstd bit-shuffled, lz4 unshuffled, blosclz (no
+    nvCOMP decoder: left for the CPU), and a missing one."""
+    from numcodecs import Blosc
+
+    rng = np.random.default_rng(11)
+    raws = [np.round(rng.standard_normal(shape), 1).astype("f4").tobytes() for _ in range(5)]
+    kinds = [("lz4", Blosc.SHUFFLE), ("zstd", Blosc.BITSHUFFLE), ("lz4", Blosc.NOSHUFFLE), ("blosclz", Blosc.SHUFFLE)]
+    stored: list[bytes | None] = [bytes(Blosc(cname=c, shuffle=s, typesize=4).encode(r)) for (c, s), r in zip(kinds, raws)]
+    return raws, [*stored, None]
+
+
+def test_a_window_of_blosc_frames_decodes_in_the_batch_and_on_the_cpu(
+    gpu_codecs: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A device read of blosc chunks: frames of nvCOMP's compressors decode in the batch (its groups' buffers
+    taken into the window's Landed), a blosclz frame on the CPU with its reason; every chunk's bytes and
+    address, the missing one absent."""
+    from zarr.codecs import BloscCodec
+
+    # the batch on the "device"; a host buffer (the CPU's route for the blosclz frame) through numcodecs
+    monkeypatch.setattr(nvcomp, "route_codec", lambda fmt, device=False, **kw: Decision(
+        "gpu-decode" if device else "cpu-codec", "test"))
+    shape = (64, 64)
+    raws, stored = _blosc_chunks(shape)
+    with gdsstore.trace() as t:
+        raw = gdecode.decode_on_device(_chain(BloscCodec(cname="lz4")), [_spec(0.0, shape=shape)] * 5, _stage(stored))
+    assert isinstance(raw, Landed) and raw.absent.tolist() == [4] and raw.item(4) is None
+    assert [bytes(raw.item(i)) for i in range(4)] == raws[:4]
+    ptrs = raw.ptrs()
+    assert ptrs[4] == 0 and all(int(ptrs[i]) == raw.item(i).ctypes.data for i in range(4))
+    rows = {(ev.route, ev.reason) for ev in t.events if ev.op == "decode"}
+    assert ("cpu-codec", "blosc frames compressed with blosclz: no nvCOMP decoder") in rows, rows
+    assert any(route == "gpu-decode" for route, _ in rows), rows
+
+
+def test_the_blosc_codec_decodes_device_buffers_as_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """zarr's blosc codec on device buffers (gdsstore's BloscCodec): one batch for the frames of nvCOMP's
+    compressors, numcodecs for the blosclz one, each chunk its own bytes in the spec's buffers."""
+    from zarr.codecs import BloscCodec
+    from zarr.core.buffer.cpu import Buffer
+
+    fake_cp = types.SimpleNamespace(asarray=_on_device, concatenate=lambda xs: _on_device(np.concatenate(xs)))
+    monkeypatch.setattr(gcodecs, "_cupy", lambda: fake_cp)
+    monkeypatch.setattr(nvcomp, "route_codec", lambda fmt, **kw: Decision("gpu-decode", "test"))
+    shape = (64, 64)
+    raws, stored = _blosc_chunks(shape)
+    codec = gcodecs.upgrade(BloscCodec(cname="lz4"))
+    assert isinstance(codec, gcodecs.BloscCodec)
+    bufs = [Buffer(_on_device(np.frombuffer(s, np.uint8))) for s in stored if s is not None]
+    with gdsstore.trace() as t:
+        got = codec._decode_many(bufs, [_spec(0.0, shape=shape)] * 4)
+    assert [bytes(np.asarray(g.as_numpy_array())) for g in got] == raws[:4]
+    rows = [(ev.route, ev.reason, ev.nbytes) for ev in t.events if ev.op == "decode"]
+    nbytes = len(raws[0])
+    assert ("gpu-decode", "test", 3 * nbytes) in rows, rows  # the batch's bytes: the three frames it decoded
+    assert ("cpu-codec", "blosc frames compressed with blosclz: no nvCOMP decoder", nbytes) in rows, rows
