@@ -1,6 +1,5 @@
-"""Remote writes: a file object that buffers what is written (host or device memory) and uploads
-the whole object on close, as S3 and WebHDFS publish whole objects, not byte ranges. Device
-buffers are copied to the host buffer as they are written.
+"""Remote writes: a file object that buffers what is written (device buffers copied to the host as they are
+written) and uploads the whole object on close, as S3 and WebHDFS publish whole objects, not byte ranges.
 
 The writer contract is :class:`~gdsstore.engine.file.BaseFile`'s: a clean close uploads; an exception or
 an interrupt uploads nothing (a multipart upload under way is aborted); a writer collected unclosed
@@ -21,13 +20,11 @@ from gdsstore.engine.pool import completed
 
 __all__ = ["RemoteWriteFile", "check_remote_mode", "host_bytes"]
 
-_REMOTE_MODES = ("rb", "wb")
-
 
 def check_remote_mode(mode: str, where: str) -> str:
     """Remote objects open ``"rb"`` (ranged reads) or ``"wb"`` (buffered, uploaded on close)."""
     use = " for a remote object; use 'rb' or 'wb' (objects are replaced whole, not updated in place)"
-    return check_mode(mode, where, _REMOTE_MODES, use)
+    return check_mode(mode, where, ("rb", "wb"), use)
 
 
 def host_bytes(b: IOBuffer) -> memoryview:
@@ -41,8 +38,7 @@ def host_bytes(b: IOBuffer) -> memoryview:
         from gdsstore.engine import cuda
 
         assert b.device is not None
-        dst = ctypes.addressof(ctypes.c_char.from_buffer(out))
-        cuda.memcpy_dtoh(b.device, dst, b.ptr, b.nbytes)
+        cuda.memcpy_dtoh(b.device, ctypes.addressof(ctypes.c_char.from_buffer(out)), b.ptr, b.nbytes)
     return memoryview(out)
 
 
@@ -84,10 +80,9 @@ class RemoteWriteFile(BaseFile):
         if b.device is not None:
             self._device = b.device
         with self._lock:
-            end = offset + n
-            if end > len(self._data):
-                self._data.extend(bytes(end - len(self._data)))  # a gap reads back as zeros
-            self._data[offset:end] = data
+            if offset + n > len(self._data):
+                self._data.extend(bytes(offset + n - len(self._data)))  # a gap reads back as zeros
+            self._data[offset : offset + n] = data
         return completed(n)
 
     def _close(self) -> None:

@@ -1,6 +1,6 @@
 """The S3 transport: botocore resolves the configuration and credentials (:mod:`.client`); the native core
-sends every request, reads and writes (:mod:`.source`, :mod:`.upload`) and HEAD, LIST and DELETE;
-:mod:`.backend` is the backend over ``s3://bucket/prefix``."""
+sends every request (:mod:`.source`, :mod:`.upload`, and HEAD, LIST and DELETE of :mod:`.backend`, the backend
+over ``s3://bucket/prefix``)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from gdsstore.engine.buffers import as_io_buffer
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.retry import RetryPolicy
 from gdsstore.engine.remote.s3.client import S3Client
+from gdsstore.engine.remote.writer import host_bytes
 
 __all__ = ["s3_upload", "s3_upload_many"]
 
@@ -26,13 +27,8 @@ _MAX_PUT = 5 << 30
 def s3_upload(
     client: S3Client, bucket: str, key: str, buf: Any, *, exclusive: bool = False, device: int | None = None
 ) -> None:
-    """Upload ``buf`` (host or device) as ``s3://bucket/key``: one PUT, or a multipart upload above
-    ``remote.multipart_threshold`` (parts of ``remote.multipart_chunksize``), through the native core.
-
-    ``device``: the CUDA device the bytes came from when ``buf`` is already a host copy (for the trace).
-    """
-    from gdsstore.engine.remote.writer import host_bytes
-
+    """Upload ``buf`` (host or device) as ``s3://bucket/key`` (:func:`s3_upload_many` of one). ``device``: the
+    CUDA device the bytes came from when ``buf`` is already a host copy (for the trace)."""
     b = as_io_buffer(buf, writable=False, where="S3.put()")
     err = s3_upload_many(client, bucket, [key], [host_bytes(b)], [exclusive],
                          device=b.device if device is None else device)[0]
@@ -40,34 +36,23 @@ def s3_upload(
         raise err
 
 
-def s3_upload_many(
-    client: S3Client,
-    bucket: str,
-    keys: Sequence[str],
-    bufs: Sequence[Any],
-    exclusive: Sequence[bool],
-    *,
-    device: int | None = None,
-) -> list[BaseException | None]:
-    """Upload ``bufs[i]`` (host or device) as ``s3://bucket/keys[i]``, each atomic on its own; each item's
-    error or None. One call of the native core per mode (``exclusive`` or not), every PUT in flight at once
-    with the GIL released."""
-    from gdsstore.engine.remote.writer import host_bytes
-
+def s3_upload_many(client: S3Client, bucket: str, keys: Sequence[str], bufs: Sequence[Any],
+                   exclusive: Sequence[bool], *, device: int | None = None) -> list[BaseException | None]:
+    """Upload ``bufs[i]`` (host or device) as ``s3://bucket/keys[i]``, each atomic on its own: one PUT, or
+    above ``remote.multipart_threshold`` a multipart upload in parts of ``remote.multipart_chunksize`` (a
+    create-only one, ``exclusive``: one PUT with ``If-None-Match``, up to 5 GiB). One call of the native core
+    per mode; each item's error or None."""
     s = policy.settings()
     datas = [host_bytes(as_io_buffer(x, writable=False, where="S3.put()")) for x in bufs]
     errors: list[BaseException | None] = [None] * len(keys)
     store = client.core_store(bucket) if keys else None
     for create in (False, True):
-        idx = [i for i in range(len(keys)) if bool(exclusive[i]) == create]
-        if not idx:
-            continue
         t0 = time.perf_counter()
-        too_big = [i for i in idx if create and len(datas[i]) > _MAX_PUT]
-        for i in too_big:
+        idx = [i for i in range(len(keys)) if bool(exclusive[i]) == create]
+        for i in [i for i in idx if create and len(datas[i]) > _MAX_PUT]:
             errors[i] = ValueError(f"PUT s3://{bucket}/{keys[i]}: a create-only upload is one PUT, at most 5 GiB "
                                    f"({len(datas[i])} bytes given); write it without exclusive=")
-        idx = [i for i in idx if i not in too_big]
+            idx.remove(i)
         if idx:
             _core_uploads(store, bucket, keys, datas, idx, create, errors, s)
             _trace_writes([len(datas[i]) for i in idx], time.perf_counter() - t0, f"s3://{bucket}/{keys[idx[0]]}",
@@ -85,12 +70,10 @@ def _core_uploads(store: Any, bucket: str, keys: Sequence[str], datas: Sequence[
         buffer = b"".join(datas[i] for i in idx)
         ends = list(itertools.accumulate(len(datas[i]) for i in idx))
         spans = [(e - len(datas[i]), len(datas[i])) for i, e in zip(idx, ends, strict=True)]
-    threshold = _MAX_PUT if create else s.remote_multipart_threshold
     results = core.write_objects(
-        store, [f"PUT s3://{bucket}/{keys[i]}" for i in idx], [keys[i] for i in idx],
-        buffer, spans, create=create, threshold=threshold,
-        part_size=s.remote_multipart_chunksize, retry=RetryPolicy.from_settings(s),
-        concurrency=s.remote_wave_concurrency, timeout=s.remote_timeout or 1e9,
+        store, [f"PUT s3://{bucket}/{keys[i]}" for i in idx], [keys[i] for i in idx], buffer, spans, create=create,
+        threshold=_MAX_PUT if create else s.remote_multipart_threshold, part_size=s.remote_multipart_chunksize,
+        retry=RetryPolicy.from_settings(s), concurrency=s.remote_wave_concurrency, timeout=s.remote_timeout or 1e9,
     )
     for i, res in zip(idx, results, strict=True):
         errors[i] = res.error
@@ -98,26 +81,23 @@ def _core_uploads(store: Any, bucket: str, keys: Sequence[str], datas: Sequence[
 
 def _trace_writes(sizes: list[int], seconds: float, url: str, device: int | None, s: policy.Settings,
                   create: bool) -> None:
-    """One row per shape of a batch of uploads (one PUT, multipart; create-only: one PUT at any size)."""
+    """One row per shape of a batch of uploads (one PUT, multipart; create-only: one PUT at any size). The
+    reason never holds an object's size (that is the trace's byte column: one row per size otherwise)."""
     if not _trace.active():
         return
-    limit = s.remote_multipart_threshold
-    for large in (False, True):
-        mine = [n for n in sizes if (n > limit) == large]
-        if mine:
-            how = "single PUT (create-only: If-None-Match, up to 5 GiB)" if create and large else \
-                _write_reason(large, s)
-            sender = f"native core, GIL released (remote.wave_concurrency {s.remote_wave_concurrency})"
-            reason = f"{'device buffer copied to host, ' if device is not None else ''}{how}; {sender}"
-            _trace.record("write", "s3", reason, sum(mine), seconds * len(mine) / len(sizes),
-                          url if len(sizes) == 1 else url.rsplit("/", 1)[0] + "/", device, requests=len(mine))
-
-
-def _write_reason(multipart: bool, s: policy.Settings) -> str:
-    """The shape of an upload and why, never the object's size (that is the trace's byte column; a size
-    here would make one trace row per distinct size)."""
     limit = policy.fmt_bytes(s.remote_multipart_threshold)
-    if multipart:
-        return f"multipart upload (> remote.multipart_threshold {limit}, " \
-               f"parts of {policy.fmt_bytes(s.remote_multipart_chunksize)})"
-    return f"single PUT (<= remote.multipart_threshold {limit})"
+    sender = f"native core, GIL released (remote.wave_concurrency {s.remote_wave_concurrency})"
+    copied = "device buffer copied to host, " if device is not None else ""
+    for large in (False, True):
+        mine = [n for n in sizes if (n > s.remote_multipart_threshold) == large]
+        if not mine:
+            continue
+        if create and large:
+            how = "single PUT (create-only: If-None-Match, up to 5 GiB)"
+        elif large:
+            parts = policy.fmt_bytes(s.remote_multipart_chunksize)
+            how = f"multipart upload (> remote.multipart_threshold {limit}, parts of {parts})"
+        else:
+            how = f"single PUT (<= remote.multipart_threshold {limit})"
+        _trace.record("write", "s3", f"{copied}{how}; {sender}", sum(mine), seconds * len(mine) / len(sizes),
+                      url if len(sizes) == 1 else url.rsplit("/", 1)[0] + "/", device, requests=len(mine))
