@@ -160,13 +160,12 @@ class CorePiece:
 @dataclass(slots=True)
 class CoreResult:
     """What one piece got: ``size`` bytes landed (prefix of its slot), the object's ``total`` size, its
-    identity (``etag``, ``mtime_ns``, ``version``), and ``error`` (None: all landed) with its ``kind``; of an
+    identity (``etag``, ``version``), and ``error`` (None: all landed) with its ``kind``; of an
     upload, the object's ``etag`` and ``version``."""
 
     size: int = 0
     total: int = -1
     etag: str | None = None
-    mtime_ns: int = 0
     version: str | None = None
     kind: str | None = None
     status: int = 0  # the HTTP status of a failure (kind "status", "not_found", "permission"...)
@@ -240,12 +239,12 @@ def _rest(p: CorePiece, landed: int, total: int) -> CorePiece:
 
 def _merge(res: CoreResult, row: Any, first: bool) -> tuple[str, int, str] | BaseException | None:
     """Fold one answer into ``res``; the error to handle, or a version change as an error."""
-    got, total, etag, mtime_ns, version, _ = row
+    got, total, etag, _, version, _ = row
     err: tuple[str, int, str] | BaseException | None = row[5]
     if not first and res.etag is not None and etag is not None and etag != res.etag:
         return ("changed", 0, f"ETag {etag} differs from the first answer's {res.etag}")
     if etag is not None and (first or res.etag is None):
-        res.etag, res.mtime_ns, res.version = etag, mtime_ns, version
+        res.etag, res.version = etag, version
     if total > 0 and (first or res.total < 0):
         res.total = total
     res.size += got

@@ -14,7 +14,6 @@ import datetime
 import email.utils
 import logging
 import random
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,19 +41,13 @@ def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is a failure that a later attempt may not hit."""
     if isinstance(exc, TransientError):
         return True
-    if isinstance(exc, socket.timeout | TimeoutError | ConnectionError):
+    if isinstance(exc, TimeoutError | ConnectionError):
         return True  # ConnectionError covers refused, reset, aborted and broken pipe
-    try:
-        import http.client
+    import urllib3.exceptions as ue  # WebHDFS's transport (the core maps its own failures)
 
-        import urllib3.exceptions as ue
-    except ImportError:  # pragma: no cover - urllib3 is a dependency
-        return False
-    if isinstance(exc, http.client.IncompleteRead | http.client.RemoteDisconnected | http.client.BadStatusLine):
-        return True
     if isinstance(exc, ue.SSLError):
         return False  # a certificate problem does not heal on its own
-    return isinstance(exc, ue.TimeoutError | ue.ProtocolError | ue.NewConnectionError | ue.MaxRetryError)
+    return isinstance(exc, ue.TimeoutError | ue.ProtocolError | ue.NewConnectionError)
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
