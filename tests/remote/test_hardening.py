@@ -138,6 +138,8 @@ def test_cr_lf_in_header_values_is_refused(srv: FaultServer, value: str) -> None
         gdsstore.open(srv.url("obj.bin"), headers={"X-Token": value})
     with pytest.raises(ValueError, match="CR, LF or NUL"):
         backend_for(f"http://127.0.0.1:{srv.port}/", {"headers": {"X-Token": value}})
+    with pytest.raises(ValueError, match="CR, LF or NUL"):  # WebHDFS: when the backend is made, not per request
+        backend_for(f"webhdfs://127.0.0.1:{srv.port}/", {"headers": {"X-Token": value}})
     assert srv.log == []  # nothing was sent
 
 

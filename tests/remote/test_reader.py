@@ -12,7 +12,14 @@ from gdsstore.engine.remote.reader import (
     split_ranges,
 )
 from gdsstore.engine.remote.redact import redact_url, remember, remember_url, scrub_text
-from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy, TransientError, is_transient
+from gdsstore.engine.remote.retry import (
+    STALE_RETRIES,
+    RemoteIOError,
+    RetryPolicy,
+    TransientError,
+    is_transient,
+)
+from gdsstore.errors import StaleConnectionError
 
 
 def test_split_ranges_cover_exactly() -> None:
@@ -51,6 +58,30 @@ def test_retry_policy_does_not_retry_permanent_errors() -> None:
     with pytest.raises(FileNotFoundError):
         p.call(missing, "GET x")
     assert calls == [1]
+
+
+def test_retry_policy_call_resends_a_request_lost_to_a_stale_connection() -> None:
+    # One retry loop for waves and single calls (HEAD, LIST, WebHDFS): a kept-alive connection the server
+    # closed costs no attempt, up to STALE_RETRIES in a row; then it counts as any transient failure.
+    p = RetryPolicy(max_attempts=1, retry_status=(), backoff_base=0.0, backoff_max=0.0)
+    calls: list[int] = []
+
+    def stale_then_ok() -> str:
+        calls.append(1)
+        if len(calls) <= STALE_RETRIES:
+            raise StaleConnectionError("connection closed before message completed")
+        return "ok"
+
+    assert p.call(stale_then_ok, "HEAD x") == "ok" and len(calls) == STALE_RETRIES + 1
+
+    def always_stale() -> None:
+        calls.append(1)
+        raise StaleConnectionError("connection closed before message completed")
+
+    calls.clear()
+    with pytest.raises(RemoteIOError, match=r"failed after 1 attempt\(s\)"):
+        p.call(always_stale, "HEAD x")
+    assert len(calls) == STALE_RETRIES + 1
 
 
 def test_backoff_is_exponential_capped_and_jittered() -> None:
