@@ -123,11 +123,6 @@ class Backend(abc.ABC):
         """
         return land_objects(self, table, alloc, free, where)
 
-    def core_paths(self, keys: Sequence[str], where: str) -> tuple[Any, str, list[str | None]] | None:
-        """The native core's ``(store, base, paths)`` for a wave of ``keys``; None: no core route for this
-        backend (or its settings keep the core off)."""
-        return None
-
     def get_many(
         self,
         keys: Sequence[str],

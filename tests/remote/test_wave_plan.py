@@ -147,7 +147,7 @@ def test_pieces_match_the_rule_one_request_at_a_time(n: int, sizes: list[int], k
     rooms = [wave._WaveBuffer(plans[0][1], room, lambda size: (np.empty(size, np.uint8), None)) for _ in range(2)]
     each = room // max(1, open_sized) // 64 * 64
     errs: dict[int, BaseException] = {}
-    asks = wave._asks(backend, plans[0][0], rooms[0], each, errs, "test")
+    asks = wave._asks(backend.objects(keys, "test").paths, plans[0][0], rooms[0], each, errs)
     paths = [backend.core_path(r.key, "test") for r in plans[1][0]]
     want, want_done = _reference_asks(plans[1][0], paths, rooms[1], each)
     assert not errs

@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import mmap
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -203,13 +203,14 @@ def _plan_whole(keys: Sequence[str], expect: np.ndarray | None) -> tuple[list[_R
             for i, (key, slot, n) in enumerate(zip(keys, slots.tolist(), sizes.tolist()))], fixed
 
 
-def _asks(backend: WaveReads, reqs: list[_Request], room: _WaveBuffer, each: int, errs: dict[int, BaseException],
-          where: str) -> list[tuple[int, core.CorePiece]]:
+def _asks(paths: Mapping[str, str | BaseException], reqs: list[_Request], room: _WaveBuffer, each: int,
+          errs: dict[int, BaseException]) -> list[tuple[int, core.CorePiece]]:
     """The core's pieces of ``reqs``, each with its request's index: in its slot, or in room set aside (``each``
-    bytes). A refused key fails its request in ``errs``; a request with nothing to ask (an empty range, the
-    last 0 bytes) is done at once."""
+    bytes). A key refused in ``paths`` fails its request in ``errs``; a request with nothing to ask (an empty
+    range, the last 0 bytes) is done at once."""
     asks: list[tuple[int, core.CorePiece]] = []
-    for k, (r, path) in enumerate(zip(reqs, backend.object_paths([r.key for r in reqs], where), strict=True)):
+    for k, r in enumerate(reqs):
+        path = paths[r.key]
         if isinstance(path, BaseException):
             r.got, errs[k] = -1, path
             continue
@@ -287,13 +288,13 @@ def _regrow(reqs: list[_Request], big: list[tuple[int, core.CorePiece, int]], ro
     return [(k, dataclasses.replace(p, slot=room.reserve(reqs[k], _pad(n)), cap=n)) for (k, p, _), n in zip(big, sizes)]
 
 
-def _core(backend: WaveReads, store: Any, reqs: list[_Request], room: _WaveBuffer, open_sized: int, where: str,
+def _core(backend: WaveReads, objects: Objects, reqs: list[_Request], room: _WaveBuffer, open_sized: int, where: str,
           s: policy.Settings, errs: dict[int, BaseException], alloc: Alloc, free: Free) -> dict[str, str]:
     """The wave: one call, and one more for objects larger than their room. Failures for good go into
     ``errs``; returns the ETag of each object whose landed answers all carried one."""
-    root = backend.core
+    root, store = backend.core, objects.store
     each = (room.cap - room.used) // max(1, open_sized) // _ALIGN * _ALIGN
-    asks = _asks(backend, reqs, room, each, errs, where)
+    asks = _asks(objects.paths, reqs, room, each, errs)
     retry = RetryPolicy.from_settings(s)
     landed: list[tuple[int, core.CoreResult]] = []
 
@@ -367,8 +368,18 @@ def _wave_buffer(backend: WaveReads, fixed: int, open_sized: int, room: int | No
                        sparse=room is None and not last_largest)
 
 
+@dataclass(frozen=True, slots=True)
+class Objects:
+    """A wave's objects as their backend resolved them before the wave (:meth:`WaveReads.objects`): the core's
+    store of this moment and each key's object path, or the exception that refused the key."""
+
+    store: Any
+    paths: dict[str, str | BaseException]
+
+
 def read_wave(
     backend: WaveReads,
+    objects: Objects,
     keys: Sequence[str],
     ranges: Sequence[ByteRange | None] | None,
     alloc: Alloc,
@@ -385,7 +396,9 @@ def read_wave(
     """Read ``keys`` (whole, or ``ranges[i]`` of each) of a remote ``backend`` in one wave.
 
     Args:
-        backend: a remote backend (its :attr:`WaveReads.core` and :meth:`WaveReads.core_path`).
+        backend: the remote backend the objects are of (its messages' base URL, trace route and room hint;
+            its :meth:`~WaveReads.get` for the rare server that answers a suffix with the whole object).
+        objects: the store and paths of ``keys`` (:meth:`WaveReads.objects`).
         keys: the objects, one per item (a key may repeat).
         ranges: per item, a byte range (zarr's clamping) or None for the whole object; None: all whole.
         alloc: ``alloc(nbytes) -> (uint8 array, owner)``: the wave's buffer.
@@ -411,9 +424,8 @@ def read_wave(
     t0 = time.perf_counter()
     buf = _wave_buffer(backend, fixed, open_sized, room, alloc)
     errs: dict[int, BaseException] = {}
-    store = backend.core.store() if reqs else None
     try:
-        etags = _core(backend, store, reqs, buf, open_sized, where, s, errs, alloc, free) if reqs else {}
+        etags = _core(backend, objects, reqs, buf, open_sized, where, s, errs, alloc, free) if reqs else {}
         if errs and errors == "raise":
             raise errs[min(errs)]
     except BaseException:
@@ -421,7 +433,7 @@ def read_wave(
         raise
     offsets, sizes = _place(reqs, items, len(keys))
     if _trace.active() and reqs:
-        _trace.record("read", backend.route, f"wave: {core.wave_reason(s, store)}", int(sizes.clip(0).sum()),
+        _trace.record("read", backend.route, f"wave: {core.wave_reason(s, objects.store)}", int(sizes.clip(0).sum()),
                       time.perf_counter() - t0, str(backend.url), None, requests=len(reqs))
     if room is None and open_sized:
         backend.room_hint = max([0, *(r.got for r in reqs if r.slot < 0)])
@@ -513,14 +525,22 @@ class WaveReads(Backend):
                           time.perf_counter() - t0, src.url)
         return buf
 
-    def get_many(self, *args: Any, **options: Any) -> Landed:
+    def objects(self, keys: Sequence[str], where: str) -> Objects:
+        """The core's store of this moment (S3: of the credentials in force) and the object path of each of
+        ``keys``, resolved once before a wave."""
+        if len(keys) == 0:
+            return Objects(None, {})
+        distinct = list(dict.fromkeys(keys))  # a shard's ranges repeat its key
+        return Objects(self.core.store(), dict(zip(distinct, self.object_paths(distinct, where), strict=True)))
+
+    def get_many(self, keys: Sequence[str], *args: Any, **options: Any) -> Landed:
         # docstring inherited (the options: read_wave's)
-        return read_wave(self, *args, **options)
+        return read_wave(self, self.objects(keys, options.get("where", "read_wave()")), keys, *args, **options)
 
     def land(
         self, table: AddressTable, alloc: Alloc, free: Free, *, device: int | None = None, room: int | None = None,
         where: str = "land()",
     ) -> Landed:
         """The table in one wave (:func:`read_wave`); ``device`` is not taken (waves land in host memory)."""
-        return read_wave(self, table.keys, table.byte_ranges(), alloc, free, expect=table.expect, exact=table.exact,
-                         room=room, max_bytes=table.max_request, where=where)
+        return read_wave(self, self.objects(table.keys, where), table.keys, table.byte_ranges(), alloc, free,
+                         expect=table.expect, exact=table.exact, room=room, max_bytes=table.max_request, where=where)
