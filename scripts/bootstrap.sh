@@ -102,9 +102,14 @@ echo "bootstrap: installing gdsstore${extras:+[$extras]} into .venv (the native 
 core_log=$(mktemp)
 bash scripts/build_core.sh --build-only >"$core_log" 2>&1 &
 core_pid=$!
-.venv/bin/python -m pip install -q --upgrade pip
 status=0
-.venv/bin/python -m pip install -q -e ".${extras:+[$extras]}" || status=$?
+# uv (from PyPI) installs the same packages as pip in about a third of the time; pip where uv cannot.
+if ! { .venv/bin/python -m pip install -q uv \
+       && .venv/bin/python -m uv pip install -q --python .venv/bin/python -e ".${extras:+[$extras]}"; }; then
+  echo "bootstrap: uv could not install; pip does"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}" || status=$?
+fi
 if ! wait "$core_pid"; then
   cat "$core_log" >&2
   [ "$status" != 0 ] || status=1

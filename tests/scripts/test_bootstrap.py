@@ -1,8 +1,8 @@
 """``scripts/bootstrap.sh``: one install shared by ``scripts/demo.sh`` and ``scripts/test.sh``.
 
 The real script runs on a copy of the repository's layout whose ``.venv/bin/python`` is this interpreter
-except for ``-m pip``, which only logs its arguments: what is under test is the decision to install and
-what, not pip (and nothing is ever installed anywhere).
+except for ``-m pip`` and ``-m uv``, which only log their arguments: what is under test is the decision to
+install and what, not the installers (and nothing is ever installed anywhere).
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ def _repo(tmp_path: Path) -> Path:
     python = repo / ".venv" / "bin" / "python"  # a Python >= 3.12, so the script creates no venv
     python.write_text(
         "#!/bin/sh\n"
-        'if [ "$1" = -m ] && [ "$2" = pip ]; then\n'
-        '  shift 2; echo "$*" >> "$(dirname "$0")/../../pip.log"; exit "${FAKE_PIP_STATUS:-0}"\n'
+        'if [ "$1" = -m ] && { [ "$2" = pip ] || [ "$2" = uv ]; }; then\n'
+        '  tool=$2; shift 2; echo "$tool $*" >> "$(dirname "$0")/../../pip.log"\n'
+        '  [ "$tool" = uv ] && exit "${FAKE_UV_STATUS:-${FAKE_PIP_STATUS:-0}}"; exit "${FAKE_PIP_STATUS:-0}"\n'
         "fi\n"
         f'exec "{sys.executable}" "$@"\n'
     )
@@ -38,14 +39,15 @@ def _repo(tmp_path: Path) -> Path:
     return repo
 
 
-def _bootstrap(repo: Path, extras: str, status: int = 0) -> list[str]:
-    """Run the script asking for ``extras``; the ``pip install -e`` targets it installed."""
+def _bootstrap(repo: Path, extras: str, status: int = 0, uv_status: int | None = None) -> list[str]:
+    """Run the script asking for ``extras``; the ``install -e`` targets it installed (``uv`` or ``pip``)."""
     log = repo / "pip.log"
     log.unlink(missing_ok=True)
     env = {
         **os.environ,
         "GDSSTORE_EXTRAS": extras,
         "FAKE_PIP_STATUS": str(status),
+        **({"FAKE_UV_STATUS": str(uv_status)} if uv_status is not None else {}),
     }
     out = subprocess.run(
         ["bash", str(repo / "scripts" / "bootstrap.sh")], env=env, capture_output=True, text=True, timeout=60
@@ -66,6 +68,15 @@ def test_demo_and_tests_in_turn_install_once(tmp_path: Path) -> None:
     assert _bootstrap(repo, " s3, test ") == []  # a subset, spelled loosely
     assert _bootstrap(repo, "nvcomp") == [".[cufile,docs,nvcomp,s3,test]"]  # extras accumulate
     assert (repo / ".venv" / ".gdsstore-stamp").read_text().split()[2] == "cufile,docs,nvcomp,s3,test"
+
+
+def test_uv_installs_and_pip_takes_over_where_it_cannot(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    assert _bootstrap(repo, "test") == [".[test]"]
+    assert (repo / "pip.log").read_text().splitlines()[-1].startswith("uv pip install")
+    assert _bootstrap(repo, "s3", uv_status=1) == [".[s3,test]", ".[s3,test]"]  # uv failed, then pip
+    assert (repo / "pip.log").read_text().splitlines()[-1].startswith("pip install")
+    assert _bootstrap(repo, "s3") == []  # installed: the stamp says so
 
 
 def test_changed_pyproject_reinstalls_everything_installed(tmp_path: Path) -> None:
