@@ -1,5 +1,6 @@
 """gdsstore's native I/O core (Rust over object_store): one call per wave of remote GETs, the GIL released."""
 
+from collections.abc import Sequence
 from typing import Any
 
 # (bytes landed, object size, ETag, last-modified in ns since the epoch (0: unknown), version id,
@@ -112,6 +113,15 @@ def versions() -> tuple[tuple[str, str], ...]: ...
 def split_bytes(buffer: Any, offsets: list[int], sizes: list[int], *, threads: int = 8) -> list[bytes | None]:
     """``bytes(buffer[offsets[i]:offsets[i] + sizes[i]])`` for each item (None where ``sizes[i] < 0``), the
     objects made under the GIL and filled on ``threads`` threads with it released."""
+
+def slice_table(sels: Sequence[Any], shape: Sequence[int]) -> bytes:
+    """``(start, count, step)`` of each axis of each of ``sels`` (tuples of slices over ``shape``: Python's
+    ``slice.indices``, ``count`` the slice's length), as native int64 laid out ``[item][axis][3]``.
+
+    Raises:
+        TypeError: an item is not a tuple of ``len(shape)`` slices.
+        ValueError: a slice's step is 0.
+    """
 
 def read_files(
     paths: list[str],

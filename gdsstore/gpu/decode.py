@@ -184,17 +184,19 @@ def decode_bb_on_host(
     staged: Landed,
     ids: list[int],
     names: Sequence[str] | None = None,
+    *,
+    pinned: bool = True,
 ) -> Landed:
     """Bytes-to-bytes codecs on the CPU, from the host staging buffer, on the engine's threads when there are
-    several chunks: each chunk's raw bytes in its slot of one staging buffer (pinned where there is a GPU), for
-    one copy to the device.
+    several chunks: each chunk's raw bytes in its slot of one staging buffer (``pinned`` where there is a GPU,
+    for one copy to the device; a host read's not).
 
     Raises:
         ValueError: a chunk that decodes to other than its raw size (naming it; ``names``: the chunks' keys).
     """
     want = np.full(len(specs), -1, dtype=np.int64)
     want[ids] = [raw_nbytes(specs[i]) for i in ids]
-    out = empty_slots(want, pinned=True)
+    out = empty_slots(want, pinned=pinned)
 
     def one(i: int) -> None:
         a, n = int(out.offsets[i]), int(want[i])

@@ -36,12 +36,13 @@ from gdsstore.gpu.fetch import Fetcher, StoreFetcher
 from gdsstore.gpu.memory import call_memory
 from gdsstore.gpu.output import (
     decode_scatter,
+    host_geometry,
     kernel_scatter_ok,
     numpy_output,
     output_device,
     output_layout,
     place_decoded,
-    place_views,
+    place_host,
 )
 from gdsstore.gpu.plan import ChunkGeometry, plan_chunk_geometry
 from gdsstore.gpu.windows import read_windows, run_windows
@@ -182,25 +183,24 @@ def read_chunks(
     if device and chain.bb_codecs:
         chain = decode_side(chain, sizes)
     windows = read_windows(sizes, chain, device, max(sizes, default=0))
+    # Host outputs: chunks placed with numpy slicing instead of zarr's per-chunk buffer objects; chunks whose
+    # decoded bytes view as the array (no per-chunk codec call), a run of alike chunks in one copy.
+    host_out = None if device or not scatter_ok else numpy_output(out)
+    host_view = chain.view_layout(spec0) if host_out is not None else None
     geometry: ChunkGeometry | None = None
     out_ptr = 0
 
     def plan_geometry() -> None:  # where each chunk's block lands in the output
         nonlocal geometry, out_ptr
+        if host_out is not None:
+            geometry = host_geometry(batch, host_out)
+            return
         out_ptr, out_layout = output_layout(out)
         chunk_sels = [item[2] for item in batch]
         geometry = plan_chunk_geometry(chunk_sels, [spec0.shape] * len(batch), [item[3] for item in batch], out_layout)
 
-    # Where the codecs fix a stored chunk's size (no compressor, no variable-length values): no size lookups.
-    stored = chain.stored_nbytes(spec0)
-    raw_sizes = None if stored is None else np.array(_stored_sizes(chain, batch, sizes, spec0, stored), np.int64)
-    if chain.bb_codecs:
-        fetch.chunk_bound = raw_nbytes(spec0)
+    raw_sizes = _expected_sizes(chain, batch, sizes, fetch)
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
-    # Host outputs: chunks placed with numpy slicing instead of zarr's per-chunk buffer objects, and
-    # uncompressed chunks as views of the staging buffer (no per-chunk codec call).
-    host_out = None if device or not scatter_ok else numpy_output(out)
-    host_view = chain.view_layout(spec0) if host_out is not None and not chain.bb_codecs else None
 
     def read(w: range) -> Landed:
         if raw_sizes is not None or on_gpu is not None:
@@ -211,6 +211,10 @@ def read_chunks(
         return fetch([(batch[i][0], None) for i in w], device)
 
     def process(w: range, staged: Landed) -> None:
+        if host_view is not None and host_out is not None:
+            rows = None if geometry is None else geometry.rows(slice(w.start, w.stop))
+            place_host(chain, batch, w, staged, host_view, rows, host_out, results)
+            return
         specs = [batch[i][1] for i in w]
         names = [batch[i][0].path for i in w]  # errors name the chunk
         if geometry is not None and layout is not None:
@@ -218,9 +222,6 @@ def read_chunks(
             ptrs = decode_scatter(chain, specs, staged, layout, rows, out_ptr, time.perf_counter(), names)
             for k in np.flatnonzero(ptrs).tolist():
                 results[w[k]] = GetResult(status="present")
-            return
-        if host_view is not None and host_out is not None:
-            place_views(batch, w, staged, host_view, host_out, results)
             return
         decoded = decode_window(chain, specs, staged, device, names)
         if host_out is not None:
@@ -238,8 +239,19 @@ def read_chunks(
             )
 
     # The geometry is planned while the first window is read (a thread hop of about 0.1 ms; 1,024 chunks plan in ~4)
-    run_windows(windows, read, process, Landed.release, prepare=None if layout is None else plan_geometry)
+    prepare = None if layout is None and host_view is None else plan_geometry
+    run_windows(windows, read, process, Landed.release, prepare=prepare)
     return tuple(results)
+
+
+def _expected_sizes(chain: CodecChain, batch: Sequence[BatchItem], sizes: list[int], fetch: Fetcher) -> np.ndarray | None:
+    """Each chunk's stored size where the codecs fix it (no compressor, no variable-length values: no size
+    lookups), else None; compressed chunks tell ``fetch`` their raw size (the first guess of their sizes)."""
+    spec0 = batch[0][1]
+    stored = chain.stored_nbytes(spec0)
+    if chain.bb_codecs:
+        fetch.chunk_bound = raw_nbytes(spec0)
+    return None if stored is None else np.array(_stored_sizes(chain, batch, sizes, spec0, stored), np.int64)
 
 
 def _raw_sizes(batch: Sequence[BatchItem]) -> list[int]:

@@ -4,7 +4,7 @@
 //!
 //! Modules, each using only those listed before it: `error` (the one error type), `slots` (the caller's
 //! buffers: the only `unsafe` beside `stop`'s signal hook), `runtime`, `stop` (Ctrl-C), `ramp`, `store`,
-//! `limits`, then the operations `wave`, `put`, `meta`, `local`, `split`.
+//! `limits`, then the operations `wave`, `put`, `meta`, `local`, `split`, `selection`.
 #![deny(unsafe_code)]
 
 mod error;
@@ -14,6 +14,7 @@ mod meta;
 mod put;
 mod ramp;
 mod runtime;
+mod selection;
 mod slots;
 mod split;
 mod stop;
@@ -52,6 +53,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(local::read_files, m)?)?;
     m.add_function(wrap_pyfunction!(local::stat_files, m)?)?;
     m.add_function(wrap_pyfunction!(split::split_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(selection::slice_table, m)?)?;
     m.add_function(wrap_pyfunction!(versions, m)?)?;
     Ok(())
 }

@@ -1,0 +1,257 @@
+"""gdsstore's Python per zarr selection: CPU-seconds of every thread that runs gdsstore's pipeline code for one
+``a[:]`` of 4,096 chunks of 64 x 64 float32 from nginx on loopback under ``gdsstore.enable_pipeline()`` (host
+buffers), uncompressed and zstd, medians of ``--rounds`` reads, by phase:
+
+- ``entry``: ``GDSCodecPipeline.read`` on zarr's event loop, less zarr's own ``batch_info`` generator (zarr's
+  indexing and ``StorePath`` per chunk, reported apart as ``zarr batch``);
+- ``plan``: the route, the fetcher, ``read_chunks``' own planning, the windows and the chunk geometry;
+- ``fetch``: the fetcher and ``land`` around the wave; ``wave``: ``read_wave``'s Python (the native call out);
+- ``decode``: the decode dispatch on the calling thread and in the engine's threads, less the zstd decode
+  itself (``numcodecs.zstd.decompress`` of every chunk, timed apart on one thread: native, not planning);
+- ``scatter``: placing the chunks in the output.
+
+Each wrapper counts its own thread's CPU (``time.thread_time``) less that of the wrapped calls inside it, so
+the phases add up without double counting, whichever thread ran them.
+
+    .venv/bin/python benchmarks/pipeline_python_cost.py --rounds 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import inspect
+import mmap
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+import gdsstore
+from gdsstore.engine import native
+
+_spent: dict[str, float] = collections.defaultdict(float)
+_local = threading.local()
+_lock = threading.Lock()
+
+#: phase of each wrapped label (labels not here are their own phase)
+PHASES = {
+    "read_plan": "plan", "fetcher_for": "plan", "read_chunks": "plan", "read_windows": "plan",
+    "plan_chunk_geometry": "plan", "host_geometry": "plan", "one_call": "plan",
+    "EngineFetcher.whole": "fetch", "EngineFetcher.__call__": "fetch", "land": "fetch",
+    "read_wave": "wave",
+    "decode_window": "decode", "decode_bb_on_host": "decode",
+    "place_views": "scatter", "place_decoded": "scatter", "place_window": "scatter", "place_host": "scatter",
+}
+
+
+def _stack() -> list[float]:
+    st = getattr(_local, "stack", None)
+    if st is None:
+        st = _local.stack = []
+    return st
+
+
+def _exclusive(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` counting its thread's CPU less that of the wrapped calls inside it, under ``label``."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        st = _stack()
+        st.append(0.0)  # CPU of the wrapped calls inside this one
+        t0 = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            took = time.thread_time() - t0
+            inner = st.pop()
+            if st:
+                st[-1] += took
+            with _lock:
+                _spent[label] += took - inner
+
+    return run
+
+
+def _patch(owner: Any, name: str, label: str | None = None) -> None:
+    setattr(owner, name, _exclusive(label or name, getattr(owner, name)))
+
+
+class _TimedCore:
+    """The native core with its calls from the wave timed."""
+
+    def __init__(self, mod: Any) -> None:
+        self._mod = mod
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self._mod, name)
+        return _exclusive(f"native {name}", fn) if name in ("read_wave", "split_bytes") else fn
+
+
+def _thread_clocks(skip: int) -> dict[int, float]:
+    """CPU-seconds so far of every Python thread but ``skip`` (zarr's event loop, timed on its own)."""
+    out: dict[int, float] = {}
+    for t in threading.enumerate():
+        if t.ident is not None and t.ident != skip:
+            try:
+                out[t.ident] = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+            except OSError:  # ended meanwhile
+                continue
+    return out
+
+
+def _instrument() -> None:
+    from gdsstore.engine.remote import wave
+    from gdsstore.gpu import decode, execute, fetch, output, pipeline
+
+    mod = native.load()
+    native.load = lambda: _TimedCore(mod)  # type: ignore[assignment,return-value]
+    _patch(wave, "read_wave")
+    _patch(pipeline.GDSCodecPipeline, "read_plan")
+    _patch(fetch, "fetcher_for")
+    _patch(fetch, "land")
+    _patch(fetch.EngineFetcher, "whole", "EngineFetcher.whole")
+    _patch(fetch.EngineFetcher, "__call__", "EngineFetcher.__call__")
+    for name in ("one_call", "read_chunks", "read_windows", "plan_chunk_geometry", "decode_window",
+                 "place_views", "place_decoded", "place_host", "host_geometry"):
+        if hasattr(execute, name):  # each build's names: this script times the tree before and after
+            _patch(execute, name)
+    for name in ("place_window", "place_views", "plan_chunk_geometry"):
+        if hasattr(output, name):
+            _patch(output, name)
+    _patch(decode, "decode_bb_on_host")
+    read = pipeline.GDSCodecPipeline.read
+    assert inspect.iscoroutinefunction(read)
+
+    async def timed_read(self: Any, batch_info: Any, *args: Any, **kwargs: Any) -> Any:
+        # on zarr's loop, which runs nothing else meanwhile: its CPU during the awaits is this read's
+        me = threading.get_ident()
+        before = _thread_clocks(me)
+        st = _stack()
+        st.append(0.0)
+        t0 = time.thread_time()
+        batch = list(batch_info)  # zarr's indexing and StorePaths, per chunk
+        zarr_batch = time.thread_time() - t0
+        try:
+            return await read(self, batch, *args, **kwargs)
+        finally:
+            took = time.thread_time() - t0
+            inner = st.pop()
+            after = _thread_clocks(me)
+            with _lock:
+                _spent["entry"] += took - inner - zarr_batch
+                _spent["zarr batch"] += zarr_batch
+                _spent["other threads"] += sum(after[k] - v for k, v in before.items() if k in after)
+
+    pipeline.GDSCodecPipeline.read = timed_read  # type: ignore[method-assign]
+
+
+def _zstd_native(root: str) -> float:
+    """CPU-seconds of ``numcodecs.zstd.decompress`` of every stored chunk of ``root``, into its raw size."""
+    import numcodecs.zstd
+
+    frames = []
+    for dirpath, _, files in os.walk(os.path.join(root, "c")):
+        for f in files:
+            with open(os.path.join(dirpath, f), "rb") as fh:
+                frames.append(np.frombuffer(fh.read(), np.uint8))
+    dst = np.empty(64 * 64 * 4, np.uint8)
+    t0 = time.thread_time()
+    for fr in frames:
+        numcodecs.zstd.decompress(fr, dst)
+    return time.thread_time() - t0
+
+
+def _copy_floor(shape: tuple[int, ...], chunk: tuple[int, ...], dtype: str) -> float:
+    """CPU-seconds of one numpy copy of a whole regular grid's chunks, laid one after another, into a new
+    output: the scatter's own bytes and the output's page faults, taken out of its phase."""
+    grid = [n // c for n, c in zip(shape, chunk)]
+    src = np.ones(int(np.prod(shape)), dtype).reshape(*grid, *chunk)
+    nd = len(shape)
+    # a new output each read, as zarr's: its pages first touched (faulted in) by the copy
+    out = np.frombuffer(mmap.mmap(-1, src.nbytes), dtype).reshape(shape)
+    view = out.reshape([x for g, c in zip(grid, chunk) for x in (g, c)]).transpose(
+        [2 * i for i in range(nd)] + [2 * i + 1 for i in range(nd)])
+    t0 = time.thread_time()
+    view[...] = src
+    return time.thread_time() - t0
+
+
+#: labels counted on zarr's event loop; every other one runs on the pipeline's threads
+LOOP = ("entry", "zarr batch", "read_plan", "fetcher_for")
+
+
+def _measure(read: Callable[[], Any], rounds: int, native: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """Medians (ms) of each label and phase over ``rounds`` reads. ``native``: per phase, the CPU-seconds of
+    its native work, measured apart right after each read (the load of a shared machine moves) and taken out
+    of it (``decode``: the zstd decode; ``scatter``: the copy of the bytes)."""
+    read()
+    rows: dict[str, list[float]] = collections.defaultdict(list)
+    for _ in range(rounds):
+        _spent.clear()
+        t0 = time.perf_counter()
+        read()
+        rows["wall"].append(time.perf_counter() - t0)
+        spent = dict(_spent)
+        floors = {k: fn() for k, fn in native.items()}
+        phases: dict[str, float] = collections.defaultdict(float)
+        wrapped = 0.0
+        for k, v in spent.items():
+            rows[k].append(v)
+            if k not in LOOP and k != "other threads":
+                wrapped += v
+            if not k.startswith("native") and k not in ("zarr batch", "other threads"):
+                phases[PHASES.get(k, k)] += v
+        # the pipeline's threads outside every wrapped call: the engine's threads decoding chunks
+        phases["decode"] += spent["other threads"] - wrapped
+        for k, v in floors.items():
+            phases[k] -= v
+            rows[f"native {k} (apart)"].append(v)
+        for k, v in phases.items():
+            rows[f"phase {k}"].append(v)
+        rows["gdsstore Python, all"].append(sum(phases.values()))
+    return {k: round(statistics.median(v) * 1e3, 1) for k, v in sorted(rows.items())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--codecs", default="none,zstd")
+    args = ap.parse_args()
+    import zarr
+    from servers.nginx import NginxServer
+
+    _instrument()
+    codecs = args.codecs.split(",")
+    with tempfile.TemporaryDirectory() as root:
+        os.chmod(root, 0o755)
+        x = np.random.default_rng(0).random((4096, 4096), dtype=np.float32)
+        for codec in codecs:
+            comp = None if codec == "none" else zarr.codecs.ZstdCodec(level=1)
+            zarr.create_array(f"{root}/{codec}.zarr", shape=x.shape, chunks=(64, 64), dtype="float32",
+                              compressors=comp)[:] = x
+        srv = NginxServer(root, workers=2, tcp_nopush=False)
+        try:
+            with gdsstore.enable_pipeline():
+                for codec in codecs:
+                    a = zarr.open_array(gdsstore.GDSStore(srv.url(f"{codec}.zarr")), mode="r")
+                    assert np.array_equal(a[:], x)
+                    nat = {"scatter": functools.partial(_copy_floor, x.shape, (64, 64), "float32")}
+                    if codec != "none":
+                        nat["decode"] = functools.partial(_zstd_native, f"{root}/{codec}.zarr")
+                    print(f"zarr {codec} a[:], ms:", _measure(lambda a=a: a[:], args.rounds, nat), flush=True)
+        finally:
+            srv.close()
+
+
+if __name__ == "__main__":
+    main()
