@@ -4,8 +4,9 @@
 # [tool.maturin]). This script compiles it first in native/target with the settings maturin builds with (the
 # release profile, the extension-module feature, PYO3_PYTHON the .venv's Python), so pip's build finds every
 # dependency compiled, then runs cargo's checks: fmt --check, clippy -D warnings (the tests too) and the
-# crate's unit tests. scripts/test.sh runs it while the Python packages download.
-# Usage: bash scripts/build_core.sh [--build-only]
+# crate's unit tests. scripts/bootstrap.sh builds with it (--build-only) while the Python packages download;
+# scripts/test.sh then runs the checks alone (--checks-only: the set-up has just built and installed the core).
+# Usage: bash scripts/build_core.sh [--build-only | --checks-only]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null \
@@ -16,10 +17,12 @@ PY="$PWD/.venv/bin/python"
 export PYO3_PYTHON="$PY"
 cd native
 start=$(date +%s)
-cargo build --locked --release --lib -q --features pyo3/extension-module
-echo "build_core.sh: the core compiled in $(( $(date +%s) - start )) s"
+if [ "${1:-}" != --checks-only ]; then  # the test command's set-up has just built and installed it
+  cargo build --locked --release --lib -q --features pyo3/extension-module
+  echo "build_core.sh: the core compiled in $(( $(date +%s) - start )) s"
+fi
 [ "${1:-}" = --build-only ] && exit 0
 cargo fmt --check
 cargo clippy --locked --release --all-targets -q -- -D warnings
 cargo test --locked --release -q
-echo "build_core.sh: compiled and checked (fmt, clippy, unit tests) in $(( $(date +%s) - start )) s"
+echo "build_core.sh: checked (fmt, clippy, unit tests) in $(( $(date +%s) - start )) s"

@@ -12,7 +12,7 @@ GDSSTORE_EXTRAS=${GDSSTORE_EXTRAS:-test,docs,s3,cufile} bash scripts/bootstrap.s
 # cargo's checks of the core run while the system packages install and ruff, mypy and lint-imports run.
 core_log=$(mktemp)
 trap 'rm -f "$core_log"' EXIT
-bash scripts/build_core.sh >"$core_log" 2>&1 &
+bash scripts/build_core.sh --checks-only >"$core_log" 2>&1 &
 core_pid=$!
 
 # nginx serves the HTTP(S) range tests; install it from Debian's packages when missing.

@@ -2,9 +2,9 @@
 
 A parent that has read (so its pools hold kept-alive connections) forks children while one of its
 threads keeps reading; parent and children then read (and, where the transport writes, write) their
-own objects concurrently for FORK_SECONDS. Every byte is checked: a child that shared a connection
-with its parent would receive another object's bytes (6 wrong in 3,000 before the fix). A child that
-does not finish in time is a hang, and fails the test.
+own objects concurrently, a set number of times each, the parent until the children are done. Every byte
+is checked: a child that shared a connection with its parent would receive another object's bytes (6 wrong
+in 3,000 reads before the fix). A child that does not finish within HANG_SECONDS is a hang, and fails the test.
 """
 
 from __future__ import annotations
@@ -29,8 +29,11 @@ from gdsstore.engine.backend import backend_for
 
 from .conftest import WEBHDFS_USER, payload
 
-FORK_SECONDS = 10.0
+HANG_SECONDS = 120.0
 CHILDREN = 3
+#: Operations per child: reads enough for the sharing bug to show (about 1 in 500 reads), fewer where each
+#: is a write and two reads (S3 through moto, WebHDFS).
+READS, WRITES, WAVES = 800, 12, 100
 SIZE = 256 << 10
 # Four ranges per read: every read in a child also runs on the engine pool it rebuilt after the fork.
 SETTINGS = {"task_size": 64 << 10, "remote.max_range_size": 64 << 10}
@@ -38,24 +41,24 @@ SETTINGS = {"task_size": 64 << 10, "remote.max_range_size": 64 << 10}
 ONE_RANGE = {"task_size": 4 << 20, "remote.max_range_size": 4 << 20}
 
 
-def _loop(work: Callable[[int], bool], seconds: float) -> tuple[int, int]:
-    """Run ``work(i)`` until ``seconds`` passed; ``(calls, wrong results)``."""
-    end = time.monotonic() + seconds
+def _loop(work: Callable[[int], bool], times: int, stop: threading.Event | None = None) -> tuple[int, int]:
+    """Run ``work(i)`` ``times`` times, or (``stop``) at least once and until ``stop`` is set; ``(calls, wrong
+    results)``."""
     n = wrong = 0
-    while time.monotonic() < end:
+    while (n < times) if stop is None else (n == 0 or not stop.is_set()):
         if not work(n):
             wrong += 1
         n += 1
     return n, wrong
 
 
-def _run_forked(parent_work: Callable[[int], bool], child_work: Callable[[int], Callable[[int], bool]]) -> None:
-    """Fork CHILDREN children while a parent thread reads; all work FORK_SECONDS; check results."""
+def _run_forked(parent_work: Callable[[int], bool], child_work: Callable[[int], Callable[[int], bool]],
+                times: int) -> None:
+    """Fork CHILDREN children while a parent thread reads; each child works ``times`` times, the parent until
+    they are done; check results."""
     stop = threading.Event()
     parent_stats: list[tuple[int, int]] = []
-    background = threading.Thread(
-        target=lambda: parent_stats.append(_loop(parent_work, FORK_SECONDS + 1.0)), daemon=True
-    )
+    background = threading.Thread(target=lambda: parent_stats.append(_loop(parent_work, 0, stop)), daemon=True)
     background.start()
     time.sleep(0.2)  # the parent thread is mid-read when the children are forked
     pids = []
@@ -64,7 +67,7 @@ def _run_forked(parent_work: Callable[[int], bool], child_work: Callable[[int], 
         if pid == 0:  # the child: report through the exit status, never return into pytest
             code = 3
             try:
-                calls, wrong = _loop(child_work(c), FORK_SECONDS)
+                calls, wrong = _loop(child_work(c), times)
                 code = 0 if wrong == 0 and calls > 0 else 1
                 if wrong:
                     print(f"child {c}: {wrong} wrong results of {calls}", file=sys.stderr)
@@ -74,7 +77,7 @@ def _run_forked(parent_work: Callable[[int], bool], child_work: Callable[[int], 
             finally:
                 os._exit(code)
         pids.append(pid)
-    deadline = time.monotonic() + FORK_SECONDS + 60
+    deadline = time.monotonic() + HANG_SECONDS
     statuses = {}
     while pids and time.monotonic() < deadline:
         for pid in list(pids):
@@ -87,8 +90,8 @@ def _run_forked(parent_work: Callable[[int], bool], child_work: Callable[[int], 
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     stop.set()
-    background.join(FORK_SECONDS + 30)
-    assert not pids, f"{len(pids)} forked children hung (killed after {FORK_SECONDS + 60:.0f} s)"
+    background.join(HANG_SECONDS)
+    assert not pids, f"{len(pids)} forked children hung (killed after {HANG_SECONDS:.0f} s)"
     assert all(code == 0 for code in statuses.values()), f"children exit codes {statuses} (1: wrong bytes, 2: error)"
     assert parent_stats and parent_stats[0][1] == 0 and parent_stats[0][0] > 0, f"parent: {parent_stats}"
 
@@ -162,7 +165,7 @@ def test_fork_http_parent_and_children_read_their_own_objects(nginx: NginxServer
     with gdsstore.config.set(SETTINGS):
         assert bytes(backend.get(names[-1], bytearray)) == objs[names[-1]]  # pools hold connections now
         _run_forked(_reader(backend, names[-1], objs[names[-1]]),
-                    lambda c: _reader(backend, names[c], objs[names[c]]))
+                    lambda c: _reader(backend, names[c], objs[names[c]]), READS)
 
 
 @FORK_WARNING
@@ -173,7 +176,7 @@ def test_fork_s3_parent_and_children_write_and_read(s3: dict[str, Any]) -> None:
         backend.put("parent.bin", payload(SIZE, seed=1))
         assert len(bytes(backend.get("parent.bin", bytearray))) == SIZE
         _run_forked(_writer_reader(backend, "parent.bin", 1),
-                    lambda c: _writer_reader(backend, f"child{c}.bin", 2 + c))
+                    lambda c: _writer_reader(backend, f"child{c}.bin", 2 + c), WRITES)
 
 
 @FORK_WARNING
@@ -183,7 +186,7 @@ def test_fork_webhdfs_parent_and_children_write_and_read(webhdfs: WebHDFSServer)
         backend.put("parent.bin", payload(SIZE, seed=1))
         assert len(bytes(backend.get("parent.bin", bytearray))) == SIZE
         _run_forked(_writer_reader(backend, "parent.bin", 1),
-                    lambda c: _writer_reader(backend, f"child{c}.bin", 2 + c))
+                    lambda c: _writer_reader(backend, f"child{c}.bin", 2 + c), WRITES)
 
 
 def _wave_reader(backend: Any, objs: dict[str, bytes]) -> Callable[[int], bool]:
@@ -210,4 +213,4 @@ def test_fork_waves(nginx: NginxServer, nginx_root: str) -> None:
     with gdsstore.trace() as t:
         assert _wave_reader(backend, objs)(0)
     assert all(e.reason.startswith("wave: native core") for e in t.events), str(t)  # the parent's runtime is started
-    _run_forked(_wave_reader(backend, objs), lambda c: _wave_reader(backend, objs))
+    _run_forked(_wave_reader(backend, objs), lambda c: _wave_reader(backend, objs), WAVES)
