@@ -203,11 +203,11 @@ def read_chunks(
     on_gpu = output_device(out) if layout is not None and chain.device_staged() else None
 
     def read(w: range) -> Landed:
-        if raw_sizes is not None or on_gpu is not None:
-            expect = None if raw_sizes is None else raw_sizes[w.start : w.stop]
-            st = fetch.whole([batch[i][0].path for i in w], expect, device, on_gpu)
-            if st is not None:
-                return st
+        # whole objects by key (no range per chunk to plan), where the fetcher has that way
+        expect = None if raw_sizes is None else raw_sizes[w.start : w.stop]
+        st = fetch.whole([batch[i][0].path for i in w], expect, device, on_gpu)
+        if st is not None:
+            return st
         return fetch([(batch[i][0], None) for i in w], device)
 
     def process(w: range, staged: Landed) -> None:
@@ -256,6 +256,9 @@ def _expected_sizes(chain: CodecChain, batch: Sequence[BatchItem], sizes: list[i
 
 def _raw_sizes(batch: Sequence[BatchItem]) -> list[int]:
     """Each chunk's decoded bytes; zarr hands a regular grid's chunks one spec, so computed once per spec."""
+    specs = [item[1] for item in batch]
+    if specs and specs.count(specs[0]) == len(specs):  # one spec (list.count compares identity first, in C)
+        return [raw_nbytes(specs[0])] * len(specs)
     seen: dict[int, int] = {}
     sizes: list[int] = []
     for item in batch:

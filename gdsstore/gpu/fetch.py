@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any, Literal
 
 import numpy as np
@@ -185,6 +186,15 @@ def fetcher_for(getters: Sequence[Any]) -> Fetcher:
     """The engine when every byte getter is a path of one ``GDSStore``, else the store's ``get``
     (:class:`StoreFetcher`: its reads are loaded on the event loop before the executor runs)."""
     backend = backend_of(getters[0])
-    if backend is not None and all(backend_of(g) is backend for g in getters):
+    if backend is not None and (_one_store(getters) or all(backend_of(g) is backend for g in getters)):
         return EngineFetcher(backend)
     return StoreFetcher()
+
+
+def _one_store(getters: Sequence[Any]) -> bool:
+    """Whether every byte getter is a path of one store object (a zarr read's are): checked in C, with no
+    Python per getter; False where one has no store (then each is asked)."""
+    try:
+        return len(set(map(id, map(attrgetter("store"), getters)))) == 1
+    except AttributeError:
+        return False

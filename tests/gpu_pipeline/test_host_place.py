@@ -160,3 +160,47 @@ def test_slice_table_names_a_selection_that_is_not_slices() -> None:
         core.slice_table([(slice(0, 1), slice(0, 1))], [4])
     with pytest.raises(ValueError, match="slice step cannot be zero"):
         core.slice_table([(slice(0, 1, 0),)], [4])
+
+
+def test_compressed_chunks_are_asked_for_as_whole_objects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    z = zarr.create_array(gdsstore.GDSStore(str(tmp_path)), shape=(16, 16), chunks=(4, 4), dtype="i2",
+                          compressors=[ZstdCodec(level=1)])
+    z[...] = 5
+    store = gdsstore.GDSStore(str(tmp_path))
+    backend = store.backend
+    tables: list[Any] = []
+    land = backend.land
+
+    def seen(table: Any, *args: Any, **kwargs: Any) -> Any:
+        tables.append(table)
+        return land(table, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "land", seen)
+    with gdsstore.enable_pipeline():
+        np.testing.assert_array_equal(zarr.open_array(store, mode="r")[...], np.full((16, 16), 5, "i2"))
+    chunk_tables = [t for t in tables if len(t.keys) == 16]
+    assert len(chunk_tables) == 1
+    assert chunk_tables[0].starts is None  # whole objects: before, a range from 0 per chunk
+
+
+def test_a_batch_of_one_stores_paths_asks_one_getter_for_its_backend(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    from zarr.storage import StorePath
+
+    from gdsstore.gpu import fetch
+
+    store = gdsstore.GDSStore(str(tmp_path))
+    asked = [0]
+    backend_of = fetch.backend_of
+
+    def counted(getter: Any) -> Any:
+        asked[0] += 1
+        return backend_of(getter)
+
+    monkeypatch.setattr(fetch, "backend_of", counted)
+    got = fetch.fetcher_for([StorePath(store, f"c/{i}") for i in range(100)])
+    assert isinstance(got, fetch.EngineFetcher)
+    assert asked[0] == 1  # before: once more per getter (101)
+    asked[0] = 0
+    mixed = [StorePath(store, "c/0"), StorePath(gdsstore.GDSStore(str(tmp_path)), "c/1")]
+    assert isinstance(fetch.fetcher_for(mixed), fetch.StoreFetcher)  # two stores: each asked, as before
