@@ -204,3 +204,45 @@ def test_a_batch_of_one_stores_paths_asks_one_getter_for_its_backend(monkeypatch
     asked[0] = 0
     mixed = [StorePath(store, "c/0"), StorePath(gdsstore.GDSStore(str(tmp_path)), "c/1")]
     assert isinstance(fetch.fetcher_for(mixed), fetch.StoreFetcher)  # two stores: each asked, as before
+
+
+def _raw_zstd_frame(data: bytes) -> bytes:
+    """One zstd frame of one raw block that does not declare its size (numcodecs always declares it)."""
+    return bytes.fromhex("28b52ffd") + bytes([0x00, 0x58]) + ((len(data) << 3) | 1).to_bytes(3, "little") + data
+
+
+def test_zstd_chunks_of_every_framing_decode_in_a_few_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numcodecs.zstd
+
+    from gdsstore.gpu import decode
+
+    data = np.arange(64 * 64, dtype="<u2").reshape(64, 64)
+    z = zarr.create_array(gdsstore.GDSStore(str(tmp_path)), shape=data.shape, chunks=(4, 4), dtype="<u2",
+                          compressors=[ZstdCodec(level=1)])
+    z[...] = data
+    raw = data[0:4, 0:4].tobytes()
+    (tmp_path / "c" / "0" / "0").write_bytes(numcodecs.zstd.compress(raw[:10], 1) + numcodecs.zstd.compress(raw[10:], 1))
+    (tmp_path / "c" / "0" / "1").write_bytes(_raw_zstd_frame(data[0:4, 4:8].tobytes()))  # no size declared
+    tasks: list[int] = []
+    map_all = decode.map_all
+
+    def counted(fn: Any, items: Any, *args: Any) -> Any:
+        tasks.append(len(items))
+        return map_all(fn, items, *args)
+
+    monkeypatch.setattr(decode, "map_all", counted)
+    with gdsstore.config.set({"num_threads": 2}), gdsstore.enable_pipeline():
+        got = zarr.open_array(gdsstore.GDSStore(str(tmp_path)), mode="r")[...]
+    np.testing.assert_array_equal(got, data)
+    assert tasks == [8]  # 256 chunks in runs, four a thread; before: one task per chunk (256)
+
+
+def test_a_zstd_chunk_of_another_size_is_named(tmp_path: Path) -> None:
+    import numcodecs.zstd
+
+    z = zarr.create_array(gdsstore.GDSStore(str(tmp_path)), shape=(8, 8), chunks=(4, 4), dtype="u1",
+                          compressors=[ZstdCodec(level=1)])
+    z[...] = 1
+    (tmp_path / "c" / "1" / "0").write_bytes(numcodecs.zstd.compress(b"x" * 15, 1))
+    with gdsstore.enable_pipeline(), pytest.raises(ValueError, match=r"c/1/0.* decoded to 15 bytes, expected 16"):
+        zarr.open_array(gdsstore.GDSStore(str(tmp_path)), mode="r")[...]
