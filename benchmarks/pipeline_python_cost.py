@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -87,17 +87,6 @@ def _patch(owner: Any, name: str, label: str | None = None) -> None:
     setattr(owner, name, _exclusive(label or name, getattr(owner, name)))
 
 
-class _TimedCore:
-    """The native core with its calls from the wave timed."""
-
-    def __init__(self, mod: Any) -> None:
-        self._mod = mod
-
-    def __getattr__(self, name: str) -> Any:
-        fn = getattr(self._mod, name)
-        return _exclusive(f"native {name}", fn) if name in ("read_wave", "split_bytes") else fn
-
-
 def _thread_clocks(skip: int) -> dict[int, float]:
     """CPU-seconds so far of every Python thread but ``skip`` (zarr's event loop, timed on its own)."""
     out: dict[int, float] = {}
@@ -139,7 +128,8 @@ def _instrument() -> None:
     from gdsstore.gpu import decode, execute, fetch, output, pipeline
 
     mod = native.load()
-    native.load = lambda: _TimedCore(mod)  # type: ignore[assignment,return-value]
+    for name in ("read_wave", "split_bytes"):  # the native calls from the wave, taken out of its phase
+        _patch(mod, name, f"native {name}")
     _patch(wave, "read_wave")
     for name in ("_plan", "_asks", "_core_done", "_one_version", "_place"):  # the wave's parts, in its phase
         _patch(wave, name, f"wave {name}")
@@ -243,18 +233,23 @@ def _copy_floor(shape: tuple[int, ...], chunk: tuple[int, ...], dtype: str) -> C
 LOOP = ("entry", "zarr batch", "read_plan", "fetcher_for")
 
 
-def _measure(read: Callable[[], Any], rounds: int, native: dict[str, Callable[[], float]]) -> dict[str, float]:
-    """Medians (ms) of each label and phase over ``rounds`` reads. ``native``: per phase, the CPU-seconds of
-    its native work, measured apart right after each read (the load of a shared machine moves) and taken out
-    of it (``decode``: the zstd decode; ``scatter``: the copy of the bytes)."""
+def _rounds(read: Callable[[], Any], rounds: int) -> Iterator[tuple[float, dict[str, float]]]:
+    """``(wall-clock seconds, CPU-seconds per label)`` of each of ``rounds`` reads, after one not counted."""
     read()
-    rows: dict[str, list[float]] = collections.defaultdict(list)
     for _ in range(rounds):
         _spent.clear()
         t0 = time.perf_counter()
         read()
-        rows["wall"].append(time.perf_counter() - t0)
-        spent = dict(_spent)
+        yield time.perf_counter() - t0, dict(_spent)
+
+
+def _measure(read: Callable[[], Any], rounds: int, native: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """Medians (ms) of each label and phase over ``rounds`` reads. ``native``: per phase, the CPU-seconds of
+    its native work, measured apart right after each read (the load of a shared machine moves) and taken out
+    of it (``decode``: the zstd decode; ``scatter``: the copy of the bytes)."""
+    rows: dict[str, list[float]] = collections.defaultdict(list)
+    for wall, spent in _rounds(read, rounds):
+        rows["wall"].append(wall)
         floors = {k: fn() for k, fn in native.items()}
         phases: dict[str, float] = collections.defaultdict(float)
         wrapped = 0.0
