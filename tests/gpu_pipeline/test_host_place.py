@@ -246,3 +246,13 @@ def test_a_zstd_chunk_of_another_size_is_named(tmp_path: Path) -> None:
     (tmp_path / "c" / "1" / "0").write_bytes(numcodecs.zstd.compress(b"x" * 15, 1))
     with gdsstore.enable_pipeline(), pytest.raises(ValueError, match=r"c/1/0.* decoded to 15 bytes, expected 16"):
         zarr.open_array(gdsstore.GDSStore(str(tmp_path)), mode="r")[...]
+
+
+def test_a_raw_chunk_of_another_size_is_named(tmp_path: Path) -> None:
+    from zarr.storage import LocalStore
+
+    z = zarr.create_array(LocalStore(tmp_path), shape=(8, 8), chunks=(4, 4), dtype="u1", compressors=None)
+    z[...] = 1
+    (tmp_path / "c" / "1" / "0").write_bytes(b"x" * 10)  # a store that does not check sizes: the placement does
+    with gdsstore.enable_pipeline(), pytest.raises(ValueError, match=r"chunk 'c/1/0' is 10 bytes, not the 16 bytes"):
+        zarr.open_array(LocalStore(tmp_path), mode="r")[...]
