@@ -240,6 +240,8 @@ def place_window(
     src = staged.offsets + (geometry.start * s_str).sum(axis=1)
     src_st = s_str * geometry.step
     dst_mem = out.reshape(-1, order="A").view(np.uint8)  # contiguous (host_geometry): a view, in memory order
+    if not np.may_share_memory(dst_mem, out):  # a copy would take the bytes and drop them
+        raise RuntimeError("GDSCodecPipeline.read(): the output is not one block of memory (a bug: please report it)")
     src_mem = staged.host
     for a, b in _runs(here, src, geometry.dst, geometry.count, src_st, geometry.dst_strides):
         count = tuple(geometry.count[a].tolist())

@@ -256,3 +256,16 @@ def test_a_raw_chunk_of_another_size_is_named(tmp_path: Path) -> None:
     (tmp_path / "c" / "1" / "0").write_bytes(b"x" * 10)  # a store that does not check sizes: the placement does
     with gdsstore.enable_pipeline(), pytest.raises(ValueError, match=r"chunk 'c/1/0' is 10 bytes, not the 16 bytes"):
         zarr.open_array(LocalStore(tmp_path), mode="r")[...]
+
+
+def test_an_output_that_is_not_one_block_of_memory_is_placed_chunk_by_chunk(tmp_path: Path) -> None:
+    data = np.arange(16 * 12, dtype="f8").reshape(16, 12)
+    z = zarr.create_array(gdsstore.GDSStore(str(tmp_path)), shape=data.shape, chunks=(4, 3), dtype="f8",
+                          compressors=None)
+    z[...] = data
+    base = np.zeros((16, 24), "f8")
+    out = base[:, ::2]  # every other column: strided, no run of chunks can be one copy into it
+    with gdsstore.enable_pipeline():
+        zarr.open_array(gdsstore.GDSStore(str(tmp_path)), mode="r").get_basic_selection(..., out=NDBuffer(out))
+    np.testing.assert_array_equal(out, data)
+    assert not base[:, 1::2].any()  # nothing written between
