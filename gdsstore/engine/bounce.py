@@ -27,7 +27,8 @@ from gdsstore.engine import cuda
 from gdsstore.engine.posix import pread_full, pwrite_full
 
 __all__ = [
-    "BounceRing", "DeviceSink", "DeviceTransfer", "Slots", "bounce_slots", "read_to_device", "ring", "write_from_device",
+    "BounceRing", "DeviceSink", "DeviceTransfer", "PinnedPool", "Slots", "bounce_slots", "pinned_pool", "read_to_device",
+    "ring", "staging_size", "write_from_device",
 ]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -184,6 +185,109 @@ class BounceRing:
 ring = BounceRing()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=ring.forget_after_fork)
+
+
+def staging_size(nbytes: int) -> int:
+    """Bytes of a pinned buffer for ``nbytes``: at least 1 MiB, rounded up by at most an eighth or 1 MiB
+    (to a sixteenth of the next power of two), so that slightly larger windows reuse it without pinning up
+    to twice what a read needs.
+
+    Examples:
+        >>> [staging_size(n) >> 20 for n in (1, (16 << 20) + 1, 100 << 20)]
+        [1, 18, 104]
+    """
+    n = max(nbytes, 1 << 20)
+    step = max(1 << 20, 1 << max(0, (n - 1).bit_length() - 4))
+    return (n + step - 1) // step * step
+
+
+class PinnedPool:
+    """Reuses pinned landing buffers: ``cudaHostAlloc`` of hundreds of MiB costs more than reading them.
+
+    Every buffer it makes is counted in the bounce ring's pinned account, so the ring's slots and the landing buffers, in use or idle, stay within ``pinned_memory_limit``
+    together. A buffer that does not fit, even once the idle ones are freed, is not made: :meth:`get`
+    returns ``None`` and the items land in pageable memory (the trace says so). Idle buffers kept: at
+    most ``keep``; freed when the ring needs their room; emptied in a forked child (the parent's CUDA
+    context owns them).
+
+    Args:
+        keep: idle buffers kept at most.
+        ring: the account (tests pass their own).
+        alloc: makes a pinned buffer of ``nbytes`` (``.nbytes``, ``.ptr``); tests pass a host stand-in.
+    """
+
+    def __init__(
+        self, keep: int = 4, ring: BounceRing = ring, alloc: Callable[[int], Any] | None = None
+    ) -> None:
+        self._free: list[Any] = []
+        self._lock = threading.Lock()
+        self._keep = keep
+        self._ring = ring
+        self._make = alloc if alloc is not None else cuda.PinnedBuffer
+
+    def get(self, nbytes: int) -> Any | None:
+        """A pinned buffer of at least ``nbytes``, or ``None`` when ``pinned_memory_limit`` leaves no room."""
+        with self._lock:
+            fits = [b for b in self._free if b.nbytes >= nbytes]
+            if fits:
+                best = min(fits, key=lambda b: b.nbytes)
+                self._free.remove(best)
+                return best
+        size = staging_size(nbytes)
+        if not self._ring.take_external(size):
+            self.trim()
+            if not self._ring.take_external(size):
+                return None
+        generation = self._ring.generation
+        try:
+            buf: Any = self._make(size)
+        except BaseException:
+            self._ring.release_external(size, generation)
+            raise
+        buf.gdsstore_account = generation  # counted: give the room back when it is freed
+        return buf
+
+    def put(self, buf: Any) -> None:
+        """Take back a buffer from :meth:`get`: kept idle (the largest first, at most ``keep``) or freed."""
+        with self._lock:
+            self._free.append(buf)
+            self._free.sort(key=lambda b: -b.nbytes)
+            dropped = self._free[self._keep :]
+            self._free = self._free[: self._keep]
+        for b in dropped:
+            self._forget(b)
+
+    def trim(self) -> None:
+        """Free every idle buffer (the ring calls this when a bounce slot finds no room)."""
+        with self._lock:
+            dropped, self._free = self._free, []
+        for b in dropped:
+            self._forget(b)
+
+    def _forget(self, buf: Any) -> None:
+        generation = getattr(buf, "gdsstore_account", None)
+        if generation is not None:
+            self._ring.release_external(buf.nbytes, generation)
+        # The memory itself is freed with the last reference (PinnedBuffer.__del__).
+
+    def held(self) -> int:
+        """Bytes of idle pinned buffers kept for reuse."""
+        with self._lock:
+            return sum(b.nbytes for b in self._free)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: drop every buffer without freeing it (the parent's CUDA context owns it)."""
+        for b in self._free:
+            b.ptr = 0  # PinnedBuffer.__del__ frees nothing for ptr 0
+        self._free = []
+        self._lock = threading.Lock()
+
+
+#: The process's one pool of pinned landing buffers, in the ring's account.
+pinned_pool = PinnedPool()
+ring.set_reclaimer(pinned_pool.trim)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=pinned_pool.forget_after_fork)
 
 
 class Slots(NamedTuple):

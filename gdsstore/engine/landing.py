@@ -10,8 +10,8 @@ backend by one size lookup and one read per item (:func:`land_objects`). A ``Lan
 items in several buffers (a window's chunks as each decoder left them: ``Landed.empty``), so that every
 buffer of items in gdsstore is one type.
 
-Pinned buffers come from one pool (:data:`pinned_pool`), counted in the bounce ring's account
-(:mod:`gdsstore.engine.bounce`): the ring's slots and the landing buffers stay within
+Pinned buffers come from one pool beside the bounce ring (``gdsstore.engine.bounce.pinned_pool``),
+counted in the ring's account: the ring's slots and the landing buffers stay within
 ``pinned_memory_limit`` together.
 
 Examples:
@@ -24,8 +24,6 @@ Examples:
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -44,17 +42,14 @@ __all__ = [
     "AddressTable",
     "BatchResult",
     "Landed",
-    "PinnedPool",
     "alloc_host",
     "device_pointer",
     "empty_slots",
     "from_host_buffers",
     "land",
     "land_objects",
-    "pinned_pool",
     "release_host",
     "slot_layout",
-    "staging_size",
 ]
 
 #: Slots start on a cache line (nvCOMP wants 8-16 bytes; 64 keeps every item on lines of its own).
@@ -346,115 +341,11 @@ class AddressTable:
         return np.where(sizes < 0, 0, off), n
 
 
-def staging_size(nbytes: int) -> int:
-    """Bytes of a pinned buffer for ``nbytes``: at least 1 MiB, rounded up by at most an eighth or 1 MiB
-    (to a sixteenth of the next power of two), so that slightly larger windows reuse it without pinning up
-    to twice what a read needs.
-
-    Examples:
-        >>> [staging_size(n) >> 20 for n in (1, (16 << 20) + 1, 100 << 20)]
-        [1, 18, 104]
-    """
-    n = max(nbytes, 1 << 20)
-    step = max(1 << 20, 1 << max(0, (n - 1).bit_length() - 4))
-    return (n + step - 1) // step * step
-
-
-class PinnedPool:
-    """Reuses pinned landing buffers: ``cudaHostAlloc`` of hundreds of MiB costs more than reading them.
-
-    Every buffer it makes is counted in the bounce ring's pinned account (:mod:`gdsstore.engine.bounce`),
-    so the ring's slots and the landing buffers, in use or idle, stay within ``pinned_memory_limit``
-    together. A buffer that does not fit, even once the idle ones are freed, is not made: :meth:`get`
-    returns ``None`` and the items land in pageable memory (the trace says so). Idle buffers kept: at
-    most ``keep``; freed when the ring needs their room; emptied in a forked child (the parent's CUDA
-    context owns them).
-
-    Args:
-        keep: idle buffers kept at most.
-        ring: the account (tests pass their own).
-        alloc: makes a pinned buffer of ``nbytes`` (``.nbytes``, ``.ptr``); tests pass a host stand-in.
-    """
-
-    def __init__(
-        self, keep: int = 4, ring: bounce.BounceRing | None = None, alloc: Callable[[int], Any] | None = None
-    ) -> None:
-        self._free: list[Any] = []
-        self._lock = threading.Lock()
-        self._keep = keep
-        self._ring = ring if ring is not None else bounce.ring
-        self._make = alloc if alloc is not None else cuda.PinnedBuffer
-
-    def get(self, nbytes: int) -> Any | None:
-        """A pinned buffer of at least ``nbytes``, or ``None`` when ``pinned_memory_limit`` leaves no room."""
-        with self._lock:
-            fits = [b for b in self._free if b.nbytes >= nbytes]
-            if fits:
-                best = min(fits, key=lambda b: b.nbytes)
-                self._free.remove(best)
-                return best
-        size = staging_size(nbytes)
-        if not self._ring.take_external(size):
-            self.trim()
-            if not self._ring.take_external(size):
-                return None
-        generation = self._ring.generation
-        try:
-            buf: Any = self._make(size)
-        except BaseException:
-            self._ring.release_external(size, generation)
-            raise
-        buf.gdsstore_account = generation  # counted: give the room back when it is freed
-        return buf
-
-    def put(self, buf: Any) -> None:
-        """Take back a buffer from :meth:`get`: kept idle (the largest first, at most ``keep``) or freed."""
-        with self._lock:
-            self._free.append(buf)
-            self._free.sort(key=lambda b: -b.nbytes)
-            dropped = self._free[self._keep :]
-            self._free = self._free[: self._keep]
-        for b in dropped:
-            self._forget(b)
-
-    def trim(self) -> None:
-        """Free every idle buffer (the ring calls this when a bounce slot finds no room)."""
-        with self._lock:
-            dropped, self._free = self._free, []
-        for b in dropped:
-            self._forget(b)
-
-    def _forget(self, buf: Any) -> None:
-        generation = getattr(buf, "gdsstore_account", None)
-        if generation is not None:
-            self._ring.release_external(buf.nbytes, generation)
-        # The memory itself is freed with the last reference (PinnedBuffer.__del__).
-
-    def held(self) -> int:
-        """Bytes of idle pinned buffers kept for reuse."""
-        with self._lock:
-            return sum(b.nbytes for b in self._free)
-
-    def forget_after_fork(self) -> None:
-        """In a forked child: drop every buffer without freeing it (the parent's CUDA context owns it)."""
-        for b in self._free:
-            b.ptr = 0  # PinnedBuffer.__del__ frees nothing for ptr 0
-        self._free = []
-        self._lock = threading.Lock()
-
-
-#: The process's one pool of pinned landing buffers.
-pinned_pool = PinnedPool()
-bounce.ring.set_reclaimer(pinned_pool.trim)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=pinned_pool.forget_after_fork)
-
-
 def alloc_host(total: int, pinned: bool) -> tuple[np.ndarray, Any]:
-    """``total`` bytes of host memory and their owner: a :data:`pinned_pool` buffer when ``pinned`` and a
+    """``total`` bytes of host memory and their owner: a pinned pool buffer (``bounce.pinned_pool``) when ``pinned`` and a
     GPU is here (``None`` owner: pageable, also when ``pinned_memory_limit`` leaves no room, traced)."""
     if pinned and cuda.gpu_available():
-        buf = pinned_pool.get(total)
+        buf = bounce.pinned_pool.get(total)
         if buf is not None:
             return np.frombuffer(buf.view, dtype=np.uint8, count=total), buf
         _trace.record("stage", "pageable", "pinned_memory_limit reached: staged in pageable memory", total, 0.0)
@@ -464,7 +355,7 @@ def alloc_host(total: int, pinned: bool) -> tuple[np.ndarray, Any]:
 def release_host(owner: Any) -> None:
     """Give an :func:`alloc_host` owner back to the pinned pool (``None``: nothing to give back)."""
     if owner is not None:
-        pinned_pool.put(owner)
+        bounce.pinned_pool.put(owner)
 
 
 def empty_slots(sizes: Any, *, pinned: bool) -> Landed:

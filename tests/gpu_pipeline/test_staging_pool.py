@@ -12,8 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gdsstore
-from gdsstore.engine.bounce import BounceRing
-from gdsstore.engine.landing import PinnedPool, staging_size
+from gdsstore.engine.bounce import BounceRing, PinnedPool, staging_size
 
 
 class Buf:
@@ -82,19 +81,19 @@ def test_staging_size_rounds_up_by_at_most_an_eighth_or_a_mib(n: int) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_starts_with_no_idle_buffers() -> None:
-    from gdsstore.engine import landing
+    from gdsstore.engine import bounce
 
     kept = Buf(1 << 20)
-    landing.pinned_pool.put(kept)
+    bounce.pinned_pool.put(kept)
     try:
         pid = os.fork()
         if pid == 0:  # the child: nothing kept, and the parent's buffer was not freed from here
-            os._exit(0 if landing.pinned_pool.held() == 0 and kept.ptr == 0 else 1)
+            os._exit(0 if bounce.pinned_pool.held() == 0 and kept.ptr == 0 else 1)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        assert kept.ptr == 1 and landing.pinned_pool.held() >= 1 << 20  # the parent keeps its own
+        assert kept.ptr == 1 and bounce.pinned_pool.held() >= 1 << 20  # the parent keeps its own
     finally:
-        landing.pinned_pool.forget_after_fork()
+        bounce.pinned_pool.forget_after_fork()
 
 
 def test_a_lowered_limit_is_reached_as_slots_come_back() -> None:
