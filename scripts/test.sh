@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The set-up compiles the native core while pip downloads the Python packages (scripts/bootstrap.sh).
 GDSSTORE_EXTRAS=${GDSSTORE_EXTRAS:-test,docs,s3,cufile} bash scripts/bootstrap.sh
-# cargo's checks of the core run while the system packages install, ruff, mypy, lint-imports and pytest run.
+# cargo's checks of the core run while the system packages install and ruff, mypy and lint-imports run.
 core_log=$(mktemp)
 trap 'rm -f "$core_log"' EXIT
 bash scripts/build_core.sh --checks-only >"$core_log" 2>&1 &
@@ -40,21 +40,17 @@ export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
 echo "== ruff"; ruff check .
 echo "== mypy"; mypy
 echo "== lint-imports"; lint-imports --no-cache
-python -c 'from gdsstore.engine import native; assert native.load() is not None, native.unavailable_reason()'
-# Two workers on the 2-core machine (pytest-xdist), a whole test file per worker so each file's servers and
-# module fixtures are made once. Tests count events, never seconds: speed lives in benchmarks/. The core's
-# cargo checks go on beside them (they use the CPU the tests leave while they wait on their servers).
-# With arguments, one run with them (`bash scripts/test.sh tests/docs -n 0`: serial).
-echo "== pytest (2 workers)"
-tests_status=0
-if [ "$#" -gt 0 ]; then
-  pytest -p no:cacheprovider -n auto --dist loadfile "$@" || tests_status=$?
-else
-  pytest -p no:cacheprovider -n auto --dist loadfile || tests_status=$?
-fi
 echo "== native core (cargo fmt, clippy, unit tests)"
 core_status=0
 wait "$core_pid" || core_status=$?
 cat "$core_log"
 [ "$core_status" = 0 ] || { echo "test: the native core's checks failed (above)" >&2; exit "$core_status"; }
-exit "$tests_status"
+python -c 'from gdsstore.engine import native; assert native.load() is not None, native.unavailable_reason()'
+# Two workers on the 2-core machine (pytest-xdist), a whole test file per worker so each file's servers and
+# module fixtures are made once. Tests count events, never seconds: speed lives in benchmarks/.
+# With arguments, one run with them (`bash scripts/test.sh tests/docs -n 0`: serial).
+if [ "$#" -gt 0 ]; then
+  exec pytest -p no:cacheprovider -n auto --dist loadfile "$@"
+fi
+echo "== pytest (2 workers)"
+exec pytest -p no:cacheprovider -n auto --dist loadfile
