@@ -38,21 +38,7 @@ def _gpu_skip_reason() -> str | None:
     return None
 
 
-#: The files that take longest on the 2-core machine, longest first: pytest-xdist hands whole files to its
-#: workers in collection order, and one of these handed out last would keep one worker busy alone.
-LONG_FILES = (
-    "adapters/test_fsspec_s3.py", "docs/test_docs.py", "integrations/test_packaging.py", "test_imports.py",
-    "remote/test_core_interrupts.py", "remote/test_core.py", "remote/test_fork.py", "remote/test_wave.py",
-)
-
-
-def _long_first(item: pytest.Item) -> int:
-    path = item.path.as_posix()
-    return next((i for i, name in enumerate(LONG_FILES) if path.endswith("/tests/" + name)), len(LONG_FILES))
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=_long_first)  # stable: every file's tests stay in their order
     reason = _gpu_skip_reason()
     if reason is None:
         return
