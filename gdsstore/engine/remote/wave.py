@@ -368,6 +368,10 @@ def _wave_buffer(backend: WaveReads, fixed: int, open_sized: int, room: int | No
                        sparse=room is None and not last_largest)
 
 
+#: Who a wave's messages name where its caller does not say.
+_WHERE = "read_wave()"
+
+
 @dataclass(frozen=True, slots=True)
 class Objects:
     """A wave's objects as their backend resolved them before the wave (:meth:`WaveReads.objects`): the core's
@@ -391,7 +395,7 @@ def read_wave(
     max_gap: int = 0,
     max_bytes: int | None = None,
     errors: Literal["raise", "return"] = "raise",
-    where: str = "read_wave()",
+    where: str = _WHERE,
 ) -> Landed:
     """Read ``keys`` (whole, or ``ranges[i]`` of each) of a remote ``backend`` in one wave.
 
@@ -535,7 +539,7 @@ class WaveReads(Backend):
 
     def get_many(self, keys: Sequence[str], *args: Any, **options: Any) -> Landed:
         # docstring inherited (the options: read_wave's)
-        return read_wave(self, self.objects(keys, options.get("where", "read_wave()")), keys, *args, **options)
+        return read_wave(self, self.objects(keys, options.get("where", _WHERE)), keys, *args, **options)
 
     def land(
         self, table: AddressTable, alloc: Alloc, free: Free, *, device: int | None = None, room: int | None = None,
