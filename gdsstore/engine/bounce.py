@@ -342,10 +342,12 @@ class DeviceSink:
     place on the calling thread's stream: the :class:`~gdsstore.engine.batch.Sink` of batched reads
     into ``nbytes`` of device staging (:func:`gdsstore.engine.batch.read_batch`).
 
-    ``piece`` is at most ``slot_size``; ``limit`` bounds the ring's slots of that size.
+    ``piece`` is at most ``slot_size``; ``limit`` bounds the ring's slots of that size; ``blocking``: waits on
+    the copies sleep (:func:`~gdsstore.engine.cuda.record_event`; remote reads).
     """
 
-    def __init__(self, device: int, dst_ptr: int, nbytes: int, piece: int, slot_size: int, limit: int) -> None:
+    def __init__(self, device: int, dst_ptr: int, nbytes: int, piece: int, slot_size: int, limit: int,
+                 *, blocking: bool = False) -> None:
         if piece > slot_size:
             raise ValueError(f"DeviceSink(): piece of {piece} bytes exceeds the slot size {slot_size}")
         self.device = device
@@ -354,6 +356,7 @@ class DeviceSink:
         self.piece = piece
         self._slot_size = slot_size
         self._limit = limit
+        self._blocking = blocking
         self._events: list[Any] = []
         self._lock = threading.Lock()
         self._after = cuda.current_event(device)  # the copies wait for the caller's queued kernels
@@ -377,7 +380,7 @@ class DeviceSink:
                     cp.cuda.runtime.memcpyHostToDevice,
                     stream.ptr,
                 )
-                event = cuda.record_event(stream)
+                event = cuda.record_event(stream, blocking=self._blocking)
             with self._lock:
                 self._events.append(event)
         except BaseException:

@@ -1,11 +1,6 @@
-"""The range reader: split a read into ranges, fetch them concurrently, verify every answer.
+"""The range reader: a read cut into ranges, fetched concurrently, every answer of the object opened.
 
-:class:`RemoteFile` cuts a read into ranges and runs them on the engine pool with ``remote.concurrency``
-workers, each one piece through :func:`~gdsstore.engine.remote.core.read_wave` (the native core, or WebHDFS's
-:class:`~gdsstore.engine.remote.core.PiecesStore`), which checks every answer and retries from the first byte
-not yet landed. Host reads land in the caller's buffer, device reads in the pinned bounce ring, then an async
-H2D copy. Every range is of the object that was opened (its size, one ETag or version): a replaced object
-fails, and a server that ignores ``Range`` fails loudly (:class:`RangeNotSupportedError`), never wrong bytes.
+How reads are split, landed and checked: docs/remote.md ("An opened object's reads").
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gdsstore.trace as _trace
 from gdsstore import policy
@@ -28,6 +23,9 @@ from gdsstore.engine.remote import core
 from gdsstore.engine.remote.core import CoreSource
 from gdsstore.engine.remote.retry import RetryPolicy
 from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError
+
+if TYPE_CHECKING:
+    from gdsstore.engine.bounce import DeviceSink
 
 __all__ = [
     "RangeMismatchError", "RangeNotSupportedError", "RangeRequest", "RemoteFile", "copy_h2d_async", "split_ranges",
@@ -114,13 +112,19 @@ class RemoteFile(BaseFile):
              on_done: Callable[[int, BaseException | None], None] | None, fetch: _RangeFetch) -> Future[int]:
         """Fetch ``ranges`` concurrently into ``b`` (byte ``base`` of the object at ``b[0]``); a read of several
         ranges compares the object's :meth:`~gdsstore.engine.remote.core.CoreSource.version` before and after."""
-        dest = _Destination(b, base, s)
+        sink: DeviceSink | None = None
+        if b.device is not None:  # through the engine's pinned ring, half the largest range a slot (docs/settings.md)
+            from gdsstore.engine.bounce import DeviceSink
+
+            slot = max(s.bounce_buffer_size, s.remote_max_range_size // 2)
+            sink = DeviceSink(b.device, b.ptr, b.nbytes, slot, slot, 2 * s.remote_concurrency, blocking=True)
         failed = threading.Event()
         source = self._source
         before = source.version() if len(ranges) > 1 else None
 
         def landed(n: int, exc: BaseException | None) -> None:
-            dest.wait()  # device data is on the device before the future resolves
+            if sink is not None:
+                sink.finish()  # device data is on the device before the future resolves
             changed = exc is None and len(ranges) > 1 and source.version() != before
             if changed:
                 exc = RangeMismatchError(f"{self.url}: the object changed during a read of {len(ranges)} ranges "
@@ -130,7 +134,7 @@ class RemoteFile(BaseFile):
             if changed:
                 raise exc  # type: ignore[misc]
 
-        pieces = [partial(self._fetch, r, fetch, dest, failed) for r in ranges]
+        pieces = [partial(self._fetch, r, b, base, sink, fetch, failed) for r in ranges]
         return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed)
 
     def _traced(self, route: str, reason: str, b: IOBuffer) -> Callable[[int, BaseException | None], None] | None:
@@ -142,12 +146,27 @@ class RemoteFile(BaseFile):
 
         return done if _trace.active() else None
 
-    def _fetch(self, req: RangeRequest, fetch: _RangeFetch, dest: _Destination, failed: threading.Event) -> int:
-        """Fetch ``req``; once any range of the read has failed for good (``failed``), the others are not asked."""
+    def _fetch(self, req: RangeRequest, b: IOBuffer, base: int, sink: DeviceSink | None, fetch: _RangeFetch,
+               failed: threading.Event) -> int:
+        """Fetch ``req`` into the caller's host buffer, or slot by slot through ``sink`` (a
+        :class:`~gdsstore.engine.bounce.DeviceSink`); once any range of the read has failed for good
+        (``failed``), the others are not asked."""
         if failed.is_set():
             raise _Cancelled(f"GET {self.url} {req.header}: cancelled, another range of this read failed")
+        lo = req.offset - base
         try:
-            dest.fill(fetch, req)
+            if sink is None:
+                fetch(req.offset, b.host_slice(lo, lo + req.nbytes))
+                return req.nbytes
+            for done in range(0, req.nbytes, sink.piece):
+                want = min(sink.piece, req.nbytes - done)
+                view, slot = sink.acquire()
+                try:
+                    fetch(req.offset + done, view[:want])
+                except BaseException:
+                    sink.discard(slot)
+                    raise
+                sink.flush(slot, 0, want, lo + done)
         except BaseException:
             failed.set()
             raise
@@ -163,53 +182,42 @@ class _RangeFallback(Future[int]):
     def __init__(self, first: Future[int], whole: Callable[[], Future[int]]) -> None:
         super().__init__()
         self.set_running_or_notify_cancel()
-        self._first, self._whole = first, whole
-        self._second: Future[int] | None = None
-        first.add_done_callback(self._first_done)
+        self._reads = [first]
+        first.add_done_callback(lambda f: self._settle(f, whole))
 
-    def _first_done(self, f: Future[int]) -> None:
-        if not isinstance(f.exception(), RangeNotSupportedError):
-            self._settle(f)
-            return
-        try:
-            self._second = self._whole()
-        except BaseException as again:  # handed to the caller through the future
-            self.set_exception(again)
-            return
-        self._second.add_done_callback(self._settle)
-
-    def _settle(self, f: Future[int]) -> None:
+    def _settle(self, f: Future[int], whole: Callable[[], Future[int]] | None = None) -> None:
         exc = f.exception()
-        if exc is None:
+        if whole is not None and isinstance(exc, RangeNotSupportedError):
+            try:
+                self._reads.append(whole())
+            except BaseException as again:  # handed to the caller through the future
+                self.set_exception(again)
+                return
+            self._reads[-1].add_done_callback(self._settle)
+        elif exc is None:
             self.set_result(f.result())
         else:
             self.set_exception(exc)
 
     def result(self, timeout: float | None = None) -> int:
-        for inner in (self._first, self._second):
-            if inner is not None and not inner.done():
-                with contextlib.suppress(BaseException):
-                    inner.result(timeout)  # drains its pieces here
+        for inner in self._reads:  # the second read, appended while the first is drained, is drained too
+            with contextlib.suppress(BaseException):
+                inner.result(timeout)  # drains its pieces here
         return super().result(timeout)
-
-
-def _identity(etag: str | None) -> str | None:
-    """An ETag as compared across answers: without ``W/`` and quotes (servers and clients differ there)."""
-    return None if not etag else etag.removeprefix("W/").strip('"')
 
 
 class _RangeFetch:
     """Fills a view with bytes ``[offset, offset + len(view))`` of one object, one piece of the core's wave,
     and checks that every answer of the read is of the object that was opened: its size, and one ETag (the
-    one the source saw at open, else the first answer's) — a replaced object fails, never mixes."""
+    one the source saw at open, else the first answer's; ``W/`` and quotes aside) — a replaced object fails,
+    never mixes."""
 
     def __init__(self, f: RemoteFile, s: policy.Settings) -> None:
         src = f._source
         self.store = src.core.store()
         self._base, self._path, self._f, self._s = src.core.base, src.path, f, s
         self._lock = threading.Lock()
-        self._tag = src.etag  # as the server wrote it at open: sent as If-Match
-        self._etag = _identity(self._tag)
+        self._tag = src.etag  # as the server wrote it at open, else the first answer's: sent as If-Match
         # version_aware: every range of the version opened (the object may be replaced meanwhile)
         self._version = src.version_id if src.pin_version else None
 
@@ -222,67 +230,12 @@ class _RangeFetch:
         res = core.read_one(self.store, self._base, piece, view, self._s)
         if res.error is not None:
             raise res.error
-        url = self._f.url
         if res.total >= 0 and res.total != self._f.size:
-            raise RangeMismatchError(f"{url}: the object is now {res.total} bytes, it was {self._f.size} when opened "
-                                     "(it changed while it was read): read it again")
-        got = _identity(res.etag)
+            raise RangeMismatchError(f"{self._f.url}: the object is now {res.total} bytes, it was {self._f.size} "
+                                     "when opened (it changed while it was read): read it again")
         with self._lock:
-            if self._etag is None:
-                self._tag, self._etag = res.etag, got
-            elif got is not None and got != self._etag:
-                raise RangeMismatchError(
-                    f"{url}: the object changed while it was being read (ETag {self._etag!r}, now {got!r}); "
-                    "its bytes would mix two versions: read it again"
-                )
-
-
-class _Destination:
-    """Where a read's bytes go: the caller's host buffer in place, or device memory through the engine's
-    pinned bounce ring (:data:`gdsstore.engine.bounce.ring`) and async H2D copies."""
-
-    def __init__(self, b: IOBuffer, base: int, s: policy.Settings) -> None:
-        self._b = b
-        self._base = base  # object offset of b[0]
-        # Pinned slots of half the largest range, two per worker: the first half's copy runs while the
-        # second half arrives (docs/settings.md: remote.max_range_size); as much pinned memory as one slot each.
-        self._slot_size = max(s.bounce_buffer_size, s.remote_max_range_size // 2)
-        self._limit = 2 * s.remote_concurrency
-        self._events: list[Any] = []
-        self._lock = threading.Lock()
-        self._after: Any = None
-        if b.device is not None:  # the copies wait for kernels the caller queued on this memory
-            from gdsstore.engine import cuda
-
-            self._after = cuda.current_event(b.device)
-
-    def fill(self, fetch: Callable[[int, Any], None], rest: RangeRequest) -> None:
-        """Fill ``rest`` with ``fetch(offset, view)``: in the caller's host buffer, or slot by slot through the
-        pinned ring."""
-        lo = rest.offset - self._base
-        if self._b.host is not None:
-            fetch(rest.offset, self._b.host_slice(lo, lo + rest.nbytes))
-            return
-        from gdsstore.engine.bounce import ring  # the engine's one pinned ring (needs CuPy)
-
-        assert self._b.device is not None
-        done = 0
-        while done < rest.nbytes:
-            want = min(self._slot_size, rest.nbytes - done)
-            slot = ring.acquire(self._slot_size, self._limit)
-            event = None
-            try:
-                fetch(rest.offset + done, slot.buf.view[:want])
-                event = copy_h2d_async(self._b.device, self._b.ptr + lo + done, slot.buf.ptr, want, self._after)
-                with self._lock:
-                    self._events.append(event)
-            finally:
-                ring.release(slot, event)
-            done += want
-
-    def wait(self) -> None:
-        """Wait for every queued H2D copy."""
-        with self._lock:
-            events, self._events = self._events, []
-        for ev in events:
-            ev.synchronize()
+            self._tag = self._tag or res.etag
+            was, now = (None if not t else t.removeprefix("W/").strip('"') for t in (self._tag, res.etag))
+        if now is not None and now != was:
+            raise RangeMismatchError(f"{self._f.url}: the object changed while it was being read (ETag {was!r}, now "
+                                     f"{now!r}); its bytes would mix two versions: read it again")
