@@ -1,18 +1,8 @@
 """The WebHDFS transport: Hadoop's REST API over urllib3 (object_store has no WebHDFS).
 
-Reads are ``op=OPEN&offset=&length=`` on the namenode, which redirects (307) to a datanode that
-streams exactly ``length`` bytes (an HttpFS gateway answers with the data directly; both work): the
-client answers the pieces of a wave as the native core does (:class:`~gdsstore.engine.remote.core.PiecesStore`),
-so waves, single gets and :class:`~gdsstore.engine.remote.reader.RemoteFile` read WebHDFS as they read HTTP(S).
-Writes are the two-step ``op=CREATE`` (namenode names the datanode, the data goes there).
-``swebhdfs://`` is the same over HTTPS; without a port, 9870 (webhdfs) or 9871 (swebhdfs).
-Connections are pooled per process: a forked child never reads from a connection its parent also reads from.
-
-Storage options:
-
-- ``user``: sent as ``user.name`` (simple authentication),
-- ``delegation``: a delegation token (sent as ``delegation=``; never shown),
-- ``headers``, ``verify``, ``cert``: as for HTTP(S).
+Reads are ``op=OPEN&offset=&length=``, through the datanode the namenode redirects to (an HttpFS gateway
+answers itself); :class:`WebHDFSClient` answers a wave's pieces as the native core does. Writes are the two-step
+``op=CREATE``. Storage options (``user``, ``delegation``, ``headers``, ``verify``, ``cert``): docs/remote.md.
 """
 
 from __future__ import annotations
@@ -49,7 +39,7 @@ _EXCEPTIONS: dict[str, type[OSError]] = {
     "SecurityException": PermissionError,
     "AuthenticationException": PermissionError,
 }
-#: A row of a piece that failed before any byte landed, as the core answers it (see ``gdsstore._core.Row``).
+#: A piece's answer as the core's (``gdsstore._core.Row``): bytes landed, total size, -, -, -, error.
 Row = tuple[int, int, None, int, None, Any]
 #: urllib3 pools by (process, TLS settings, ``remote.concurrency``): a forked child makes its own.
 _pools: dict[tuple[Any, ...], Any] = {}
@@ -88,13 +78,12 @@ class WebHDFSClient(core.PiecesStore):
         if unknown:
             raise TypeError(f"WebHDFS: unknown storage options {unknown}; known: {sorted(_OPTION_NAMES)}")
         parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        if scheme not in ("webhdfs", "swebhdfs") or not parts.hostname:
+        self.scheme = parts.scheme.lower()
+        if self.scheme not in ("webhdfs", "swebhdfs") or not parts.hostname:
             raise ValueError(f"WebHDFS: not a webhdfs://host:port/path URL: {url!r}")
         if parts.username or parts.password or parts.query:
             raise ValueError("WebHDFS: pass user=/delegation= storage options, not credentials in the URL")
-        self.scheme = scheme
-        https = scheme == "swebhdfs"
+        https = self.scheme == "swebhdfs"
         self.authority = f"{parts.hostname}:{parts.port or (9871 if https else 9870)}"
         self.base = f"{'https' if https else 'http'}://{self.authority}/webhdfs/v1"
         self.user: str | None = options.get("user")
@@ -176,8 +165,6 @@ class WebHDFSClient(core.PiecesStore):
 
     def read_pieces(self, pieces: Sequence[core.CorePiece], buffer: Any, concurrency: int) -> list[Any]:
         """Each piece through OPEN (:meth:`_piece`), ``concurrency`` (at most ``PYTHON_WAVE_MAX``) at a time."""
-        if len(pieces) == 1:
-            return [self._piece(pieces[0], buffer)]
         return map_all(lambda p: self._piece(p, buffer), pieces, min(concurrency, policy.PYTHON_WAVE_MAX))
 
     def _piece(self, p: core.CorePiece, buffer: Any) -> Row:
@@ -193,12 +180,8 @@ class WebHDFSClient(core.PiecesStore):
                 start = max(0, total + start) if start < 0 else min(start, total)
             stop = p.end if p.end is not None else total if total >= 0 else None
             view = memoryview(buffer)[p.slot : p.slot + p.cap]
-            if stop is None:  # the size unknown: one byte more than the room tells whether it fits
-                ask = p.cap + 1
-                n = self._read(p.path, start, ask, view, landed)
-            else:
-                ask = max(0, (min(stop, total) if total >= 0 else stop) - start)
-                n = ask if ask > p.cap else self._read(p.path, start, ask, view, landed) if ask else 0
+            ask = p.cap + 1 if stop is None else max(0, (min(stop, total) if total >= 0 else stop) - start)
+            n = ask if stop is not None and ask > p.cap else self._read(p.path, start, ask, view, landed) if ask else 0
             if n > p.cap:  # more than its room: its size, and too large (or not the size expected)
                 total = total if total >= 0 else self.size(p.path)
                 kind = "too_large" if p.expect is None else "length"
@@ -211,8 +194,9 @@ class WebHDFSClient(core.PiecesStore):
             return (landed[0], total, None, 0, None, exc)
 
     def _read(self, path: str, offset: int, length: int, view: memoryview, landed: list[int]) -> int:
-        """OPEN ``length`` bytes at ``offset`` (through the datanode) into ``view``: returns the bytes the answer
-        holds (more than ``len(view)``: none is read); ``landed[0]`` counts the bytes landed so far."""
+        """OPEN ``length`` bytes at ``offset`` (through the datanode) into ``view`` with http.client's ``readinto``
+        (in place): returns the bytes the answer holds (more than ``len(view)``: none is read); ``landed[0]``
+        counts the bytes landed so far. A broken body is a :class:`TransientError`."""
         what = f"OPEN {self.display(path)} offset={offset} length={length}"
         resp = self.request("GET", path, "OPEN", offset=offset, length=length)
         if resp.status == 307:
@@ -228,7 +212,15 @@ class WebHDFSClient(core.PiecesStore):
                                          f"{raw} for a {length}-byte request (identity asked)")
             if declared is not None and declared > len(view):
                 return declared
-            n = _body_into(resp, view[: declared if declared is not None else len(view)], landed, what)
+            body = view[: declared if declared is not None else len(view)]
+            fp = getattr(resp, "_fp", None)  # http.client's response: no urllib3 layer in the loop
+            fp = fp if isinstance(fp, http.client.HTTPResponse) else resp
+            try:
+                while landed[0] < len(body) and (k := fp.readinto(body[landed[0] :])):
+                    landed[0] += k
+            except (http.client.IncompleteRead, OSError) as exc:
+                raise TransientError(f"{what}: body read failed after {landed[0]} bytes: {type(exc).__name__}") from None
+            n = landed[0]
             if declared is not None and n < declared:
                 raise TransientError(f"{what}: body ended after {n} of {declared} bytes")
             if declared is None and n == len(view) and resp.read(1, decode_content=False):
@@ -240,22 +232,6 @@ class WebHDFSClient(core.PiecesStore):
                 resp.release_conn()
             else:
                 drop(resp)  # a connection left half-read is never reused
-
-
-def _body_into(resp: Any, view: memoryview, landed: list[int], what: str) -> int:
-    """Read the body into ``view`` until it is full or the body ends, through http.client's ``readinto`` (in
-    place, no urllib3 layer in the loop); a broken body is a :class:`TransientError`."""
-    fp = getattr(resp, "_fp", None)
-    fp = fp if isinstance(fp, http.client.HTTPResponse) else resp
-    try:
-        while landed[0] < len(view):
-            k = fp.readinto(view[landed[0] :])
-            if not k:
-                break
-            landed[0] += k
-    except (http.client.IncompleteRead, OSError) as exc:
-        raise TransientError(f"{what}: body read failed after {landed[0]} bytes: {type(exc).__name__}") from None
-    return landed[0]
 
 
 def raise_hdfs(resp: Any, what: str) -> None:
@@ -280,14 +256,14 @@ class WebHDFSSource(core.CoreSource):
 
     def __init__(self, client: WebHDFSClient, path: str) -> None:
         super().__init__(client.root, path, client.display(path), route="webhdfs", scheme=client.scheme)
-        self._c = client
+        self._client = client
 
     def stat(self) -> int:
-        return self._c.size(self.path)
+        return self._client.size(self.path)
 
     def version(self) -> Hashable:
         """``(fileId, length, modificationTime)`` now: HDFS has no ETag, and OPEN no If-Match."""
-        st = self._c.status(self.path)
+        st = self._client.status(self.path)
         return st.get("fileId"), st.get("length"), st.get("modificationTime")
 
 
@@ -298,8 +274,8 @@ class WebHDFSBackend(WaveReads):
 
     def __init__(self, root: str, storage_options: Mapping[str, Any] | None = None) -> None:
         self._client = WebHDFSClient(root, dict(storage_options or {}))
-        path = urlsplit(root).path or "/"
-        self._root = "/" + path.strip("/") if path.strip("/") else ""
+        path = urlsplit(root).path.strip("/")
+        self._root = "/" + path if path else ""
         self.core = self._client.root
 
     @property
@@ -330,10 +306,9 @@ class WebHDFSBackend(WaveReads):
 
     def info(self, key: str) -> ObjectInfo:
         st = self._client.status(self.core_path(key, "WebHDFSBackend.info()"))
-        mtime = st.get("modificationTime")
-        if st.get("type") == "DIRECTORY":
-            return ObjectInfo(key, 0, "directory", mtime / 1000 if mtime else None)
-        return ObjectInfo(key, int(st.get("length", 0)), "file", mtime / 1000 if mtime else None)
+        mtime, is_dir = st.get("modificationTime"), st.get("type") == "DIRECTORY"
+        return ObjectInfo(key, 0 if is_dir else int(st.get("length", 0)), "directory" if is_dir else "file",
+                          mtime / 1000 if mtime else None)
 
     def put(self, key: str, buf: Any, *, exclusive: bool = False) -> None:
         webhdfs_upload(self._client, self.core_path(key, "WebHDFSBackend.put()"), buf, overwrite=not exclusive)
@@ -368,8 +343,7 @@ class WebHDFSBackend(WaveReads):
         if prefix:
             check_key(prefix, "WebHDFSBackend.list()")
         # Walk from the deepest directory the prefix names; keep keys that start with the prefix.
-        start = posixpath.dirname(prefix) if not prefix.endswith("/") else prefix.rstrip("/")
-        stack = [start]
+        stack = [posixpath.dirname(prefix) if not prefix.endswith("/") else prefix.rstrip("/")]
         while stack:
             rel = stack.pop()
             for st in self._children(self._dir(rel)):
@@ -387,13 +361,10 @@ class WebHDFSBackend(WaveReads):
             yield st["pathSuffix"]
 
 
-def webhdfs_upload(
-    client: WebHDFSClient, path: str, buf: Any, *, overwrite: bool = True, device: int | None = None
-) -> None:
+def webhdfs_upload(client: WebHDFSClient, path: str, buf: Any, *, overwrite: bool = True,
+                   device: int | None = None) -> None:
     """Write ``buf`` (host or device) to ``path``: CREATE on the namenode, the data to the datanode it names.
-
-    ``device``: the CUDA device the bytes came from when ``buf`` is already a host copy (for the trace).
-    """
+    ``device``: the CUDA device the bytes came from when ``buf`` is already a host copy (for the trace)."""
     b = as_io_buffer(buf, writable=False, where="WebHDFS.put()")
     data = bytes(host_bytes(b))
     device = b.device if device is None else device
@@ -403,8 +374,7 @@ def webhdfs_upload(
 
     def attempt() -> None:
         resp = client.request("PUT", path, "CREATE", overwrite=str(overwrite).lower(), noredirect="true")
-        loc = client.redirect(resp, what)
-        put = client.send("PUT", loc, {**client.headers, "Content-Type": "application/octet-stream"}, data)
+        put = client.send("PUT", client.redirect(resp, what), {**client.headers, "Content-Type": "application/octet-stream"}, data)
         try:
             if put.status not in (200, 201):
                 raise_hdfs(put, what)
