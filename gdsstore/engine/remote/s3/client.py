@@ -1,20 +1,6 @@
-"""S3's configuration, resolved once by botocore: endpoint, addressing style, region and credentials.
-
-botocore resolves credentials the standard way (explicit keys, env, shared profile, web identity, SSO,
-instance role) and where a bucket's requests go; it sends none of them but the region lookup below. Every
-request goes through the native core, whose store of a bucket is built from botocore's result
-(:meth:`S3Client.core_options`): where a bucket's requests go is read once off the URL botocore presigns for a
-probe key (:class:`S3Target`; nothing is sent for it), so no request goes where botocore would not send it.
-Without ``region_name``, each bucket's region is asked once by botocore (``HeadBucket``'s
-``x-amz-bucket-region``; object_store's own lookup always asks ``BUCKET.s3.amazonaws.com``, whatever the
-endpoint). Sessions and clients are cached per AWS environment (:func:`_aws_environment`).
-
-The storage options (s3fs's names where they exist: ``key``/``secret``/``token``, ``profile``, ``anon``,
-``endpoint_url``, ``region_name``, ``addressing_style``, ``verify``, ``use_ssl``, ``client_kwargs``,
-``config_kwargs``, ``requester_pays``, ``s3_additional_kwargs`` (server-side encryption only),
-``version_aware``, ``session``, and fsspec's generic ones, accepted and ignored) are described in
-docs/remote.md.
-"""
+"""S3's configuration, resolved once by botocore (endpoint, addressing style, region, credentials) and mapped to
+the native core's store of a bucket (:meth:`S3Client.core_options`), which sends every request. How, and the
+storage options: docs/remote.md ("S3 configuration: resolved once, by botocore")."""
 
 from __future__ import annotations
 
@@ -43,14 +29,16 @@ _OPTION_NAMES = frozenset({
     "profile", "anon", "endpoint_url", "region_name", "addressing_style", "verify", "client_kwargs",
     "config_kwargs", "use_ssl", "requester_pays", "s3_additional_kwargs", "version_aware", "session",
 }) | _IGNORED_OPTIONS
+#: s3_additional_kwargs the core applies to uploads (object_store's server-side encryption options).
+_ENCRYPTION = {"ServerSideEncryption": "aws_server_side_encryption", "SSEKMSKeyId": "aws_sse_kms_key_id",
+               "BucketKeyEnabled": "aws_sse_bucket_key_enabled"}
+# The key botocore presigns to show where a bucket's requests go (nothing is sent for it).
+_PROBE_KEY = "gdsstore-probe/x"
+_UNRESERVED = "-_.~"
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
-    """``"s3://bucket/a/b"`` → ``("bucket", "a/b")``.
-
-    Raises:
-        ValueError: not an ``s3://`` URL or no bucket.
-    """
+    """``"s3://bucket/a/b"`` → ``("bucket", "a/b")``; ``ValueError`` for another URL or no bucket."""
     parts = urlsplit(url)
     if parts.scheme.lower() != "s3" or not parts.netloc or parts.query or parts.fragment:
         raise ValueError(f"S3: not an s3://bucket/key URL: {url!r}")
@@ -63,18 +51,13 @@ def parse_s3_url(url: str) -> tuple[str, str]:
 _sessions: dict[str | None, tuple[bytes, Any]] = {}
 _session_lock = threading.Lock()
 _clients: dict[str, tuple[bytes, S3Client]] = {}
-
 # Where botocore looks for shared configuration when the variable is unset.
 _SHARED_FILES = (("AWS_CONFIG_FILE", "~/.aws/config"), ("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"))
 
 
 def _aws_environment() -> bytes:
-    """A digest of what botocore reads besides the options: every ``AWS_*`` variable (endpoints, profile,
-    region, keys) and the path, size and mtime of the shared config and credentials files.
-
-    Part of the key of the cached sessions and clients, so a changed variable or file is seen by the next
-    client made, and never silently replaced by what an earlier client resolved.
-    """
+    """A digest of what botocore reads besides the options (every ``AWS_*`` variable; the path, size and mtime
+    of the shared files): in the key of the cached sessions and clients, so a change is seen by the next one."""
     import hashlib
 
     parts: list[object] = [*sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))]
@@ -102,9 +85,8 @@ def _session(profile: str | None) -> Any:
 
 
 def get_s3_client(options: dict[str, Any]) -> S3Client:
-    """The process-wide :class:`S3Client` for these options, the current remote timeouts and the current
-    AWS environment (:func:`_aws_environment`); the key lives only in this process's memory. A client made in
-    another environment is replaced, not kept beside the new one; objects opened with it keep it."""
+    """The process-wide :class:`S3Client` for these options, the remote timeouts and the AWS environment; one
+    made in another environment is replaced, not kept beside (objects opened with it keep it)."""
     s = policy.settings()
     key = json.dumps([options, s.remote_connect_timeout, s.remote_timeout], sort_keys=True, default=repr)
     env = _aws_environment()
@@ -124,6 +106,11 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     extra = options.get("s3_additional_kwargs")
     if extra is not None and not isinstance(extra, dict):
         raise TypeError(f"S3: s3_additional_kwargs must be a dict, got {type(extra).__name__}")
+    other = sorted(set(extra or {}) - set(_ENCRYPTION))
+    if other:
+        raise TypeError(f"S3: s3_additional_kwargs {other} are not supported (uploads go through gdsstore's native "
+                        f"core, which applies {sorted(_ENCRYPTION)}); set the others with a bucket policy or "
+                        "default, or drop them")
     return {k: v for k, v in options.items() if k not in _IGNORED_OPTIONS}
 
 
@@ -151,6 +138,7 @@ class S3Client:
         require("botocore", purpose="S3 (s3:// URLs)")  # a missing botocore names the extra to install
         from botocore import UNSIGNED
         from botocore.config import Config
+        from botocore.credentials import Credentials
 
         s = policy.settings()
         o = _check_options(dict(options))
@@ -158,36 +146,32 @@ class S3Client:
         config_kwargs = dict(o.pop("config_kwargs", None) or {})
         self.requester_pays = bool(o.pop("requester_pays", False))
         self.version_aware = bool(o.pop("version_aware", False))
-        self._encryption = _encryption_options(dict(o.pop("s3_additional_kwargs", None) or {}))
+        encryption = o.pop("s3_additional_kwargs", None) or {}
+        self._encryption = {_ENCRYPTION[k]: str(v).lower() if isinstance(v, bool) else str(v)
+                            for k, v in encryption.items()}
         if "use_ssl" in o:
             client_kwargs.setdefault("use_ssl", bool(o.pop("use_ssl")))
-        session = _session_from(o)
+        self._session = _session_from(o)
         key = o.pop("key", None) or o.pop("aws_access_key_id", None)
         secret = o.pop("secret", None) or o.pop("aws_secret_access_key", None)
         token = o.pop("token", None) or o.pop("aws_session_token", None)
         remember(key, secret, token)
         self._anon = bool(o.pop("anon", False))
+        self._static = Credentials(key, secret, token) if key and secret else None
         s3_cfg = dict(config_kwargs.pop("s3", None) or {})
         if o.get("addressing_style"):
             s3_cfg["addressing_style"] = o.pop("addressing_style")
-        cfg: dict[str, Any] = {
-            "signature_version": UNSIGNED if self._anon else "s3v4",
-            "s3": s3_cfg,
-            # Its one request, HeadBucket for the region, is asked once: a failure leaves the client's region.
-            "retries": {"total_max_attempts": 1},
-            "connect_timeout": s.remote_connect_timeout,
-            "read_timeout": s.remote_timeout,
-        }
-        cfg.update(config_kwargs)
-        verify = o.pop("verify", True)
+        # HeadBucket for the region, botocore's one request, is asked once: a failure leaves the client's region.
+        cfg: dict[str, Any] = {"signature_version": UNSIGNED if self._anon else "s3v4", "s3": s3_cfg,
+                               "retries": {"total_max_attempts": 1}, "connect_timeout": s.remote_connect_timeout,
+                               "read_timeout": s.remote_timeout, **config_kwargs}
+        self._verify: bool | str = o.pop("verify", True)
         region = o.pop("region_name", None) or client_kwargs.pop("region_name", None)
         endpoint = o.pop("endpoint_url", None) or client_kwargs.pop("endpoint_url", None)
         self.region_given = region is not None
-        self._verify: bool | str = verify
-        self._session = session
         self._create: dict[str, Any] = {
             "endpoint_url": endpoint, "aws_access_key_id": key, "aws_secret_access_key": secret,
-            "aws_session_token": token, "verify": verify, "config": Config(**cfg), **client_kwargs,
+            "aws_session_token": token, "verify": self._verify, "config": Config(**cfg), **client_kwargs,
         }
         # Until a bucket's region is known: the given one, else botocore's (AWS_DEFAULT_REGION, the profile's,
         # or us-east-1); HeadBucket answers from there with the bucket's region.
@@ -219,19 +203,15 @@ class S3Client:
         return self.client if region == self.client.meta.region_name else self._make(region)
 
     def target(self, bucket: str) -> S3Target:
-        """Where botocore sends the requests of ``bucket`` (:class:`S3Target`; its region: the bucket's), read
-        once off the URL botocore presigns for a probe key (nothing is sent for it).
-
-        Raises:
-            RemoteIOError: the URL has a shape the native core cannot reproduce (signed for another service).
-        """
+        """Where botocore sends the requests of ``bucket`` (its region: the bucket's), read once off the URL
+        botocore presigns for a probe key; ``RemoteIOError`` where the core cannot send them."""
         if bucket not in self._targets:
             params: dict[str, Any] = {"Bucket": bucket, "Key": _PROBE_KEY}
             if self.requester_pays:
                 params["RequestPayer"] = "requester"
             c = self._client_for(bucket)
-            url = str(c.generate_presigned_url("get_object", Params=params, ExpiresIn=60))
-            target = S3Target.from_probe(url, bucket, c.meta.region_name)
+            target = S3Target.from_probe(str(c.generate_presigned_url("get_object", Params=params, ExpiresIn=60)),
+                                         bucket, c.meta.region_name)
             if target is None:
                 raise RemoteIOError(
                     f"S3: botocore signs the requests of bucket {bucket!r} for another service than s3 (S3 Express, "
@@ -240,14 +220,10 @@ class S3Client:
         return self._targets[bucket]
 
     def core_options(self, bucket: str) -> dict[str, str]:
-        """object_store's options for ``bucket`` (the native core signs in the header with them): the endpoint,
-        addressing style and signing region botocore resolved (:meth:`target`), the credentials botocore holds
-        now (refreshed by botocore as they near their end), requester pays and server-side encryption.
-
-        Raises:
-            PermissionError: no credentials at hand (and not ``anon``).
-        """
-        creds = self._credentials
+        """object_store's options for ``bucket``: where botocore sends its requests (:meth:`target`), the
+        credentials botocore holds now (refreshed as they near their end), requester pays and server-side
+        encryption. ``PermissionError``: no credentials at hand (and not ``anon``)."""
+        creds = None if self._anon else self._static or self._session.get_credentials()
         if creds is None and not self._anon:
             raise PermissionError(f"S3 s3://{bucket}: no AWS credentials found (pass key=/secret=, a profile, "
                                   "or anon=True)")
@@ -264,8 +240,7 @@ class S3Client:
         return o
 
     def core_store(self, bucket: str) -> Any:
-        """The native core's store of ``bucket`` with this client's identity. Looked up for every wave, upload
-        and opened object (a few µs): new credentials make a new store."""
+        """The native core's store of ``bucket`` with the credentials of this moment (a new store for new ones)."""
         s = policy.settings()
         return core.s3_store(self.core_options(bucket), connect_timeout=s.remote_connect_timeout,
                              pool_idle=s.remote_wave_concurrency, verify=self._verify)
@@ -274,52 +249,13 @@ class S3Client:
         """The native core's root of ``bucket`` (paths are object keys)."""
         return core.CoreRoot(lambda: self.core_store(bucket), f"s3://{bucket}/")
 
-    @property
-    def _credentials(self) -> Any:
-        """botocore credentials (refreshed by botocore where they expire), or None (anonymous/none)."""
-        if self._anon:
-            return None
-        c = self._create
-        if c.get("aws_access_key_id") and c.get("aws_secret_access_key"):
-            from botocore.credentials import Credentials
-
-            return Credentials(c["aws_access_key_id"], c["aws_secret_access_key"], c.get("aws_session_token"))
-        return self._session.get_credentials()
-
-
-_UNRESERVED = "-_.~"
-#: s3_additional_kwargs the core applies to uploads (object_store's server-side encryption options).
-_ENCRYPTION = {"ServerSideEncryption": "aws_server_side_encryption", "SSEKMSKeyId": "aws_sse_kms_key_id",
-               "BucketKeyEnabled": "aws_sse_bucket_key_enabled"}
-
-
-def _encryption_options(extra: dict[str, Any]) -> dict[str, str]:
-    """object_store's options for ``s3_additional_kwargs``; anything but server-side encryption is refused."""
-    other = sorted(set(extra) - set(_ENCRYPTION))
-    if other:
-        raise TypeError(f"S3: s3_additional_kwargs {other} are not supported (uploads go through gdsstore's native "
-                        f"core, which applies {sorted(_ENCRYPTION)}); set the others with a bucket policy or "
-                        "default, or drop them")
-    return {_ENCRYPTION[k]: str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items()}
-# The key botocore presigns to show where a bucket's requests go (nothing is sent for it).
-_PROBE_KEY = "gdsstore-probe/x"
-
 
 @dataclass(frozen=True, slots=True)
 class S3Target:
-    """Where botocore sends the requests of one bucket, read off the URL it presigned for a probe key.
-
-    That URL is botocore's whole resolution (``endpoint_url``, ``AWS_ENDPOINT_URL(_S3)``, a profile's
-    ``endpoint_url`` or ``services`` section, the region's endpoint rules, path or virtual-hosted style,
-    dual-stack, FIPS, ``use_ssl``); every transport takes its requests' URLs and signing region from here.
-
-    Attributes:
-        url: the presigned URL of the probe key.
-        endpoint: scheme, host and path prefix of the bucket's requests, without the bucket where it is in
-            the path (``path_style``), else the bucket's own endpoint (virtual-hosted).
-        path_style: the bucket is the first segment after ``endpoint``'s path.
-        region: the region requests are signed for (the URL's credential scope; unsigned: the client's).
-    """
+    """Where botocore sends the requests of one bucket, read off the URL it presigned for a probe key (its whole
+    resolution: endpoint, addressing style, region, dual-stack, FIPS, ``use_ssl``): the presigned ``url``; the
+    ``endpoint`` (scheme, host and path prefix; the bucket's own host where virtual-hosted); ``path_style``
+    (the bucket is the first segment after it); the ``region`` signed for (unsigned: the client's)."""
 
     url: str
     endpoint: str
@@ -345,13 +281,11 @@ class S3Target:
         path_style = prefix.endswith(bucket_dir)
         if path_style:
             prefix = prefix[: len(prefix) - len(bucket_dir) + 1]
-        endpoint = f"{parts.scheme}://{parts.netloc}{prefix.rstrip('/')}"
-        return cls(url, endpoint, path_style, region)
+        return cls(url, f"{parts.scheme}://{parts.netloc}{prefix.rstrip('/')}", path_style, region)
 
     def core_options(self, bucket: str) -> dict[str, str]:
-        """object_store's location options: a request for key ``k`` goes to ``{endpoint}/{bucket}/{k}``
-        (path style) or ``{endpoint}/{k}`` (virtual-hosted: object_store takes the endpoint as the bucket's
-        own), the same URL botocore builds."""
+        """object_store's location options: key ``k`` goes to ``{endpoint}/{bucket}/{k}`` (path style) or
+        ``{endpoint}/{k}`` (virtual-hosted), the URL botocore builds."""
         return {
             "aws_bucket": bucket, "aws_region": self.region, "aws_endpoint": self.endpoint,
             "aws_virtual_hosted_style_request": "false" if self.path_style else "true",
@@ -365,5 +299,3 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
