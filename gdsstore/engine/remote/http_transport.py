@@ -1,15 +1,7 @@
-"""HTTP(S) objects: read-only backends and files over any web server, through the native core.
+"""HTTP(S) objects: read-only backends and files over any web server, every request through the native core.
 
-Every request goes through :mod:`gdsstore.engine.remote.core` (object_store's HTTP store): ranged GETs,
-waves, the size lookup. Storage options for ``http(s)://`` URLs become the core's client options:
-
-- ``headers``: extra request headers (``Authorization``, cookies...); never shown anywhere, dropped when a
-  redirect leaves the origin.
-- ``verify``: ``True`` (default: the system's CA certificates, and ``SSL_CERT_FILE``), ``False``, or the path
-  of a CA bundle (PEM) added to them.
-
-Proxies come from ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` and ``NO_PROXY``, as curl and requests read
-them. Keys under a root become URL paths by one rule (:func:`~gdsstore.engine.remote.keys.key_to_url_path`).
+Storage options (``headers``, ``verify``) and proxies: docs/remote.md. Keys under a root become URL paths by one
+rule (:func:`~gdsstore.engine.remote.keys.key_to_url_path`).
 """
 
 from __future__ import annotations

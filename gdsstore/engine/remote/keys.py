@@ -1,10 +1,5 @@
-"""Keys under a remote root: one encoding rule, and keys a server would decode out of the root refused.
-
-Under a root, every segment of a key is percent-encoded whole (:func:`key_to_url_path`), so ``%``, ``#``,
-``?``, spaces and non-ASCII reach the server as the key's own characters, and a key that a server would
-decode into a path outside the root (``%2e%2e/x``, ``..%2fx``) is refused before any request
-(:func:`check_remote_key`).
-"""
+"""Keys under a remote root: every segment percent-encoded whole (:func:`key_to_url_path`), and a key a server
+would decode into a path outside the root refused before any request (:func:`check_remote_key`)."""
 
 from __future__ import annotations
 

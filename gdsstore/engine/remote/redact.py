@@ -1,14 +1,7 @@
-"""Keep secrets out of repr, messages, logs and the trace.
-
-URLs shown to people go through :func:`redact_url` (userinfo dropped, query values masked except a
-short allow-list of harmless WebHDFS parameters). Text that may quote a request (an exception from a
-client library, a DEBUG record of urllib3 or botocore) goes through :func:`scrub_text`, which masks every
-secret a transport registered (:func:`remember`: keys, tokens, header values), every query value but
-harmless ones and credential headers.
-
-Memory and time are bounded: long-lived secrets are registered once, in O(1); per-request material (a
-presigned URL's signature) never is, because the query and header patterns mask it wherever it is quoted;
-the registry keeps at most :data:`MAX_SECRETS` (the oldest go first).
+"""Keep secrets out of repr, messages, logs and the trace: URLs shown go through :func:`redact_url`, text that
+may quote a request (an exception, a DEBUG record of urllib3 or botocore) through :func:`scrub_text`. Long-lived
+secrets are registered once (:func:`remember`, at most :data:`MAX_SECRETS`); per-request material (a presigned
+URL's signature) never is: the query and header patterns mask it wherever it is quoted.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""The remote retry policy, in one place: which failures are retried, how long to wait, when to stop.
-
-Retried: timeouts, refused/reset/aborted connections, truncated bodies and responses whose status is
-in ``remote.retry_status``. Not retried: anything that will fail the same way again (404, 403, a
-server that ignores ``Range``, a bad URL). Waits grow exponentially from ``remote.backoff_base`` up
-to ``remote.backoff_max`` with "full jitter" (a uniform draw in ``[0, cap]``), so many clients that
-failed together do not retry together. An attempt that fails is logged: a WARNING at an operation's first
-retry (a stalled or failing server shows itself at once, not after every attempt ran out), DEBUG after that.
-"""
+"""The remote retry policy, in one place: which failures are retried, how long to wait (exponential backoff,
+full jitter), when to stop, what is logged. What is retried and why: docs/remote.md ("Interrupts, stalls and
+what is retried")."""
 
 from __future__ import annotations
 

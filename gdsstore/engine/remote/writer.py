@@ -1,10 +1,6 @@
-"""Remote writes: a file object that buffers what is written (device buffers copied to the host as they are
-written) and uploads the whole object on close, as S3 and WebHDFS publish whole objects, not byte ranges.
-
-The writer contract is :class:`~gdsstore.engine.file.BaseFile`'s: a clean close uploads; an exception or
-an interrupt uploads nothing (a multipart upload under way is aborted); a writer collected unclosed
-uploads nothing and says so with a ``ResourceWarning``.
-"""
+"""Remote writes: a file that buffers what is written (device buffers copied to the host) and uploads the whole
+object on close, as S3 and WebHDFS publish whole objects; the contract (an error or interrupt uploads nothing)
+is :class:`~gdsstore.engine.file.BaseFile`'s."""
 
 from __future__ import annotations
 
