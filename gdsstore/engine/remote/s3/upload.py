@@ -1,6 +1,5 @@
 """S3 uploads through the native core: one PUT, or a multipart upload above ``remote.multipart_threshold``
-(aborted where it fails: S3 shows an object only once its upload completes); many objects in one call, every
-PUT in flight at once with the GIL released."""
+(aborted where it fails); many objects in one call, the GIL released (docs/remote.md)."""
 
 from __future__ import annotations
 
@@ -41,7 +40,7 @@ def s3_upload_many(client: S3Client, bucket: str, keys: Sequence[str], bufs: Seq
     """Upload ``bufs[i]`` (host or device) as ``s3://bucket/keys[i]``, each atomic on its own: one PUT, or
     above ``remote.multipart_threshold`` a multipart upload in parts of ``remote.multipart_chunksize`` (a
     create-only one, ``exclusive``: one PUT with ``If-None-Match``, up to 5 GiB). One call of the native core
-    per mode; each item's error or None."""
+    per mode (one buffer: the only one, or all joined); each item's error or None."""
     s = policy.settings()
     datas = [host_bytes(as_io_buffer(x, writable=False, where="S3.put()")) for x in bufs]
     errors: list[BaseException | None] = [None] * len(keys)
@@ -53,30 +52,21 @@ def s3_upload_many(client: S3Client, bucket: str, keys: Sequence[str], bufs: Seq
             errors[i] = ValueError(f"PUT s3://{bucket}/{keys[i]}: a create-only upload is one PUT, at most 5 GiB "
                                    f"({len(datas[i])} bytes given); write it without exclusive=")
             idx.remove(i)
-        if idx:
-            _core_uploads(store, bucket, keys, datas, idx, create, errors, s)
-            _trace_writes([len(datas[i]) for i in idx], time.perf_counter() - t0, f"s3://{bucket}/{keys[idx[0]]}",
-                          device, s, create)
+        if not idx:
+            continue
+        buffer: Any = datas[idx[0]] if len(idx) == 1 else b"".join(datas[i] for i in idx)
+        starts = itertools.accumulate((len(datas[i]) for i in idx), initial=0)
+        results = core.write_objects(
+            store, [f"PUT s3://{bucket}/{keys[i]}" for i in idx], [keys[i] for i in idx], buffer,
+            [(a, len(datas[i])) for a, i in zip(starts, idx)], create=create,
+            threshold=_MAX_PUT if create else s.remote_multipart_threshold, part_size=s.remote_multipart_chunksize,
+            retry=RetryPolicy.from_settings(s), concurrency=s.remote_wave_concurrency, timeout=s.remote_timeout or 1e9,
+        )
+        for i, res in zip(idx, results, strict=True):
+            errors[i] = res.error
+        _trace_writes([len(datas[i]) for i in idx], time.perf_counter() - t0, f"s3://{bucket}/{keys[idx[0]]}",
+                      device, s, create)
     return errors
-
-
-def _core_uploads(store: Any, bucket: str, keys: Sequence[str], datas: Sequence[Any], idx: list[int],
-                  create: bool, errors: list[BaseException | None], s: policy.Settings) -> None:
-    """One call of the native core for the items ``idx`` (one buffer: the only one, or all joined)."""
-    if len(idx) == 1:
-        buffer: Any = datas[idx[0]]
-        spans = [(0, len(buffer))]
-    else:
-        buffer = b"".join(datas[i] for i in idx)
-        ends = list(itertools.accumulate(len(datas[i]) for i in idx))
-        spans = [(e - len(datas[i]), len(datas[i])) for i, e in zip(idx, ends, strict=True)]
-    results = core.write_objects(
-        store, [f"PUT s3://{bucket}/{keys[i]}" for i in idx], [keys[i] for i in idx], buffer, spans, create=create,
-        threshold=_MAX_PUT if create else s.remote_multipart_threshold, part_size=s.remote_multipart_chunksize,
-        retry=RetryPolicy.from_settings(s), concurrency=s.remote_wave_concurrency, timeout=s.remote_timeout or 1e9,
-    )
-    for i, res in zip(idx, results, strict=True):
-        errors[i] = res.error
 
 
 def _trace_writes(sizes: list[int], seconds: float, url: str, device: int | None, s: policy.Settings,
