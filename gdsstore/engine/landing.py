@@ -166,6 +166,16 @@ class Landed:
         """``n`` absent items, for :meth:`add` and :meth:`take` to place in buffers of their own."""
         return cls(None, np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64), buffer_of=np.full(n, -1, dtype=np.int64))
 
+    @classmethod
+    def each(cls, views: Sequence[Any]) -> Landed:
+        """Item ``i`` is ``views[i]`` (a ``uint8`` array, host or device; ``None``: absent), each in its own
+        buffer: no copy."""
+        out = cls.empty(len(views))
+        for i, v in enumerate(views):
+            if v is not None:
+                out.add(v, [i], [0], [v.size])
+        return out
+
     def add(self, buf: Any, ids: Any, offsets: Any, sizes: Any) -> None:
         """Items ``ids`` are ``sizes`` bytes at ``offsets`` of ``buf`` (a ``uint8`` array, host or device).
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import gdsstore.trace as _trace
+from gdsstore.engine.landing import Landed
 from gdsstore.gpu.decode import raw_nbytes
-from gdsstore.gpu.write_gpu import Encoded
 from gdsstore.gpu.write_publish import map_on_pool
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def _device_all_fill(cp: Any, data: Any, spec: ArraySpec) -> Any:
 
 def encode_host(
     transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec], reason: str = "host buffer"
-) -> Encoded:
+) -> Landed:
     """Encode chunks with the codecs' own synchronous encode, in parallel; one trace row (``reason``:
     why the CPU encodes them)."""
     from gdsstore.gpu.codecs import quiet_records
@@ -131,19 +131,19 @@ def encode_host(
     views = map_on_pool(one, len(arrays))
     if arrays:
         _trace.record("encode", "cpu-codec", reason, sum(raw_nbytes(s) for s in specs), time.perf_counter() - t0)
-    return Encoded(views)
+    return Landed.each(views)
 
 
 def encode_host_or_elide(
     transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec]
-) -> tuple[list[np.ndarray | None], Encoded]:
+) -> tuple[list[np.ndarray | None], Landed]:
     """Host chunks: their encoded bytes (``None``: empty, to be deleted) by :func:`encode_or_elide`, in
     parallel; one ``encode`` trace row. The batch returned owns nothing (as :func:`encode_device_or_elide`'s
     does on the device)."""
     t0 = time.perf_counter()
     views = map_on_pool(lambda i: host_chunk_bytes(transform, arrays[i], specs[i]), len(arrays))
     _trace.record("encode", "cpu-codec", "host buffer", sum(raw_nbytes(s) for s in specs), time.perf_counter() - t0)
-    return views, Encoded([])
+    return views, Landed.empty(0)
 
 
 def host_chunk_bytes(transform: Any, array: Any, spec: ArraySpec) -> np.ndarray | None:
@@ -161,7 +161,7 @@ def host_bytes(buf: Any) -> np.ndarray:
     return np.asarray(buf.as_numpy_array()).view(np.uint8).reshape(-1)
 
 
-def encode(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec], device: bool) -> Encoded:
+def encode(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec], device: bool) -> Landed:
     """Encode chunks as one batch: on the GPU where :func:`gdsstore.gpu.write_gpu.encode_device`
     can, else on the CPU (:func:`encode_host`, with the reason)."""
     if device and arrays:
@@ -176,7 +176,7 @@ def encode(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec], de
 
 def encode_device_or_elide(
     transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec]
-) -> tuple[list[np.ndarray | None], Encoded]:
+) -> tuple[list[np.ndarray | None], Landed]:
     """Device chunks: their encoded bytes (``None``: empty, to be deleted) and the batch that owns them.
 
     Where :func:`gdsstore.gpu.write_gpu.pack_raw` can lay the raw bytes out in one buffer, emptiness is
@@ -199,8 +199,8 @@ def encode_device_or_elide(
         enc = got if not isinstance(got, str) else encode_host(
             transform, [arrays[i] for i in keep], [specs[i] for i in keep], got)
     views: list[np.ndarray | None] = [None] * len(arrays)
-    for i, v in zip(keep, enc.views):
-        views[i] = v
+    for k, i in enumerate(keep):
+        views[i] = enc.item(k)
     return views, enc
 
 

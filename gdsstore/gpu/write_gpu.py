@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import gdsstore.trace as _trace
 from gdsstore.engine import cuda, landing
+from gdsstore.engine.landing import Landed
 from gdsstore.gpu import nvcomp, write_plan
 from gdsstore.gpu.decode import bytes_swap_width, swap_bytes
 
@@ -27,20 +27,7 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
 
 
-__all__ = ["Encoded", "encode_device", "encode_packed", "gpu_encode_plan", "pack_raw"]
-
-
-@dataclass
-class Encoded:
-    """Encoded objects as host bytes: ``views[i]`` (a ``uint8`` numpy array; ``None``: absent)."""
-
-    views: list[np.ndarray | None]
-    pinned: Any = None  # a pinned buffer to hand back once published
-
-    def release(self) -> None:
-        if self.pinned is not None:
-            landing.release_host(self.pinned)
-            self.pinned = None
+__all__ = ["encode_device", "encode_packed", "gpu_encode_plan", "pack_raw"]
 
 
 def gpu_encode_plan(bb_codecs: Sequence[Any], raw_sizes: Sequence[int]) -> tuple[str | None, bool, str] | str:
@@ -70,11 +57,11 @@ def gpu_encode_plan(bb_codecs: Sequence[Any], raw_sizes: Sequence[int]) -> tuple
     return fmt, crc, d.reason
 
 
-def encode_device(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> Encoded | str:
+def encode_device(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySpec]) -> Landed | str:
     """Encode device chunk arrays as one GPU batch into one pinned host buffer.
 
     Returns:
-        the encoded objects, or why the chain cannot run here (the caller encodes on the CPU and
+        the encoded objects (item ``i``: chunk ``i``'s), or why the chain cannot run here (the caller encodes on the CPU and
         records that reason with its ``cpu-codec`` row).
     """
     from zarr.abc.codec import BytesBytesCodec
@@ -96,7 +83,7 @@ def encode_device(transform: Any, arrays: Sequence[Any], specs: Sequence[ArraySp
 
 
 def encode_packed(transform: Any, packed: Any, offsets: Sequence[int], sizes: Sequence[int],
-                  specs: Sequence[ArraySpec]) -> Encoded | str:
+                  specs: Sequence[ArraySpec]) -> Landed | str:
     """:func:`encode_device` for chunks whose raw bytes :func:`pack_raw` already laid out in one
     device buffer (``packed[offsets[i]:offsets[i] + sizes[i]]``)."""
     plan = _plan(transform, specs)
@@ -147,7 +134,7 @@ def _plan(transform: Any, specs: Sequence[ArraySpec]) -> tuple[str | None, bool,
     return (*plan, sizes)
 
 
-def _encode_raws(raws: list[Any], plan: tuple[str | None, bool, str, list[int]], t0: float) -> Encoded:
+def _encode_raws(raws: list[Any], plan: tuple[str | None, bool, str, list[int]], t0: float) -> Landed:
     """nvCOMP (when the chain compresses), crc32c tails, one device-to-host copy, one trace row."""
     from gdsstore.gpu.codecs import gpu_encode_bytes
 
@@ -163,13 +150,11 @@ def _encode_raws(raws: list[Any], plan: tuple[str | None, bool, str, list[int]],
     lengths = [int(e.size) + tail for e in enc]
     offsets, total = write_plan.pack_offsets(lengths)
     host, pinned = _to_pinned(cp, enc, offsets.tolist(), total, tail)
-    views: list[np.ndarray | None] = []
-    for k, (o, n) in enumerate(zip(offsets.tolist(), lengths)):
-        if crcs is not None:
+    if crcs is not None:
+        for k, (o, n) in enumerate(zip(offsets.tolist(), lengths)):
             host[o + n - 4 : o + n] = np.array([crcs[k]], dtype="<u4").view(np.uint8)
-        views.append(host[o : o + n])
     _trace.record("encode", "gpu-encode", reason, sum(sizes), time.perf_counter() - t0, "", cuda_device(raws))
-    return Encoded(views, pinned)
+    return Landed(host, offsets, lengths, pinned)
 
 
 def cuda_device(arrays: Sequence[Any]) -> int | None:
