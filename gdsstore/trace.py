@@ -21,7 +21,7 @@ from typing import Any
 
 from gdsstore.policy import fmt_bytes
 
-__all__ = ["Trace", "TraceEvent", "record", "register_stats_source", "trace"]
+__all__ = ["Trace", "TraceEvent", "record", "recorder", "register_stats_source", "trace"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,22 @@ def record(
     ev = TraceEvent(op, route, reason, nbytes, seconds, path, device, requests)
     for t in list(_ACTIVE):
         t.add(ev)
+
+
+def recorder(
+    op: str, route: str, reason: str, path: str = "", device: int | None = None
+) -> Callable[[int, BaseException | None], None] | None:
+    """A callback ``done(nbytes, error)`` that records one operation timed from now if it succeeded (the
+    ``on_done`` of :func:`gdsstore.engine.pool.run_pieces`); None while no trace is active."""
+    if not _ACTIVE:
+        return None
+    t0 = time.perf_counter()
+
+    def done(n: int, exc: BaseException | None) -> None:
+        if exc is None:
+            record(op, route, reason, n, time.perf_counter() - t0, path, device)
+
+    return done
 
 
 def _snapshot_stats() -> dict[str, dict[str, Any]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 import threading
-import time
 from concurrent.futures import Future, wait
 from functools import partial
 from pathlib import Path
@@ -223,15 +222,7 @@ class LocalFile(BaseFile):
         return self._direct_fd if self._direct_fd >= 0 else -1
 
     def _traced(self, op: str, d: policy.Decision, buf: IOBuffer) -> Any:
-        if not _trace.active():
-            return None
-        t0 = time.perf_counter()
-
-        def done(n: int, exc: BaseException | None) -> None:
-            if exc is None:
-                _trace.record(op, d.route, d.reason, n, time.perf_counter() - t0, self.trace_path, buf.device)
-
-        return done
+        return _trace.recorder(op, d.route, d.reason, self.trace_path, buf.device)
 
     def _read_plan(self, nbytes: int, offset: int, s: policy.Settings) -> policy.ReadPlan:
         """The policy's cut of a POSIX read: residency is probed only for large reads."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
@@ -100,7 +99,7 @@ class RemoteFile(BaseFile):
         s = policy.settings()
         fetch = _RangeFetch(self, s)
         d = policy.decide_remote(scheme=self._source.scheme, device=b.is_device, nbytes=avail, s=s)
-        traced = self._traced(d.route, f"{core.wave_reason(s, fetch.store)}; {d.reason}", b)
+        traced = _trace.recorder("read", d.route, f"{core.wave_reason(s, fetch.store)}; {d.reason}", self.url, b.device)
         ranges = split_ranges(offset, avail, policy.remote_range_size(avail, s))
         first = self._run(b, ranges, offset, s, traced, fetch)
         if offset == 0 and avail == self._size and len(ranges) > 1:
@@ -136,15 +135,6 @@ class RemoteFile(BaseFile):
 
         pieces = [partial(self._fetch, r, b, base, sink, fetch, failed) for r in ranges]
         return run_pieces(pieces, [r.nbytes for r in ranges], s.remote_concurrency, landed)
-
-    def _traced(self, route: str, reason: str, b: IOBuffer) -> Callable[[int, BaseException | None], None] | None:
-        t0 = time.perf_counter()
-
-        def done(n: int, exc: BaseException | None) -> None:
-            if exc is None:
-                _trace.record("read", route, reason, n, time.perf_counter() - t0, self.url, b.device)
-
-        return done if _trace.active() else None
 
     def _fetch(self, req: RangeRequest, b: IOBuffer, base: int, sink: DeviceSink | None, fetch: _RangeFetch,
                failed: threading.Event) -> int:
