@@ -1,18 +1,8 @@
-"""The native I/O core (``gdsstore._core``, Rust over ``object_store``): a whole wave of requests in one call.
-
-Python plans the wave (paths, byte ranges, expected sizes, slots in one buffer) and :func:`read_wave` hands
-it to the core, which runs up to ``concurrency`` requests at once with the GIL released, writes each body
-straight into its slot and checks every answer (status, ``Content-Range``, length, ``Content-Encoding``).
-The core never retries: :func:`read_wave` retries the transient failures with
-:class:`~gdsstore.engine.remote.retry.RetryPolicy`, asking only for the bytes not yet landed, and checks that
-every piece of one object came from one version (ETag). :func:`write_objects` uploads many objects the same
-way; :func:`head`, :func:`list_objects` and :func:`delete_objects` send an S3 backend's HEAD, LIST and
-DELETE. A transport the core does not carry (WebHDFS) is a :class:`PiecesStore`: it answers the same pieces.
-
-The core is the only HTTP(S) and S3 transport: without it an HTTP(S) or S3 read or write raises
-:class:`RemoteIOError` naming the fix. :class:`CoreRoot` is where a backend's objects are (set once per
-backend), :class:`CoreSource` one object of it.
-"""
+"""The bridge to the native I/O core (``gdsstore._core``, Rust over ``object_store``), the only HTTP(S) and S3
+transport: :func:`read_wave` hands it a wave of pieces (one call, the GIL released) and retries transient
+failures for the bytes not yet landed; :func:`write_objects`, :func:`head`, :func:`list_objects` and
+:func:`delete_objects` send uploads, HEAD, LIST and DELETE; a transport the core does not carry (WebHDFS) is a
+:class:`PiecesStore`. How the core runs and checks a wave: docs/remote.md ("The native core")."""
 
 from __future__ import annotations
 
@@ -77,9 +67,11 @@ def wave_reason(s: policy.Settings, store: Any = None) -> str:
     return f"native core, one call (remote.wave_concurrency {s.remote_wave_concurrency})"
 
 
-def _cached(key: tuple[Any, ...], build: Any, version: Any = None) -> Any:
+def _cached(key: tuple[Any, ...] | None, build: Any, version: Any = None) -> Any:
     # One store per configuration and process: its connection pool is reused across waves. Another
-    # ``version`` (new credentials) replaces it: stores of expired credentials are not kept.
+    # ``version`` (new credentials) replaces it: stores of expired credentials are not kept. No key: not kept.
+    if key is None:
+        return build()
     pid = os.getpid()
     with _lock:
         hit = _stores.get(key)
@@ -107,19 +99,14 @@ def http_store(base: str, *, connect_timeout: float, pool_idle: int = 256, heade
     query and path ``""``): ``headers`` sent with every request (never shown), ``verify`` as :func:`_tls`.
     Proxies come from ``HTTP(S)_PROXY``/``NO_PROXY``. ``cached=False``: a store of its own, not kept (a
     presigned URL: one store per object would grow the cache without bound)."""
-    mod = module()
-    extra = _tls(verify)
+    mod, extra = module(), _tls(verify)
     sent = dict(headers or {})
     if not any(k.lower() == "accept-encoding" for k in sent):
         sent["Accept-Encoding"] = "identity"  # a compressed body would not be the object's bytes
     extra["headers"] = sorted(sent.items())
-
-    def build() -> gdsstore_core.Store:
-        fresh: gdsstore_core.Store = mod.Store.http(base, connect_timeout=connect_timeout, pool_idle=pool_idle, **extra)
-        return fresh
-
-    store: gdsstore_core.Store = _cached(("http", base, connect_timeout, pool_idle, repr(extra)), build) \
-        if cached else build()
+    key = ("http", base, connect_timeout, pool_idle, repr(extra)) if cached else None
+    store: gdsstore_core.Store = _cached(
+        key, lambda: mod.Store.http(base, connect_timeout=connect_timeout, pool_idle=pool_idle, **extra))
     return store
 
 
