@@ -33,9 +33,7 @@ STALE_RETRIES = 8
 
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is a failure that a later attempt may not hit."""
-    if isinstance(exc, TransientError):
-        return True
-    if isinstance(exc, TimeoutError | ConnectionError):
+    if isinstance(exc, TransientError | TimeoutError | ConnectionError):
         return True  # ConnectionError covers refused, reset, aborted and broken pipe
     import urllib3.exceptions as ue  # WebHDFS's transport (the core maps its own failures)
 
