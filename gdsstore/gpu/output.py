@@ -22,22 +22,15 @@ import gdsstore.trace as _trace
 from gdsstore.engine.landing import Landed
 from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import decode as _decode
-from gdsstore.gpu import plan as _plan
 from gdsstore.gpu.decode import CodecChain, device_pointer, raw_nbytes
-from gdsstore.gpu.plan import (
-    Blocks,
-    ChunkGeometry,
-    Layout,
-    chunk_blocks,
-    is_slice_selection,
-    plan_chunk_geometry,
-)
+from gdsstore.gpu.plan import chunk_blocks, copies_2d, is_slice_selection, plan_chunk_geometry
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
 
     from gdsstore.gpu.pipeline import BatchItem
+    from gdsstore.gpu.plan import Blocks, ChunkGeometry, Layout
 
 __all__ = [
     "decode_scatter", "fill_bytes", "host_geometry", "kernel_scatter_ok", "numpy_output", "output_device",
@@ -68,7 +61,7 @@ def scatter(blocks: Blocks, itemsize: int, fill: bytes) -> str:
     ``"gpu-kernel"`` (one scatter launch)."""
     from gdsstore.gpu.kernels import scatter_arrays
 
-    copies = _plan.copies_2d(blocks, itemsize)
+    copies = copies_2d(blocks, itemsize)
     if copies is not None and _copy_2d(copies):
         return "gpu-copy"
     scatter_arrays(*blocks, itemsize=itemsize, fill=fill)
