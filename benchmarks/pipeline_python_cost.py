@@ -49,7 +49,7 @@ PHASES = {
     "plan_chunk_geometry": "plan", "host_geometry": "plan", "one_call": "plan",
     "EngineFetcher.whole": "fetch", "EngineFetcher.__call__": "fetch", "land": "fetch",
     "read_wave": "wave", "wave _plan": "wave", "wave _asks": "wave", "wave _core_done": "wave",
-    "wave _one_version": "wave", "wave _place": "wave", "wave core.read_wave": "wave",
+    "wave _one_version": "wave", "wave _place": "wave", "wave core.read_wave": "wave", "wave core.read_table": "wave",
     "decode_window": "decode", "decode_bb_on_host": "decode",
     "place_views": "scatter", "place_decoded": "scatter", "place_window": "scatter", "place_host": "scatter",
 }
@@ -128,12 +128,15 @@ def _instrument() -> None:
     from gdsstore.gpu import decode, execute, fetch, output, pipeline
 
     mod = native.load()
-    for name in ("read_wave", "split_bytes"):  # the native calls from the wave, taken out of its phase
-        _patch(mod, name, f"native {name}")
+    for name in ("read_wave", "read_table", "split_bytes"):  # the native calls from the wave, out of its phase
+        if hasattr(mod, name):  # each build's names: this script times the tree before and after
+            _patch(mod, name, f"native {name}")
     _patch(wave, "read_wave")
     for name in ("_plan", "_asks", "_core_done", "_one_version", "_place"):  # the wave's parts, in its phase
         _patch(wave, name, f"wave {name}")
-    _patch(core, "read_wave", "wave core.read_wave")
+    for name in ("read_wave", "read_table"):
+        if hasattr(core, name):
+            _patch(core, name, f"wave core.{name}")
     _patch(pipeline.GDSCodecPipeline, "read_plan")
     _patch(fetch, "fetcher_for")
     _patch(fetch, "land")

@@ -60,6 +60,29 @@ def read_wave(
     Ctrl-C (SIGINT) stops the wave within a tick (50 ms) and raises ``KeyboardInterrupt`` once every request
     is over: nothing writes into ``buffer`` after the call returns."""
 
+def read_table(
+    store: Store,
+    paths: list[str],
+    starts: Any,
+    ends: Any,
+    expect: Any,
+    slots: Any,
+    caps: Any,
+    buffer: Any,
+    got: Any,
+    total: Any,
+    *,
+    concurrency: int = 256,
+    timeout: float = 30.0,
+    if_match: list[str | None] | None = None,
+    versions: list[str | None] | None = None,
+) -> tuple[list[str | None], list[str | None] | None, list[tuple[int, str, int, str]]]:
+    """:func:`read_wave` of columns: ``starts``, ``ends``, ``expect``, ``slots`` and ``caps`` are int64 arrays
+    (numpy), one entry per path, read as :func:`read_wave` reads its lists; each item's bytes landed go into
+    ``got`` and its object's size (-1: not told) into ``total`` (writable int64 arrays). Returns
+    ``(etags, versions, failed)``: each item's ETag, the version ids (None where no answer had one), and one
+    ``(index, kind, HTTP status or 0, message)`` per failed item (kinds as :func:`read_wave`'s)."""
+
 def write_objects(
     store: Store,
     paths: list[str],

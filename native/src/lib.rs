@@ -46,6 +46,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<store::Store>()?;
     m.add_function(wrap_pyfunction!(wave::read_wave, m)?)?;
+    m.add_function(wrap_pyfunction!(wave::read_table, m)?)?;
     m.add_function(wrap_pyfunction!(put::write_objects, m)?)?;
     m.add_function(wrap_pyfunction!(meta::head_object, m)?)?;
     m.add_function(wrap_pyfunction!(meta::list_objects, m)?)?;

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use tokio::runtime::Runtime;
 
 use crate::error::{from_io, CallError, Failure, Kind};
-use crate::slots::{Held, Slot};
+use crate::slots::{counts_out, int64s, nonneg, Held, ItemError, Slot};
 
 /// One read: `dest.cap()` bytes at `offset` of `path` into its slot of the caller's buffer.
 pub struct Read {
@@ -178,44 +178,6 @@ pub fn sizes(rt: &Runtime, paths: Vec<PathBuf>, threads: usize) -> Vec<Outcome> 
     .collect()
 }
 
-/// A one-dimensional int64 array's values, `n` of them.
-fn int64s(
-    py: Python<'_>,
-    who: &str,
-    what: &str,
-    obj: &Bound<'_, PyAny>,
-    n: usize,
-) -> PyResult<Vec<i64>> {
-    let vals = PyBuffer::<i64>::get(obj)?.to_vec(py)?;
-    if vals.len() != n {
-        return Err(CallError::Args(format!("{who}: {n} paths but {} {what}", vals.len())).into());
-    }
-    Ok(vals)
-}
-
-/// The values as `usize`, each checked `>= 0`.
-fn nonneg(who: &str, what: &str, vals: Vec<i64>) -> Result<Vec<usize>, CallError> {
-    match vals.iter().find(|v| **v < 0) {
-        Some(v) => Err(CallError::Args(format!("{who}: negative {what} {v}"))),
-        None => Ok(vals.into_iter().map(|v| v as usize).collect()),
-    }
-}
-
-/// A failed item as Python receives it: `(index, kind, errno, message)`.
-type ItemError = (usize, &'static str, i32, String);
-
-/// An int64 array of `n` items that the core writes its counts into.
-fn counts_out(who: &str, obj: &Bound<'_, PyAny>, n: usize) -> PyResult<PyBuffer<i64>> {
-    let out = PyBuffer::<i64>::get(obj)?;
-    if out.readonly() || out.item_count() != n {
-        return Err(CallError::Args(format!(
-            "{who}: `got` must be a writable int64 array of {n} items"
-        ))
-        .into());
-    }
-    Ok(out)
-}
-
 /// Each item's count into `out`; the failed items as `(index, kind, errno, message)`.
 fn report(py: Python<'_>, done: Vec<Outcome>, out: &PyBuffer<i64>) -> PyResult<Vec<ItemError>> {
     let counts: Vec<i64> = done.iter().map(|o| o.got).collect();
@@ -257,7 +219,7 @@ pub fn read_files<'py>(
     let slots = int64s(py, WHO, "slots", slots, n)?;
     let offsets = nonneg(WHO, "offset", offsets)?;
     let slots = nonneg(WHO, "slot", slots)?;
-    let out = counts_out(WHO, got, n)?;
+    let out = counts_out(WHO, "got", got, n)?;
     let held = Held::writable(WHO, "buffer", buffer)?;
     let spans: Vec<(usize, usize)> = slots.into_iter().zip(sizes).collect();
     let dests = held.slots(WHO, &spans)?;
@@ -287,7 +249,7 @@ pub fn stat_files(
     got: &Bound<'_, PyAny>,
     threads: usize,
 ) -> PyResult<Vec<ItemError>> {
-    let out = counts_out("stat_files()", got, paths.len())?;
+    let out = counts_out("stat_files()", "got", got, paths.len())?;
     let rt = crate::runtime::get()?;
     let done = released(py, || sizes(&rt, paths, threads))?;
     report(py, done, &out)

@@ -1,7 +1,8 @@
 //! The caller's buffers, and the one place the core touches their memory. A call holds the Python buffer
 //! (`Held`) until its work is over, interrupted or not; the work gets `Slot`s (checked inside the buffer and
 //! disjoint before the work starts, one owner each) to write into, or a `Source` to copy out of, each access
-//! checked against its bounds. Every `unsafe` block of the crate is in this module.
+//! checked against its bounds. Every `unsafe` block of the crate is in this module. The caller's columns
+//! (int64 arrays of one value per item: offsets, sizes, counts written back) are read and written here too.
 #![allow(unsafe_code)]
 
 use bytes::Bytes;
@@ -10,6 +11,49 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::error::CallError;
+
+/// A one-dimensional int64 array's values, `n` of them.
+pub fn int64s(
+    py: Python<'_>,
+    who: &str,
+    what: &str,
+    obj: &Bound<'_, PyAny>,
+    n: usize,
+) -> PyResult<Vec<i64>> {
+    let vals = PyBuffer::<i64>::get(obj)?.to_vec(py)?;
+    if vals.len() != n {
+        return Err(CallError::Args(format!("{who}: {n} paths but {} {what}", vals.len())).into());
+    }
+    Ok(vals)
+}
+
+/// The values as `usize`, each checked `>= 0`.
+pub fn nonneg(who: &str, what: &str, vals: Vec<i64>) -> Result<Vec<usize>, CallError> {
+    match vals.iter().find(|v| **v < 0) {
+        Some(v) => Err(CallError::Args(format!("{who}: negative {what} {v}"))),
+        None => Ok(vals.into_iter().map(|v| v as usize).collect()),
+    }
+}
+
+/// A failed item as Python receives it: `(index, kind, HTTP status or errno, message)`.
+pub type ItemError = (usize, &'static str, i32, String);
+
+/// An int64 array `what` of `n` items that the core writes one count per item into.
+pub fn counts_out(
+    who: &str,
+    what: &str,
+    obj: &Bound<'_, PyAny>,
+    n: usize,
+) -> PyResult<PyBuffer<i64>> {
+    let out = PyBuffer::<i64>::get(obj)?;
+    if out.readonly() || out.item_count() != n {
+        return Err(CallError::Args(format!(
+            "{who}: `{what}` must be a writable int64 array of {n} items"
+        ))
+        .into());
+    }
+    Ok(out)
+}
 
 /// A C-contiguous byte buffer of the caller, exported (its memory kept in place) while this is alive.
 pub struct Held(PyBuffer<u8>);

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use crate::error::{CallError, Failure, FailureRow, Kind};
 use crate::limits::{closed, connection};
 use crate::ramp::{Answer, Ramp, Ticket};
-use crate::slots::{Held, Slot};
+use crate::slots::{counts_out, int64s, nonneg, Held, ItemError, Slot};
 use crate::stop::Stop;
 use crate::store::{Built, Store};
 
@@ -405,6 +405,68 @@ fn check_lists(
     Ok(())
 }
 
+/// A wave's items as the Python call gives them, one entry each (`starts`/`ends` as `range_of` reads them,
+/// `expect` -1: unknown, a slot `(start, cap)` of `buffer`).
+struct Asked {
+    paths: Vec<String>,
+    starts: Vec<i64>,
+    ends: Vec<i64>,
+    expect: Vec<i64>,
+    spans: Vec<(usize, usize)>,
+    if_match: Option<Vec<Option<String>>>,
+    versions: Option<Vec<Option<String>>>,
+}
+
+/// Run the wave of `asked` into `buffer`: one outcome per item, in order.
+fn outcomes(
+    py: Python<'_>,
+    store: &Store,
+    asked: Asked,
+    buffer: &Bound<'_, PyAny>,
+    concurrency: usize,
+    timeout: f64,
+) -> PyResult<Vec<Outcome>> {
+    let lens = [
+        asked.starts.len(),
+        asked.ends.len(),
+        asked.expect.len(),
+        asked.spans.len(),
+    ];
+    let per_path = [
+        ("if_match", asked.if_match.as_ref()),
+        ("versions", asked.versions.as_ref()),
+    ];
+    check_lists(asked.paths.len(), &lens, per_path, timeout)?;
+    let held = Held::writable("read_wave()", "buffer", buffer)?;
+    let dests = held.slots("read_wave()", &asked.spans)?;
+    let Plan {
+        items,
+        index,
+        mut outs,
+    } = plan(
+        asked.paths,
+        &asked.starts,
+        &asked.ends,
+        &asked.expect,
+        dests,
+        asked.if_match,
+        asked.versions,
+    );
+    let built = store.get()?;
+    let rt = crate::runtime::get()?;
+    let read_timeout = Duration::from_secs_f64(timeout);
+    // `held` stays alive (and the memory exported) until the wave is over, interrupted or not.
+    let done = crate::stop::run(py, &rt, |stop| {
+        run(built, items, concurrency, read_timeout, stop)
+    })
+    .map_err(|_| CallError::Internal("gdsstore._core: the wave failed inside the core".into()))??;
+    for (i, o) in index.into_iter().zip(done) {
+        outs[i] = o;
+    }
+    drop(held);
+    Ok(outs)
+}
+
 /// Run one wave of GETs on `store`; see `gdsstore/_core.pyi`.
 #[pyfunction]
 #[pyo3(signature = (store, paths, starts, ends, expect, slots, caps, buffer, *, concurrency = 256, timeout = 30.0, if_match = None, versions = None))]
@@ -424,38 +486,23 @@ pub fn read_wave<'py>(
     if_match: Option<Vec<Option<String>>>,
     versions: Option<Vec<Option<String>>>,
 ) -> PyResult<Vec<Row>> {
-    let lens = [
-        starts.len(),
-        ends.len(),
-        expect.len(),
-        slots.len(),
-        caps.len(),
-    ];
-    let per_path = [
-        ("if_match", if_match.as_ref()),
-        ("versions", versions.as_ref()),
-    ];
-    check_lists(paths.len(), &lens, per_path, timeout)?;
-    let held = Held::writable("read_wave()", "buffer", buffer)?;
-    let spans: Vec<(usize, usize)> = slots.into_iter().zip(caps).collect();
-    let dests = held.slots("read_wave()", &spans)?;
-    let Plan {
-        items,
-        index,
-        mut outs,
-    } = plan(paths, &starts, &ends, &expect, dests, if_match, versions);
-    let built = store.get()?;
-    let rt = crate::runtime::get()?;
-    let read_timeout = Duration::from_secs_f64(timeout);
-    // `held` stays alive (and the memory exported) until the wave is over, interrupted or not.
-    let done = crate::stop::run(py, &rt, |stop| {
-        run(built, items, concurrency, read_timeout, stop)
-    })
-    .map_err(|_| CallError::Internal("gdsstore._core: the wave failed inside the core".into()))??;
-    for (i, o) in index.into_iter().zip(done) {
-        outs[i] = o;
+    if slots.len() != caps.len() {
+        return Err(CallError::Args(
+            "read_wave(): all item lists must have one entry per path".into(),
+        )
+        .into());
     }
-    drop(held);
+    let spans = slots.into_iter().zip(caps).collect();
+    let asked = Asked {
+        paths,
+        starts,
+        ends,
+        expect,
+        spans,
+        if_match,
+        versions,
+    };
+    let outs = outcomes(py, store, asked, buffer, concurrency, timeout)?;
     Ok(outs
         .into_iter()
         .map(|o| {
@@ -470,3 +517,69 @@ pub fn read_wave<'py>(
         })
         .collect())
 }
+
+/// One wave of GETs given as columns (int64 arrays): no Python object per item but its path and ETag;
+/// see `gdsstore/_core.pyi`.
+#[pyfunction]
+#[pyo3(signature = (store, paths, starts, ends, expect, slots, caps, buffer, got, total, *, concurrency = 256, timeout = 30.0, if_match = None, versions = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn read_table<'py>(
+    py: Python<'py>,
+    store: &Store,
+    paths: Vec<String>,
+    starts: &Bound<'py, PyAny>,
+    ends: &Bound<'py, PyAny>,
+    expect: &Bound<'py, PyAny>,
+    slots: &Bound<'py, PyAny>,
+    caps: &Bound<'py, PyAny>,
+    buffer: &Bound<'py, PyAny>,
+    got: &Bound<'py, PyAny>,
+    total: &Bound<'py, PyAny>,
+    concurrency: usize,
+    timeout: f64,
+    if_match: Option<Vec<Option<String>>>,
+    versions: Option<Vec<Option<String>>>,
+) -> PyResult<TableRows> {
+    const WHO: &str = "read_table()";
+    let n = paths.len();
+    let slots = nonneg(WHO, "slot", int64s(py, WHO, "slots", slots, n)?)?;
+    let caps = nonneg(WHO, "cap", int64s(py, WHO, "caps", caps, n)?)?;
+    let (got_out, total_out) = (
+        counts_out(WHO, "got", got, n)?,
+        counts_out(WHO, "total", total, n)?,
+    );
+    let asked = Asked {
+        paths,
+        starts: int64s(py, WHO, "starts", starts, n)?,
+        ends: int64s(py, WHO, "ends", ends, n)?,
+        expect: int64s(py, WHO, "expect", expect, n)?,
+        spans: slots.into_iter().zip(caps).collect(),
+        if_match,
+        versions,
+    };
+    let outs = outcomes(py, store, asked, buffer, concurrency, timeout)?;
+    got_out.copy_from_slice(py, &outs.iter().map(|o| o.got).collect::<Vec<_>>())?;
+    total_out.copy_from_slice(py, &outs.iter().map(|o| o.total).collect::<Vec<_>>())?;
+    let versioned = outs.iter().any(|o| o.version.is_some());
+    let mut tags = Vec::with_capacity(n);
+    let mut ids = Vec::with_capacity(if versioned { n } else { 0 });
+    let mut failed = Vec::new();
+    for (i, o) in outs.into_iter().enumerate() {
+        tags.push(o.etag);
+        if versioned {
+            ids.push(o.version);
+        }
+        if let Some(f) = o.error {
+            failed.push((i, f.kind.name(), f.code, f.message));
+        }
+    }
+    Ok((tags, versioned.then_some(ids), failed))
+}
+
+/// [`read_table`]'s answer beside the counts it writes: each item's ETag, the version ids (None where no
+/// answer had one) and the failed items.
+type TableRows = (
+    Vec<Option<String>>,
+    Option<Vec<Option<String>>>,
+    Vec<ItemError>,
+);

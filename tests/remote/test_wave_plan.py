@@ -4,6 +4,7 @@ time give (the rules as they were, kept here as references), on random selection
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,20 +21,43 @@ from gdsstore.engine.remote.http_transport import HTTPBackend
 from gdsstore.engine.remote.keys import check_remote_key, plain_remote_keys
 
 
+@dataclass(slots=True)
+class _Request:
+    """One request as the wave planned it one at a time: ``key`` from ``offset`` (``limit`` bytes at most)."""
+
+    key: str
+    offset: int
+    limit: int | None
+    members: list[int]
+    slot: int = -1
+    expect: int | None = None
+    suffix: int | None = None
+    base: int = -1
+    got: int = -1
+
+
+def _request(key: str, br: ByteRange | None, i: int, expect: int | None) -> _Request:
+    if br is None:
+        return _Request(key, 0, None, [i], expect=expect)
+    if br.kind == "offset":
+        return _Request(key, br.start, None, [i])
+    return _Request(key, 0, None, [i], suffix=br.start)
+
+
 def _reference_plan(keys: Sequence[str], ranges: Sequence[ByteRange | None], expect: np.ndarray | None, exact: bool,
-                    max_gap: int, max_bytes: int) -> tuple[list[wave._Request], int]:
+                    max_gap: int, max_bytes: int) -> tuple[list[_Request], int]:
     """``wave._plan`` as it was: one request per item, built one at a time."""
-    reqs: list[wave._Request] = []
+    reqs: list[_Request] = []
     by_key: dict[str, list[int]] = {}
     for i, (key, br) in enumerate(zip(keys, ranges)):
         if br is not None and br.kind == "range":
             by_key.setdefault(key, []).append(i)
         else:
-            reqs.append(wave._request(key, br, i, None if expect is None or br is not None else int(expect[i])))
+            reqs.append(_request(key, br, i, None if expect is None or br is not None else int(expect[i])))
     for key, idxs in by_key.items():
         spans = [(ranges[i].start, max(ranges[i].start, ranges[i].end or 0)) for i in idxs]  # type: ignore[union-attr]
         for a, b, group in coalesce_ranges(spans, max_gap, max_bytes):
-            reqs.append(wave._Request(key, a, b - a, [idxs[k] for k in group], expect=(b - a) if exact else None))
+            reqs.append(_Request(key, a, b - a, [idxs[k] for k in group], expect=(b - a) if exact else None))
     sized = [r for r in reqs if r.expect is not None or r.limit is not None]
     slots, fixed = slot_layout(np.array([r.expect if r.expect is not None else r.limit for r in sized], np.int64))
     for r, slot in zip(sized, slots.tolist()):
@@ -41,7 +65,21 @@ def _reference_plan(keys: Sequence[str], ranges: Sequence[ByteRange | None], exp
     return reqs, fixed
 
 
-def _reference_piece(r: wave._Request, path: str, room: Any, each: int) -> CorePiece | None:
+class _Room:
+    """The wave's room as it was: a request's ``base`` set where its bytes go."""
+
+    def __init__(self, used: int, cap: int) -> None:
+        self.used, self.cap = used, cap
+
+    def reserve(self, r: _Request, n: int) -> int:
+        if self.used + n > self.cap:
+            return -1
+        r.base = self.used
+        self.used += n
+        return r.base
+
+
+def _reference_piece(r: _Request, path: str, room: _Room, each: int) -> CorePiece | None:
     """``r`` as one piece of the core's wave, as ``wave._core_piece`` gave it; None: nothing to ask."""
     if r.suffix is not None:
         if not r.suffix:
@@ -63,7 +101,7 @@ def _reference_piece(r: wave._Request, path: str, room: Any, each: int) -> CoreP
     return CorePiece(path, start, end, r.expect, at, cap)
 
 
-def _reference_asks(reqs: list[wave._Request], paths: list[str], room: Any, each: int) -> tuple[list[Any], list[Any]]:
+def _reference_asks(reqs: list[_Request], paths: list[str], room: _Room, each: int) -> tuple[list[Any], list[Any]]:
     """The pieces ``wave._core`` asked for one request at a time (:func:`_reference_piece`), and each request's
     ``(got, base)`` after planning."""
     asks = []
@@ -76,7 +114,7 @@ def _reference_asks(reqs: list[wave._Request], paths: list[str], room: Any, each
     return asks, [(r.got, r.base) for r in reqs]
 
 
-def _reference_place(reqs: list[wave._Request], ranges: Sequence[ByteRange | None], n: int) -> tuple[Any, Any]:
+def _reference_place(reqs: list[_Request], ranges: Sequence[ByteRange | None], n: int) -> tuple[Any, Any]:
     """``wave._place`` as it was: each item's place, one member of one request at a time."""
     offsets = np.zeros(n, dtype=np.int64)
     sizes = np.full(n, -1, dtype=np.int64)
@@ -103,8 +141,19 @@ _RANGE = st.one_of(
 )
 
 
-def _fields(reqs: list[wave._Request]) -> list[tuple[Any, ...]]:
-    return [(r.key, r.offset, r.limit, r.members, r.slot, r.expect, r.suffix) for r in reqs]
+def _none(v: int) -> int | None:
+    return None if v < 0 else v
+
+
+def _fields(reqs: list[_Request]) -> list[tuple[Any, ...]]:
+    return [(r.key, r.offset, r.limit, sorted(r.members), r.slot, r.expect, r.suffix) for r in reqs]
+
+
+def _columns(reqs: wave._Requests) -> list[tuple[Any, ...]]:
+    """The array plan's requests as the reference's fields."""
+    members = [np.flatnonzero(reqs.of_item == k).tolist() for k in range(len(reqs))]
+    return [(key, int(reqs.offset[k]), _none(int(reqs.limit[k])), members[k], int(reqs.slot[k]),
+             _none(int(reqs.expect[k])), _none(int(reqs.suffix[k]))) for k, key in enumerate(reqs.keys)]
 
 
 @settings(max_examples=300, deadline=None)
@@ -124,7 +173,7 @@ def test_plan_matches_the_rule_one_item_at_a_time(keys: list[str], sizes: list[i
     ranges = [None] * len(keys) if whole else ranged[: len(keys)]
     got, fixed = wave._plan(keys, ranges, expect, exact, max_gap, 1000)
     want, want_fixed = _reference_plan(keys, ranges, expect, exact, max_gap, 1000)
-    assert (_fields(got), fixed) == (_fields(want), want_fixed)
+    assert (_columns(got), fixed) == (_fields(want), want_fixed)
 
 
 @settings(max_examples=300, deadline=None)
@@ -142,18 +191,20 @@ def test_pieces_match_the_rule_one_request_at_a_time(n: int, sizes: list[int], k
     expect = np.array(sizes[:n], dtype=np.int64) if known else None
     ranges = [None] * n if whole else ranged[:n]
     backend = HTTPBackend("http://127.0.0.1:9")  # nothing is sent: planning only
-    plans = [wave._plan(keys, ranges, expect, False, 0, 1000) for _ in range(2)]
-    open_sized = sum(1 for r in plans[0][0] if r.slot < 0)
-    rooms = [wave._WaveBuffer(plans[0][1], room, lambda size: (np.empty(size, np.uint8), None)) for _ in range(2)]
+    reqs, fixed = wave._plan(keys, ranges, expect, False, 0, 1000)
+    want_reqs, _ = _reference_plan(keys, ranges, expect, False, 0, 1000)
+    open_sized = int((reqs.slot < 0).sum())
+    buf = wave._WaveBuffer(fixed, room, lambda size: (np.empty(size, np.uint8), None))
+    ref_room = _Room(fixed, fixed + room)
     each = room // max(1, open_sized) // 64 * 64
     errs: dict[int, BaseException] = {}
-    asks = wave._asks(backend.objects(keys, "test").paths, plans[0][0], rooms[0], each, errs)
-    paths = [backend.core_path(r.key, "test") for r in plans[1][0]]
-    want, want_done = _reference_asks(plans[1][0], paths, rooms[1], each)
+    table, ks = wave._asks(backend.objects(keys, "test"), reqs, buf, each, errs)
+    paths = [backend.core_path(r.key, "test") for r in want_reqs]
+    want, want_done = _reference_asks(want_reqs, paths, ref_room, each)
     assert not errs
-    assert asks == want
-    assert [(r.got, r.base) for r in plans[0][0]] == want_done
-    assert rooms[0].used == rooms[1].used
+    assert list(zip(ks.tolist(), [table.piece(j) for j in range(len(ks))])) == want
+    assert list(zip(reqs.got.tolist(), reqs.base.tolist())) == want_done
+    assert buf.used == ref_room.used
 
 
 @settings(max_examples=300, deadline=None)
@@ -167,10 +218,11 @@ def test_places_match_the_rule_one_item_at_a_time(keys: list[str], ranged: list[
                                                   landed: list[tuple[int, int]], max_gap: int) -> None:
     ranges = ranged[: len(keys)]
     reqs, _ = wave._plan(keys, ranges, None, False, max_gap, 1000)
-    for r, (got, base) in zip(reqs, landed):  # what the wave got: -1 missing, else bytes landed at base
-        r.got, r.base = got, base
-    got_offsets, got_sizes = wave._place(reqs, ranges, len(keys))
-    want_offsets, want_sizes = _reference_place(reqs, ranges, len(keys))
+    want_reqs, _ = _reference_plan(keys, ranges, None, False, max_gap, 1000)
+    for k, (r, (got, base)) in enumerate(zip(want_reqs, landed)):  # what the wave got: -1 missing, else bytes at base
+        r.got, r.base = reqs.got[k], reqs.base[k] = got, base
+    got_offsets, got_sizes = wave._place(reqs, len(keys))
+    want_offsets, want_sizes = _reference_place(want_reqs, ranges, len(keys))
     assert got_sizes.tolist() == want_sizes.tolist()
     assert got_offsets.tolist() == want_offsets.tolist()
 

@@ -7,12 +7,15 @@ failures for the bytes not yet landed; :func:`write_objects`, :func:`head`, :fun
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from gdsstore import policy
 from gdsstore.engine import native
@@ -30,8 +33,9 @@ if TYPE_CHECKING:
     from gdsstore import _core as gdsstore_core
 
 __all__ = [
-    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "ObjectRow", "PiecesStore", "delete_objects", "head",
-    "http_store", "list_objects", "read_one", "read_wave", "s3_store", "split_bytes", "wave_reason", "write_objects",
+    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "ObjectRow", "PieceTable", "PiecesStore", "TableResult",
+    "delete_objects", "head", "http_store", "list_objects", "read_one", "read_table", "read_wave", "s3_store",
+    "split_bytes", "wave_reason", "write_objects",
 ]
 
 _lock = threading.Lock()
@@ -238,6 +242,42 @@ def _merge(res: CoreResult, row: Any, first: bool) -> tuple[str, int, str] | Bas
     return err
 
 
+class _Attempts:
+    """The attempts of a wave's pieces after the first: each failed piece asked again for the bytes not yet
+    landed (:func:`_rest`), its answers folded into its :class:`CoreResult` (``results[i]``)."""
+
+    def __init__(self, store: Any, where: str, piece: Callable[[int], CorePiece], results: Any, buffer: Any,
+                 retry: RetryPolicy, concurrency: int, timeout: float) -> None:
+        self.store, self.where, self.piece, self.results, self.buffer = store, where, piece, results, buffer
+        self.retry, self.concurrency, self.timeout = retry, concurrency, timeout
+        self.current: dict[int, CorePiece] = {}  # what is left of each piece that failed
+
+    def __call__(self, todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
+        """One attempt of the pieces ``todo`` (:meth:`RetryPolicy.run`'s ``attempt``)."""
+        pieces = [self.current.get(i) or self.piece(i) for i in todo]
+        failed: list[tuple[int, str, BaseException]] = []
+        for i, row in zip(todo, _call(self.store, pieces, self.buffer, self.concurrency, self.timeout), strict=True):
+            res = self.results[i]
+            res.attempts, res.kind = number, None
+            err = _merge(res, row, first=number == 1 or res.size == 0)
+            if err is not None:
+                failed.append(self.failed(i, err))
+        return failed
+
+    def failed(self, i: int, err: tuple[str, int, str] | BaseException) -> tuple[int, str, BaseException]:
+        """Piece ``i`` failed with ``err``: its exception, and what is left of it to ask for."""
+        res = self.results[i]
+        piece = self.piece(i)
+        what = _describe(self.where, piece)
+        if isinstance(err, BaseException):
+            exc = err
+        else:
+            res.kind, res.status = err[0], err[1]
+            exc = _error(*err, what, self.retry)
+        self.current[i] = _rest(piece, res.size, res.total)
+        return i, what, exc
+
+
 def read_wave(store: Any, where: str, pieces: Sequence[CorePiece], buffer: Any, *, retry: RetryPolicy,
               concurrency: int, timeout: float) -> list[CoreResult]:
     """Fetch every piece into ``buffer`` (a writable uint8 array), retrying transient failures.
@@ -252,28 +292,83 @@ def read_wave(store: Any, where: str, pieces: Sequence[CorePiece], buffer: Any, 
         ``kind`` (``"unsupported"``/``"too_large"``: the caller reads it another way).
     """
     results = [CoreResult() for _ in pieces]
-    current = list(pieces)
+    attempts = _Attempts(store, where, pieces.__getitem__, results, buffer, retry, concurrency, timeout)
+    retry.run(len(pieces), attempts, lambda i, exc: setattr(results[i], "error", exc))
+    return results
+
+
+@dataclass(slots=True)
+class PieceTable:
+    """A wave's pieces as columns, one entry each (:class:`CorePiece`'s fields, -1 for None): ``paths``, and
+    int64 arrays ``starts`` (negative: the last ``-start`` bytes), ``ends`` (-1: to the object's end),
+    ``expect`` (-1: unknown), ``slots`` and ``caps``."""
+
+    paths: list[str]
+    starts: np.ndarray
+    ends: np.ndarray
+    expect: np.ndarray
+    slots: np.ndarray
+    caps: np.ndarray
+
+    def piece(self, i: int) -> CorePiece:
+        """Piece ``i`` as a :class:`CorePiece` (the few that fail, or a store that reads pieces)."""
+        end, expect = int(self.ends[i]), int(self.expect[i])
+        return CorePiece(self.paths[i], int(self.starts[i]), None if end < 0 else end, None if expect < 0 else expect,
+                         int(self.slots[i]), int(self.caps[i]))
+
+
+@dataclass(slots=True)
+class TableResult:
+    """What a :class:`PieceTable`'s pieces got, as columns: ``size`` bytes landed (a prefix of each slot),
+    ``total`` the object's size (-1: not told), ``etags`` each answer's ETag, the pieces whose object is
+    missing (``missing``: answered 404, no exception made for them), and the pieces that failed for good
+    otherwise, each with its :class:`CoreResult` (``error``, ``kind``, ``status``, ``total``)."""
+
+    size: np.ndarray
+    total: np.ndarray
+    etags: list[str | None]
+    failed: dict[int, CoreResult]
+    missing: list[int] = dataclasses.field(default_factory=list)
+
+
+def read_table(store: Any, where: str, table: PieceTable, buffer: Any, *, retry: RetryPolicy, concurrency: int,
+               timeout: float) -> TableResult:
+    """:func:`read_wave` of a :class:`PieceTable`: the first attempt hands the core the columns and gets
+    columns back, no Python object per piece but its path and ETag; only the pieces that failed become
+    :class:`CoreResult` s (and are tried again as :func:`read_wave` tries them)."""
+    n = len(table.paths)
+    if isinstance(store, PiecesStore):
+        res = read_wave(store, where, [table.piece(i) for i in range(n)], buffer, retry=retry,
+                        concurrency=concurrency, timeout=timeout)
+        return TableResult(np.array([r.size for r in res], np.int64), np.array([r.total for r in res], np.int64),
+                           [r.etag for r in res], {i: r for i, r in enumerate(res) if r.error is not None})
+    out = TableResult(np.empty(n, np.int64), np.empty(n, np.int64), [None] * n, {})
+    results: dict[int, CoreResult] = {}  # the pieces that failed once
+    attempts = _Attempts(store, where, table.piece, results, buffer, retry, concurrency, timeout)
 
     def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
-        failed: list[tuple[int, str, BaseException]] = []
-        for i, row in zip(todo, _call(store, [current[i] for i in todo], buffer, concurrency, timeout), strict=True):
-            res = results[i]
-            res.attempts, res.kind = number, None
-            err = _merge(res, row, first=number == 1 or res.size == 0)
-            if err is None:
+        if number > 1:
+            return attempts(todo, number)
+        out.etags, versions, rows = module().read_table(
+            store, table.paths, table.starts, table.ends, table.expect, table.slots, table.caps, buffer, out.size,
+            out.total, concurrency=concurrency, timeout=timeout)
+        out.total[out.total == 0] = -1  # as _merge keeps it: 0 tells nothing
+        failed = []
+        for i, kind, status, msg in rows:
+            if kind == "not_found":  # missing (zarr's fill value): not retried, no exception needed
+                out.missing.append(i)
                 continue
-            what = _describe(where, pieces[i])
-            if isinstance(err, BaseException):
-                exc = err
-            else:
-                res.kind, res.status = err[0], err[1]
-                exc = _error(*err, what, retry)
-            current[i] = _rest(pieces[i], res.size, res.total)
-            failed.append((i, what, exc))
+            tag = out.etags[i]
+            results[i] = CoreResult(int(out.size[i]), int(out.total[i]), tag, versions[i] if versions and tag else None,
+                                    attempts=1)
+            failed.append(attempts.failed(i, (kind, status, msg)))
         return failed
 
-    retry.run(len(pieces), attempt, lambda i, exc: setattr(results[i], "error", exc))
-    return results
+    retry.run(n, attempt, lambda i, exc: setattr(results[i], "error", exc))
+    for i, piece in results.items():
+        out.size[i], out.total[i], out.etags[i] = piece.size, piece.total, piece.etag
+    out.failed = {i: piece for i, piece in results.items() if piece.error is not None}
+    return out
 
 
 def _timeout(s: policy.Settings) -> float:
@@ -442,8 +537,6 @@ class CoreSource:
     def stat(self) -> int:
         """The object's size (remembering its ETag and version): a GET with no room for its body, which the
         core answers with the size its answer told (a server without ``Range`` answers it too)."""
-        import numpy as np
-
         res = read_one(self.core.store(), self.core.base, CorePiece(self.path), np.empty(1, np.uint8))
         if res.error is not None and res.kind != "too_large":
             raise res.error

@@ -20,9 +20,10 @@ import ctypes
 import ctypes.util
 import dataclasses
 import functools
+import itertools
 import mmap
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -81,37 +82,48 @@ def _small_pages(buf: np.ndarray, start: int, n: int) -> None:
         advise(a, b - a, _NO_HUGE)
 
 
+_NONE = -1  # in the request columns: no value (no limit, no expected size, not a suffix, no slot)
+
+
 @dataclass(slots=True)
-class _Request:
-    """One request: ``key`` from ``offset`` (``limit`` bytes at most, None: to the end)."""
+class _Requests:
+    """A wave's requests as columns, one entry per request (int64, :data:`_NONE` for none): ``key`` from
+    ``offset`` (``limit`` bytes at most), or its last ``suffix`` bytes; ``expect``: the size the answer must
+    have; ``slot``: a slot laid out before the wave (else room set aside); ``base`` and ``got``: where its
+    bytes landed and how many (-1: missing or failed). ``of_item``: each item's request; ``item_start`` and
+    ``item_end``: each item's range, for items of ranges that share a request."""
 
-    key: str
-    offset: int
-    limit: int | None
-    members: list[int]
-    slot: int = -1  # offset of a slot laid out before the wave; -1: in the room
-    expect: int | None = None  # the size the answer must have (a chunk of known size, an exact range)
-    suffix: int | None = None  # the last ``suffix`` bytes
-    base: int = -1  # where its bytes landed in the wave's buffer
-    got: int = -1  # how many landed; -1: missing
+    keys: list[str]
+    offset: np.ndarray
+    limit: np.ndarray
+    expect: np.ndarray
+    suffix: np.ndarray
+    slot: np.ndarray
+    of_item: np.ndarray
+    item_start: np.ndarray
+    item_end: np.ndarray
+    base: np.ndarray = dataclasses.field(init=False)
+    got: np.ndarray = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.base = np.full(len(self.keys), -1, np.int64)
+        self.got = np.full(len(self.keys), -1, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.keys)
 
 
-def _request(key: str, br: ByteRange | None, i: int = 0, expect: int | None = None) -> _Request:
-    """The request of one item: the whole object, from an offset, or a suffix (ranges are planned apart)."""
+def _column(values: Sequence[int | None]) -> np.ndarray:
+    return np.array([_NONE if v is None else v for v in values], np.int64)
+
+
+def _span(br: ByteRange | None) -> tuple[int, int | None] | None:
+    """The core's ``(start, end)`` of one item; None: nothing to ask (the last 0 bytes: "-0" would be the whole)."""
     if br is None:
-        return _Request(key, 0, None, [i], expect=expect)
-    if br.kind == "offset":
-        return _Request(key, br.start, None, [i])
+        return 0, None
     if br.kind == "suffix":
-        return _Request(key, 0, None, [i], suffix=br.start)
-    return _Request(key, br.start, br.nbytes, [i])
-
-
-def _span(r: _Request) -> tuple[int, int | None] | None:
-    """The core's ``(start, end)`` of ``r``; None: nothing to ask (the last 0 bytes: "-0" would be the whole)."""
-    if r.suffix is not None:
-        return (-r.suffix, None) if r.suffix else None
-    return r.offset, None if r.limit is None else r.offset + r.limit
+        return (-br.start, None) if br.start else None
+    return br.start, None if br.kind == "offset" else br.start + br.nbytes
 
 
 def _landed(res: core.CoreResult) -> int | None:
@@ -121,19 +133,20 @@ def _landed(res: core.CoreResult) -> int | None:
     return 0 if res.kind == "status" and res.status == 416 else None
 
 
-def _failure(res: core.CoreResult, r: _Request, where: str) -> BaseException:
-    """Why a piece of ``r`` failed, in the words every read uses."""
+def _failure(res: core.CoreResult, key: str, offset: int, limit: int | None, expect: int | None,
+             where: str) -> BaseException:
+    """Why a request of ``key`` (from ``offset``, ``limit`` bytes at most) failed, in the words every read uses."""
     if res.kind == "length" and res.total >= 0:
-        n = res.total - r.offset if r.limit is None else min(r.limit, res.total - r.offset)
-        what = "object" if r.limit is None else f"range at {r.offset}"
-        return RemoteIOError(f"{where}: {r.key!r}: the {what} is {n} bytes, not the {r.expect} expected")
-    return res.error or RemoteIOError(f"{where}: {r.key!r}: no answer")
+        n = res.total - offset if limit is None else min(limit, res.total - offset)
+        what = "object" if limit is None else f"range at {offset}"
+        return RemoteIOError(f"{where}: {key!r}: the {what} is {n} bytes, not the {expect} expected")
+    return res.error or RemoteIOError(f"{where}: {key!r}: no answer")
 
 
-def _suffix_is_whole(src: CoreSource, r: _Request, res: core.CoreResult) -> bool:
+def _suffix_is_whole(src: CoreSource, suffix: int | None, res: core.CoreResult) -> bool:
     """A suffix read answered with the whole object (moto does where the suffix is longer than the object,
     as RFC 9110 allows): the object is read whole where it is no longer than the suffix."""
-    return res.kind == "range_ignored" and r.suffix is not None and src.stat() <= r.suffix
+    return res.kind == "range_ignored" and suffix is not None and src.stat() <= suffix
 
 
 class _WaveBuffer:
@@ -145,216 +158,285 @@ class _WaveBuffer:
             _small_pages(self.buf, fixed, room)
         self.fixed, self.used, self.cap = fixed, fixed, fixed + room
 
-    def reserve(self, r: _Request, n: int) -> int:
-        """Set ``n`` bytes of room aside for ``r`` (planning only: no request is writing); -1: they do not fit."""
+    def reserve(self, n: int) -> int:
+        """Set ``n`` bytes of room aside (planning only: no request is writing); -1: they do not fit."""
         if self.used + n > self.cap:
             return -1
-        r.base = self.used
         self.used += n
-        return r.base
+        return self.used - n
 
-    def grow(self, reqs: list[_Request], extra: int, alloc: Alloc, free: Free) -> None:
+    def grow(self, reqs: _Requests, extra: int, alloc: Alloc, free: Free) -> None:
         """Move to a buffer with ``extra`` bytes of room free: the fixed slots are copied, and of the room
         only the bytes that landed (packed). Call it only between the core's calls (no request writing)."""
-        landed = [r for r in reqs if r.slot < 0 and r.base >= 0 and r.got >= 0]
-        keep = self.fixed + sum(_pad(r.got) for r in landed)
+        landed = np.flatnonzero((reqs.slot < 0) & (reqs.base >= 0) & (reqs.got >= 0)).tolist()
+        keep = self.fixed + sum(_pad(int(reqs.got[k])) for k in landed)
         buf, owner = alloc(keep + extra)
         buf[: self.fixed] = self.buf[: self.fixed]
         at = self.fixed
-        for r in landed:
-            buf[at : at + r.got] = self.buf[r.base : r.base + r.got]
-            r.base = at
-            at += _pad(r.got)
+        for k in landed:
+            n, base = int(reqs.got[k]), int(reqs.base[k])
+            buf[at : at + n] = self.buf[base : base + n]
+            reqs.base[k] = at
+            at += _pad(n)
         free(self.owner)
         self.buf, self.owner, self.used, self.cap = buf, owner, at, keep + extra
 
 
 def _plan(keys: Sequence[str], ranges: Sequence[ByteRange | None], expect: np.ndarray | None, exact: bool,
-          max_gap: int, max_bytes: int) -> tuple[list[_Request], int]:
+          max_gap: int, max_bytes: int) -> tuple[_Requests, int]:
     """The requests of a wave and the bytes of its fixed slots."""
-    if all(br is None for br in ranges):
+    if ranges.count(None) == len(ranges):
         return _plan_whole(keys, expect)
-    reqs: list[_Request] = []
+    n = len(keys)
+    rkeys: list[str] = []
+    cols: list[tuple[int, int | None, int | None, int | None]] = []  # offset, limit, expect, suffix
+    of_item = np.zeros(n, np.int64)
+    start, end = np.zeros(n, np.int64), np.zeros(n, np.int64)
     by_key: dict[str, list[int]] = {}
     for i, (key, br) in enumerate(zip(keys, ranges)):
         if br is not None and br.kind == "range":
             by_key.setdefault(key, []).append(i)
+            continue
+        of_item[i] = len(rkeys)
+        rkeys.append(key)
+        if br is None:
+            cols.append((0, None, None if expect is None else int(expect[i]), None))
         else:
-            reqs.append(_request(key, br, i, None if expect is None or br is not None else int(expect[i])))
+            cols.append((br.start, None, None, None) if br.kind == "offset" else (0, None, None, br.start))
     for key, idxs in by_key.items():
         spans = [(ranges[i].start, max(ranges[i].start, ranges[i].end or 0)) for i in idxs]  # type: ignore[union-attr]
         for a, b, group in coalesce_ranges(spans, max_gap, max_bytes):
-            reqs.append(_Request(key, a, b - a, [idxs[k] for k in group], expect=(b - a) if exact else None))
-    sized = [r for r in reqs if r.expect is not None or r.limit is not None]
-    slots, fixed = slot_layout(np.array([r.expect if r.expect is not None else r.limit for r in sized], np.int64))
-    for r, slot in zip(sized, slots.tolist()):
-        r.slot = slot
+            members = [idxs[k] for k in group]
+            of_item[members] = len(rkeys)
+            start[members] = [ranges[i].start for i in members]  # type: ignore[union-attr]
+            end[members] = [ranges[i].end or 0 for i in members]  # type: ignore[union-attr]
+            rkeys.append(key)
+            cols.append((a, b - a, (b - a) if exact else None, None))
+    offset, limit, sizes, suffix = (_column(c) for c in zip(*cols)) if cols else [np.zeros(0, np.int64)] * 4
+    reqs = _Requests(rkeys, offset, limit, sizes, suffix, np.full(len(rkeys), _NONE, np.int64), of_item, start, end)
+    sized = (sizes >= 0) | (limit >= 0)
+    slots, fixed = slot_layout(np.where(sizes >= 0, sizes, limit)[sized])
+    reqs.slot[sized] = slots
     return reqs, fixed
 
 
-def _plan_whole(keys: Sequence[str], expect: np.ndarray | None) -> tuple[list[_Request], int]:
+def _plan_whole(keys: Sequence[str], expect: np.ndarray | None) -> tuple[_Requests, int]:
     """:func:`_plan` of whole objects (a wave of chunks): one request each, in slots where their sizes are
     known (``expect``), else in the room."""
+    n = len(keys)
+    none = np.full(n, _NONE, np.int64)
+    zeros = np.zeros(n, np.int64)
     if expect is None:
-        return [_Request(key, 0, None, [i]) for i, key in enumerate(keys)], 0
-    sizes = np.asarray(expect, dtype=np.int64)
-    slots, fixed = slot_layout(sizes)
-    return [_Request(key, 0, None, [i], slot, n)
-            for i, (key, slot, n) in enumerate(zip(keys, slots.tolist(), sizes.tolist()))], fixed
+        sizes, slots, fixed = none, none.copy(), 0
+    else:
+        sizes = np.array(expect, dtype=np.int64)
+        slots, fixed = slot_layout(sizes)
+    return _Requests(list(keys), zeros, none, sizes, none, slots, np.arange(n), zeros, zeros), fixed
 
 
-def _asks(paths: Mapping[str, str | BaseException], reqs: list[_Request], room: _WaveBuffer, each: int,
-          errs: dict[int, BaseException]) -> list[tuple[int, core.CorePiece]]:
-    """The core's pieces of ``reqs``, each with its request's index: in its slot, or in room set aside (``each``
-    bytes). A key refused in ``paths`` fails its request in ``errs``; a request with nothing to ask (an empty
-    range, the last 0 bytes) is done at once."""
-    asks: list[tuple[int, core.CorePiece]] = []
-    for k, r in enumerate(reqs):
-        path = paths[r.key]
-        if isinstance(path, BaseException):
-            r.got, errs[k] = -1, path
-            continue
-        if r.slot >= 0:  # known size (most of a wave of chunks): in its slot
-            n = r.expect if r.expect is not None else r.limit or 0
-            if n > 0:
-                end = None if r.limit is None else r.offset + r.limit
-                asks.append((k, core.CorePiece(path, r.offset, end, r.expect, r.slot, n)))
-            else:
-                r.got, r.base = 0, r.slot
-            continue
-        if r.suffix == 0:  # "-0" would be the whole object
-            r.got, r.base = 0, 0
-            continue
-        # A suffix: all of it where the room has it; else (and any other object) its share of the room.
-        at, cap = (room.reserve(r, _pad(r.suffix)), r.suffix) if r.suffix else (-1, 0)
-        if at < 0:
-            at, cap = room.reserve(r, each), each
-        if at < 0:  # no room left: asked with none, it tells its size and lands in the second call
-            r.base, at, cap = 0, 0, 0
-        asks.append((k, core.CorePiece(path, -r.suffix if r.suffix else r.offset, None, r.expect, at, cap)))
-    return asks
+def _asks(objects: Objects, reqs: _Requests, room: _WaveBuffer, each: int,
+          errs: dict[int, BaseException]) -> tuple[core.PieceTable, np.ndarray]:
+    """The core's pieces of ``reqs`` and each one's request: in its slot, or in room set aside (``each`` bytes).
+    A key refused in ``objects`` fails its request in ``errs``; a request with nothing to ask (an empty range,
+    the last 0 bytes) is done at once."""
+    ask = np.ones(len(reqs), bool)
+    if objects.refused:
+        for k, key in enumerate(reqs.keys):
+            path = objects.paths[key]
+            if isinstance(path, BaseException):
+                errs[k], ask[k] = path, False
+    slotted = reqs.slot >= 0
+    size = np.where(reqs.expect >= 0, reqs.expect, np.maximum(reqs.limit, 0))
+    empty = ask & ((slotted & (size <= 0)) | (~slotted & (reqs.suffix == 0)))  # "-0" would be the whole object
+    reqs.got[empty] = 0
+    reqs.base[empty] = np.maximum(reqs.slot[empty], 0)
+    ask &= ~empty
+    start = np.where(reqs.suffix > 0, -reqs.suffix, reqs.offset)
+    end = np.where(reqs.limit >= 0, reqs.offset + reqs.limit, _NONE)
+    slot, cap = reqs.slot.copy(), np.where(slotted, size, 0)
+    _reserve(reqs, np.flatnonzero(ask & ~slotted), room, each, slot, cap)
+    ks = np.flatnonzero(ask)
+    paths = objects.paths
+    if len(ks) == len(reqs):
+        names = list(map(paths.__getitem__, reqs.keys))
+    else:
+        names = [paths[reqs.keys[k]] for k in ks.tolist()]
+    return core.PieceTable(names, start[ks], end[ks], reqs.expect[ks], slot[ks], cap[ks]), ks  # type: ignore[arg-type]
 
 
-def _core_done(reqs: list[_Request], ks: list[int], results: list[core.CoreResult],
-               errs: dict[int, BaseException], where: str) -> None:
+def _reserve(reqs: _Requests, open_sized: np.ndarray, room: _WaveBuffer, each: int, slot: np.ndarray,
+             cap: np.ndarray) -> None:
+    """Room for the requests ``open_sized`` (of unknown size), in turn: a suffix all of it where the room has
+    it, else (and any other) an equal share ``each``; where none is left, none (asked with no room, it tells
+    its size and lands in the second call)."""
+    if not (reqs.suffix[open_sized] > 0).any():  # shares alike: as many as fit, at once
+        fit = len(open_sized) if each == 0 else min(len(open_sized), (room.cap - room.used) // each)
+        at = room.used + each * np.arange(fit, dtype=np.int64)
+        room.used += each * fit
+        slot[open_sized[:fit]] = reqs.base[open_sized[:fit]] = at
+        cap[open_sized[:fit]] = each
+        slot[open_sized[fit:]] = reqs.base[open_sized[fit:]] = cap[open_sized[fit:]] = 0
+        return
+    for k in open_sized.tolist():
+        n = int(reqs.suffix[k])
+        offset, c = (room.reserve(_pad(n)), n) if n > 0 else (-1, 0)
+        if offset < 0:
+            offset, c = room.reserve(each), each
+        if offset < 0:
+            offset, c = 0, 0
+        slot[k] = reqs.base[k] = offset
+        cap[k] = c
+
+
+def _core_done(reqs: _Requests, ks: np.ndarray, res: core.TableResult, errs: dict[int, BaseException],
+               where: str) -> None:
     """Record what the core did. An object larger than its room is left for a second call."""
-    for k, res in zip(ks, results, strict=True):
-        r = reqs[k]
-        n = _landed(res)
+    ok = np.ones(len(ks), bool)
+    ok[[*res.failed, *res.missing]] = False
+    reqs.got[ks[res.missing]] = reqs.base[ks[res.missing]] = -1
+    done = ks[ok]
+    reqs.got[done] = res.size[ok]
+    reqs.base[done] = np.where(reqs.slot[done] >= 0, reqs.slot[done], reqs.base[done])
+    for j, r in res.failed.items():
+        k = int(ks[j])
+        n = _landed(r)
         if n is not None:
-            r.got = n
-            r.base = r.slot if r.slot >= 0 else r.base
-        elif res.kind == "too_large" and res.total >= 0:
-            r.base = -1
+            reqs.got[k] = n
+            if reqs.slot[k] >= 0:
+                reqs.base[k] = reqs.slot[k]
+        elif r.kind == "too_large" and r.total >= 0:
+            reqs.base[k] = -1
         else:
-            r.got, r.base = -1, -1
-            res.error = _failure(res, r, where)
-            if not isinstance(res.error, _MISSING):
-                errs[k] = res.error
+            reqs.got[k], reqs.base[k] = -1, -1
+            limit, expect = int(reqs.limit[k]), int(reqs.expect[k])
+            r.error = _failure(r, reqs.keys[k], int(reqs.offset[k]), None if limit < 0 else limit,
+                               None if expect < 0 else expect, where)
+            if not isinstance(r.error, _MISSING):
+                errs[k] = r.error
 
 
-def _one_version(
-    reqs: list[_Request], landed: list[tuple[int, core.CoreResult]], errs: dict[int, BaseException]
-) -> dict[str, str]:
+#: One call of the core in a wave: each piece's request, and what the pieces got.
+_Call = tuple[np.ndarray, core.TableResult]
+
+
+def _answers(calls: list[_Call]) -> list[tuple[int, str | None]]:
+    """Each landed answer of the wave's calls: its request and the ETag it carried."""
+    out: list[tuple[int, str | None]] = []
+    for ks, res in calls:
+        ok = np.ones(len(ks), bool)
+        ok[[*res.failed, *res.missing]] = False
+        out.extend(itertools.compress(zip(ks.tolist(), res.etags, strict=True), ok.tolist()))
+    return out
+
+
+def _one_version(reqs: _Requests, calls: list[_Call], errs: dict[int, BaseException]) -> dict[str, str]:
     """The pieces of one object came from one version of it (their ETags agree), else each fails; returns
     each object's ETag where every one of its landed answers carried it."""
+    landed = _answers(calls)
+    keys = reqs.keys
+    if len(set(keys)) == len(keys):  # one request per object (a wave of chunks): one answer each
+        return {keys[k]: tag for k, tag in landed if tag is not None}
     first: dict[str, str] = {}
     changed: set[str] = set()
     untagged: set[str] = set()
-    for k, res in landed:
-        if res.error is not None:
-            continue
-        if res.etag is None:
-            untagged.add(reqs[k].key)
-        elif first.setdefault(reqs[k].key, res.etag) != res.etag:
-            changed.add(reqs[k].key)
-    for k, res in landed if changed else ():
-        r = reqs[k]
-        if res.error is None and k not in errs and r.key in changed:
-            errs[k] = RemoteIOError(f"{r.key!r}: the object changed during the wave (ETags differ)")
-            r.got, r.base = -1, -1
+    for k, tag in landed:
+        if tag is None:
+            untagged.add(keys[k])
+        elif first.setdefault(keys[k], tag) != tag:
+            changed.add(keys[k])
+    for k, _ in landed if changed else ():
+        if k not in errs and keys[k] in changed:
+            errs[k] = RemoteIOError(f"{keys[k]!r}: the object changed during the wave (ETags differ)")
+            reqs.got[k], reqs.base[k] = -1, -1
     return {key: tag for key, tag in first.items() if key not in changed and key not in untagged}
 
 
-def _regrow(reqs: list[_Request], big: list[tuple[int, core.CorePiece, int]], room: _WaveBuffer, alloc: Alloc,
-            free: Free) -> list[tuple[int, core.CorePiece]]:
-    """The pieces of the objects that did not fit their room again, each into room of the size its first
-    answer told (``total``): in the wave's buffer, moved to a larger one first where the room is short."""
-    sizes = [min(reqs[k].suffix or 0, total) if reqs[k].suffix is not None else max(0, total - reqs[k].offset)
-             for k, _, total in big]
+def _regrow(reqs: _Requests, table: core.PieceTable, ks: np.ndarray, big: list[tuple[int, int]], room: _WaveBuffer,
+            alloc: Alloc, free: Free) -> tuple[core.PieceTable, np.ndarray]:
+    """The pieces (``big``: ``(piece, total)`` of ``table``) of the objects that did not fit their room again,
+    each into room of the size its first answer told (``total``): in the wave's buffer, moved to a larger one
+    first where the room is short."""
+    sizes = []
+    for j, total in big:
+        k = int(ks[j])
+        suffix = int(reqs.suffix[k])
+        sizes.append(min(suffix, total) if suffix >= 0 else max(0, total - int(reqs.offset[k])))
     need = sum(_pad(n) for n in sizes)
     if room.cap - room.used < need:
         room.grow(reqs, need, alloc, free)
-    return [(k, dataclasses.replace(p, slot=room.reserve(reqs[k], _pad(n)), cap=n)) for (k, p, _), n in zip(big, sizes)]
+    at = np.array([room.reserve(_pad(n)) for n in sizes], np.int64)
+    js = np.array([j for j, _ in big], np.int64)
+    reqs.base[ks[js]] = at
+    again = core.PieceTable([table.paths[j] for j in js.tolist()], table.starts[js], table.ends[js], table.expect[js],
+                            at, np.array(sizes, np.int64))
+    return again, ks[js]
 
 
-def _core(backend: WaveReads, objects: Objects, reqs: list[_Request], room: _WaveBuffer, open_sized: int, where: str,
+def _core(backend: WaveReads, objects: Objects, reqs: _Requests, room: _WaveBuffer, open_sized: int, where: str,
           s: policy.Settings, errs: dict[int, BaseException], alloc: Alloc, free: Free) -> dict[str, str]:
     """The wave: one call, and one more for objects larger than their room. Failures for good go into
     ``errs``; returns the ETag of each object whose landed answers all carried one."""
     root, store = backend.core, objects.store
     each = (room.cap - room.used) // max(1, open_sized) // _ALIGN * _ALIGN
-    asks = _asks(objects.paths, reqs, room, each, errs)
+    table, ks = _asks(objects, reqs, room, each, errs)
     retry = RetryPolicy.from_settings(s)
-    landed: list[tuple[int, core.CoreResult]] = []
+    calls: list[_Call] = []
 
-    def call(asks: list[tuple[int, core.CorePiece]]) -> list[core.CoreResult]:
-        ks = [k for k, _ in asks]
-        results = core.read_wave(store, root.base, [p for _, p in asks], room.buf, retry=retry,
-                                 concurrency=s.remote_wave_concurrency, timeout=s.remote_timeout or 1e9)
-        _core_done(reqs, ks, results, errs, where)
-        landed.extend(zip(ks, results))
-        return results
+    def call(table: core.PieceTable, ks: np.ndarray) -> core.TableResult:
+        res = core.read_table(store, root.base, table, room.buf, retry=retry, concurrency=s.remote_wave_concurrency,
+                              timeout=s.remote_timeout or 1e9)
+        _core_done(reqs, ks, res, errs, where)
+        calls.append((ks, res))
+        return res
 
-    results = call(asks)
-    big = [(k, p, res.total) for (k, p), res in zip(asks, results) if res.kind == "too_large" and res.total >= 0]
+    res = call(table, ks)
+    big = [(j, r.total) for j, r in res.failed.items() if r.kind == "too_large" and r.total >= 0]
     if big:
-        call(_regrow(reqs, big, room, alloc, free))
-        for k, _, _ in big:
-            if reqs[k].base < 0 and k not in errs:  # still too large: the object grew between the two calls
-                reqs[k].got = -1
-                errs[k] = RemoteIOError(f"{where}: {root.base}{reqs[k].key}: the object changed during the wave")
-    _suffixes_of_small_objects(backend, reqs, landed, room, errs, alloc, free, where)
-    return _one_version(reqs, landed, errs)
+        again, big_ks = _regrow(reqs, table, ks, big, room, alloc, free)
+        call(again, big_ks)
+        for k in big_ks.tolist():
+            if reqs.base[k] < 0 and k not in errs:  # still too large: the object grew between the two calls
+                reqs.got[k] = -1
+                errs[k] = RemoteIOError(f"{where}: {root.base}{reqs.keys[k]}: the object changed during the wave")
+    _suffixes_of_small_objects(backend, reqs, calls, room, errs, alloc, free, where)
+    return _one_version(reqs, calls, errs)
 
 
-def _suffixes_of_small_objects(backend: WaveReads, reqs: list[_Request], landed: list[tuple[int, core.CoreResult]],
-                               room: _WaveBuffer, errs: dict[int, BaseException], alloc: Alloc, free: Free,
-                               where: str) -> None:
+def _suffixes_of_small_objects(backend: WaveReads, reqs: _Requests, calls: list[_Call], room: _WaveBuffer,
+                               errs: dict[int, BaseException], alloc: Alloc, free: Free, where: str) -> None:
     """Suffix reads answered with the whole object (:func:`_suffix_is_whole`): read whole, into the room."""
-    for k, res in landed:
-        r = reqs[k]
-        if k not in errs or not _suffix_is_whole(backend.source(r.key, where), r, res):
-            continue
-        data = backend.get(r.key, lambda n: np.empty(n, np.uint8))
-        n = int(data.nbytes)
-        if room.reserve(r, _pad(n)) < 0:
-            room.grow(reqs, _pad(n), alloc, free)
-            room.reserve(r, _pad(n))
-        room.buf[r.base : r.base + n] = data
-        r.got = n
-        del errs[k]
+    for ks, res in calls:
+        for j, r in res.failed.items():
+            k = int(ks[j])
+            suffix = int(reqs.suffix[k])
+            if k not in errs or not _suffix_is_whole(backend.source(reqs.keys[k], where), suffix if suffix >= 0
+                                                     else None, r):
+                continue
+            data = backend.get(reqs.keys[k], lambda n: np.empty(n, np.uint8))
+            n = int(data.nbytes)
+            if room.cap - room.used < _pad(n):
+                room.grow(reqs, _pad(n), alloc, free)
+            at = reqs.base[k] = room.reserve(_pad(n))
+            room.buf[at : at + n] = data
+            reqs.got[k] = n
+            del errs[k]
 
 
-def _place(reqs: list[_Request], ranges: Sequence[ByteRange | None], n: int) -> tuple[np.ndarray, np.ndarray]:
+def _place(reqs: _Requests, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Each item's place in the buffer: its request's, moved by where it starts in it (clamped)."""
-    offsets = np.zeros(n, dtype=np.int64)
-    sizes = np.full(n, -1, dtype=np.int64)
-    done = [r for r in reqs if r.got >= 0]
-    whole = [r for r in done if r.limit is None]  # one item each: an object, from an offset, or a suffix
-    if whole:
-        at = [r.members[0] for r in whole]
-        offsets[at] = [r.base for r in whole]
-        sizes[at] = [r.got for r in whole]
-    shared = [(r, i) for r in done if r.limit is not None for i in r.members]  # ranges sharing a request
-    if shared:
-        at = [i for _, i in shared]
-        start = np.array([ranges[i].start for i in at], dtype=np.int64)  # type: ignore[union-attr]
-        end = np.array([ranges[i].end or 0 for i in at], dtype=np.int64)  # type: ignore[union-attr]
-        base, offset, got = (np.array(v, dtype=np.int64) for v in zip(*((r.base, r.offset, r.got) for r, _ in shared)))
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    r = reqs.of_item
+    got, base = reqs.got[r], reqs.base[r]
+    done = got >= 0
+    offsets = np.where(done, base, 0)
+    sizes = np.where(done, got, -1)
+    shared = done & (reqs.limit[r] >= 0)  # ranges sharing a request
+    if shared.any():
+        start, end, offset, got = reqs.item_start[shared], reqs.item_end[shared], reqs.offset[r[shared]], got[shared]
         into = start - offset
-        offsets[at] = base + into
-        sizes[at] = np.where(into <= got, np.maximum(0, np.minimum(end, offset + got) - start), 0)
+        offsets[shared] = base[shared] + into
+        sizes[shared] = np.where(into <= got, np.maximum(0, np.minimum(end, offset + got) - start), 0)
     return offsets, sizes
 
 
@@ -375,10 +457,12 @@ _WHERE = "read_wave()"
 @dataclass(frozen=True, slots=True)
 class Objects:
     """A wave's objects as their backend resolved them before the wave (:meth:`WaveReads.objects`): the core's
-    store of this moment and each key's object path, or the exception that refused the key."""
+    store of this moment and each key's object path, or the exception that refused the key (``refused``: some
+    key was)."""
 
     store: Any
     paths: dict[str, str | BaseException]
+    refused: bool = False
 
 
 def read_wave(
@@ -424,34 +508,34 @@ def read_wave(
     s = policy.settings()
     items = list(ranges) if ranges is not None else [None] * len(keys)
     reqs, fixed = _plan(keys, items, expect, exact, max_gap, max_bytes or s.remote_max_range_size)
-    open_sized = sum(1 for r in reqs if r.slot < 0)
+    open_sized = int((reqs.slot < 0).sum())
     t0 = time.perf_counter()
     buf = _wave_buffer(backend, fixed, open_sized, room, alloc)
     errs: dict[int, BaseException] = {}
     try:
-        etags = _core(backend, objects, reqs, buf, open_sized, where, s, errs, alloc, free) if reqs else {}
+        etags = _core(backend, objects, reqs, buf, open_sized, where, s, errs, alloc, free) if len(reqs) else {}
         if errs and errors == "raise":
             raise errs[min(errs)]
     except BaseException:
         free(buf.owner)
         raise
-    offsets, sizes = _place(reqs, items, len(keys))
-    if _trace.active() and reqs:
+    offsets, sizes = _place(reqs, len(keys))
+    if _trace.active() and len(reqs):
         _trace.record("read", backend.route, f"wave: {core.wave_reason(s, objects.store)}", int(sizes.clip(0).sum()),
                       time.perf_counter() - t0, str(backend.url), None, requests=len(reqs))
     if room is None and open_sized:
-        backend.room_hint = max([0, *(r.got for r in reqs if r.slot < 0)])
+        backend.room_hint = int(reqs.got[reqs.slot < 0].max(initial=0))
     split = core.split_bytes if native.load() else None  # else Landed.all_bytes copies one by one
     return Landed(buf.buf[: buf.used], offsets, sizes, buf.owner, requests=len(reqs), split=split, etags=etags,
                   errors=_item_errors(reqs, errs, len(keys)) if errors == "return" else None)
 
 
-def _item_errors(reqs: list[_Request], errs: dict[int, BaseException], n: int) -> list[BaseException | None]:
+def _item_errors(reqs: _Requests, errs: dict[int, BaseException], n: int) -> list[BaseException | None]:
     """Each item's failure (None: it landed or is missing), from its request's."""
     out: list[BaseException | None] = [None] * n
-    for k, exc in errs.items():
-        for i in reqs[k].members:
-            out[i] = exc
+    if errs:
+        for i in np.flatnonzero(np.isin(reqs.of_item, list(errs))).tolist():
+            out[i] = errs[int(reqs.of_item[i])]
     return out
 
 
@@ -503,14 +587,14 @@ class WaveReads(Backend):
         s = policy.settings()
         t0 = time.perf_counter()
         src = self.source(key, where)
-        r = _request(key, byte_range)
-        span = _span(r)
+        span = _span(byte_range)
         if span is None:
             return alloc(0)
         scratch = np.empty(s.task_size, np.uint8)
         store = src.core.store()
         res = core.read_one(store, src.core.base, core.CorePiece(src.path, *span, None, 0, s.task_size), scratch, s)
         n = _landed(res)
+        suffix = byte_range.start if byte_range is not None and byte_range.kind == "suffix" else None
         if n is not None:
             buf = _copy_into(alloc(n), scratch[:n], where)
         elif res.kind == "too_large" and res.total >= 0:
@@ -520,10 +604,11 @@ class WaveReads(Backend):
             if n:
                 with RemoteFile(src, size=res.total) as f:
                     f.read(buf, n, offset)
-        elif _suffix_is_whole(src, r, res):
+        elif _suffix_is_whole(src, suffix, res):
             return self.get(key, alloc)
         else:
-            raise _failure(res, r, where)
+            start, end = span
+            raise _failure(res, key, max(start, 0), None if end is None else end - start, None, where)
         if _trace.active():
             _trace.record("read", src.route, f"{core.wave_reason(s, store)}; one object", n,
                           time.perf_counter() - t0, src.url)
@@ -535,7 +620,9 @@ class WaveReads(Backend):
         if len(keys) == 0:
             return Objects(None, {})
         distinct = list(dict.fromkeys(keys))  # a shard's ranges repeat its key
-        return Objects(self.core.store(), dict(zip(distinct, self.object_paths(distinct, where), strict=True)))
+        paths = self.object_paths(distinct, where)
+        refused = not set(map(type, paths)) <= {str}
+        return Objects(self.core.store(), dict(zip(distinct, paths, strict=True)), refused)
 
     def get_many(self, keys: Sequence[str], *args: Any, **options: Any) -> Landed:
         # docstring inherited (the options: read_wave's)
