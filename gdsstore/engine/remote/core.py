@@ -403,12 +403,8 @@ def write_objects(store: Any, whats: Sequence[str], paths: Sequence[str], buffer
     """Upload ``buffer[start:start + length]`` (one contiguous host buffer) of each ``spans[i]`` as ``paths[i]``
     (``whats[i]`` in messages, no secrets), retrying transient failures. ``create``: fail an item whose object
     exists (``FileExistsError``) instead of replacing it; above ``threshold`` bytes an object is a multipart
-    upload in parts of ``part_size``.
-
-    Returns:
-        One result per item; a failed one has ``error`` (``FileExistsError``, ``PermissionError``,
-        ``FileNotFoundError``, ``RemoteIOError`` once ``remote.max_attempts`` are spent, ...).
-    """
+    upload in parts of ``part_size``. One result per item; a failed one has ``error`` (``FileExistsError``,
+    ``PermissionError``, ``FileNotFoundError``, ``RemoteIOError`` once ``remote.max_attempts`` are spent...)."""
     mod = module()
     results = [CoreResult() for _ in paths]
 
@@ -436,11 +432,7 @@ ObjectRow = tuple[str, int, int, str | None, str | None]
 
 
 def head(root: CoreRoot, path: str) -> ObjectRow:
-    """HEAD of ``path`` through the core, retried as a read is.
-
-    Raises:
-        FileNotFoundError: no such object (404); ``PermissionError``, ``RemoteIOError``... as :func:`read_wave`.
-    """
+    """HEAD of ``path`` through the core, retried as a read is (``FileNotFoundError``: no such object)."""
     s = policy.settings()
     what, retry = f"HEAD {root.base}{path}", RetryPolicy.from_settings(s)
 
@@ -479,11 +471,8 @@ def list_objects(root: CoreRoot, prefix: str, delimiter: str | None = None) -> t
 
 
 def delete_objects(root: CoreRoot, paths: Sequence[str]) -> None:
-    """DELETE every path through the core (a missing one is no error), retrying transient failures.
-
-    Raises:
-        OSError: the first path that could not be deleted (``PermissionError``, ``RemoteIOError``...).
-    """
+    """DELETE every path through the core (a missing one is no error), retrying transient failures; raises the
+    first failure for good (``PermissionError``, ``RemoteIOError``...)."""
     s = policy.settings()
     retry = RetryPolicy.from_settings(s)
     failed: list[BaseException] = []
