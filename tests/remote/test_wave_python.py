@@ -1,7 +1,8 @@
 """The wave's Python does not grow with its objects: a wave of 1,024 objects makes as many Python function calls
 as a wave of 64 (its planning, the core's call, the outcomes and each item's place are columns, not an object
 and a call per item), for whole objects of known size (uncompressed chunks, in slots), of unknown size (fsspec
-``cat``, in room set aside), with missing ones among them, and with a failure returned in its place."""
+``cat``, in room set aside), with missing ones among them, and with a failure returned in its place; and an
+fsspec ``cat`` of 1,024 URLs makes the Python calls of a ``cat`` of 64 (the URLs stripped and located as lists)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import fsspec
 import numpy as np
 import pytest
 from servers.nginx import NginxServer
@@ -83,3 +85,22 @@ def test_a_failure_returned_in_its_place_costs_no_call_per_object(nginx: NginxSe
         assert landed.all_bytes()[:-1] == [served[k] for k in keys[:-1]]
         counts.append(calls)
     assert counts[0] == counts[1], f"{counts[1]} Python calls for a wave of 1,024 objects, {counts[0]} for 64"
+
+
+def test_a_cat_of_1024_urls_makes_the_python_calls_of_64(nginx: NginxServer) -> None:
+    """fsspec ``cat`` through ``gds``: the URLs stripped, located and read as lists (one wave), not a call per
+    URL; every object comes back, a missing one as its FileNotFoundError."""
+    os.makedirs(os.path.join(nginx.root, "catcalls"), exist_ok=True)
+    for i in range(1024):
+        with open(os.path.join(nginx.root, "catcalls", str(i)), "wb") as f:
+            f.write(bytes([i % 251]) * 64)
+    fs = fsspec.filesystem("gds", target_protocol="http")
+    counts = []
+    for n in (64, 1024):
+        urls = [nginx.url(f"catcalls/{i}") for i in range(n - 1)] + [nginx.url("catcalls/missing")]
+        fs.cat(urls, on_error="return")  # the backend and its connections warmed
+        calls, got = _python_calls(lambda urls=urls: fs.cat(urls, on_error="return"))
+        counts.append(calls)
+        assert [got[u] for u in urls[:-1]] == [bytes([i % 251]) * 64 for i in range(n - 1)]
+        assert isinstance(got[urls[-1]], FileNotFoundError)
+    assert counts[0] == counts[1], f"{counts[1]} Python calls for a cat of 1,024 URLs, {counts[0]} for 64"

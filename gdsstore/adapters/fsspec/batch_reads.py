@@ -18,6 +18,9 @@ from gdsstore.engine.ranges import ByteRange, RangeRead, start_range_reads
 
 #: ``path -> (the backend holding it, its key there)``: the filesystem's ``_locate``.
 Locate = Callable[[str], tuple[Backend, str]]
+#: ``paths -> (each one's backend (None: refused), each one's key there, {index: the exception that refused
+#: it})``: the filesystem's ``_locate_many``, each backend looked up once for thousands of paths.
+LocateMany = Callable[[list[str]], tuple[list[Backend | None], list[str], dict[int, Exception]]]
 
 # cat_ranges merges ranges of one file closer than this into one engine read: reading a small gap
 # costs less than another request (a syscall locally, a round trip remotely).
@@ -32,15 +35,15 @@ def _view(b: BytesBuilder) -> memoryview:
     return b.view
 
 
-def cat_wave(locate: Locate, paths: list[str]) -> list[Any]:
+def cat_wave(locate_many: LocateMany, paths: list[str]) -> list[Any]:
     """Whole remote objects, one wave per backend: ``bytes``, or the exception of a path."""
     out: list[Any] = [None] * len(paths)
-    wave_into(locate, out, paths, list(range(len(paths))), [None] * len(paths), 0, "GDSFileSystem.cat()")
+    wave_into(locate_many, out, paths, list(range(len(paths))), [None] * len(paths), 0, "GDSFileSystem.cat()")
     return out
 
 
 def wave_into(
-    locate: Locate,
+    locate_many: LocateMany,
     out: list[Any],
     paths: list[str],
     items: list[int],
@@ -50,31 +53,40 @@ def wave_into(
 ) -> None:
     """Items ``items`` (``paths[i]``, ``ranges[k]`` of it) in one wave per backend: ``out[i]`` gets
     ``bytes`` or the exception that failed the item (FileNotFoundError for a missing file)."""
-    groups: dict[int, tuple[Backend, list[int], list[str], list[ByteRange | None]]] = {}
-    for i, br in zip(items, ranges):
-        try:
-            backend, key = locate(paths[i])
-        except Exception as exc:
-            out[i] = exc
-            continue
-        group = groups.setdefault(id(backend), (backend, [], [], []))
-        group[1].append(i)
-        group[2].append(key)
-        group[3].append(br)
-    for backend, members, keys, key_ranges in groups.values():
+    backends, keys, refused = locate_many([paths[i] for i in items])
+    for k, exc in refused.items():
+        out[items[k]] = exc
+    if refused or len(set(map(id, backends))) > 1:
+        groups: dict[int, tuple[Backend, list[int]]] = {}
+        for k, backend in enumerate(backends):
+            if backend is not None:
+                groups.setdefault(id(backend), (backend, []))[1].append(k)
+    else:  # one backend (the usual cat): its wave is every item, in order
+        only = backends[0] if backends else None
+        groups = {0: (only, list(range(len(items))))} if only is not None else {}
+    for backend, ks in groups.values():
         wave = backend.get_many(
-            keys, key_ranges, host_alloc, errors="return", max_gap=gap, max_bytes=_MAX_BLOCK, where=where
+            [keys[k] for k in ks], [ranges[k] for k in ks], host_alloc, errors="return", max_gap=gap,
+            max_bytes=_MAX_BLOCK, where=where,
         )
-        values = wave.all_bytes()  # one bytes each, copied in parallel
-        errors = wave.errors or [None] * len(members)
-        for i, value, err in zip(members, values, errors, strict=True):
-            if err is None and value is None:
-                err = FileNotFoundError(f"{where}: no such file: {paths[i]!r}")
-            out[i] = err if err is not None else value
+        values: list[Any] = wave.all_bytes()  # one bytes each, copied in parallel
+        errors = wave.errors or []
+        if None in values or any(errors):
+            for m, (value, err) in enumerate(zip(values, errors or [None] * len(values), strict=True)):
+                if err is not None:
+                    values[m] = err
+                elif value is None:
+                    values[m] = FileNotFoundError(f"{where}: no such file: {paths[items[ks[m]]]!r}")
+        if len(ks) == len(out) == len(items):  # every item in order: out is this wave's values
+            out[:] = values
+        else:
+            for k, value in zip(ks, values, strict=True):
+                out[items[k]] = value
 
 
 def cat_ranges(
-    locate: Locate, paths: list[str], starts: list[int | None], ends: list[int | None], gap: int, *, waves: bool
+    locate: Locate, locate_many: LocateMany, paths: list[str], starts: list[int | None], ends: list[int | None],
+    gap: int, *, waves: bool,
 ) -> list[Any]:
     """Ranges ``[starts[i], ends[i])`` of ``paths[i]`` (fsspec's convention): ``bytes`` or the
     exception of each. ``waves``: remote paths, whose ranges that need no size lookup go in one wave."""
@@ -84,7 +96,8 @@ def cat_ranges(
         ranges = [byte_range(starts[i], ends[i]) for i in rest]
         sized = [i for i in rest if ranges[i] is not False]
         rest = [i for i in rest if ranges[i] is False]
-        wave_into(locate, out, paths, sized, [ranges[i] or None for i in sized], gap, "GDSFileSystem.cat_ranges()")
+        wave_into(locate_many, out, paths, sized, [ranges[i] or None for i in sized], gap,
+                  "GDSFileSystem.cat_ranges()")
     by_path: dict[str, list[int]] = {}
     for i in rest:
         by_path.setdefault(paths[i], []).append(i)

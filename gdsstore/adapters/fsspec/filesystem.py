@@ -54,7 +54,9 @@ from gdsstore.adapters.fsspec.paths import (
     chain_target,
     parent_path,
     split_path,
+    split_paths,
     strip_path,
+    strip_paths,
     transport_options,
     unstrip_path,
 )
@@ -72,6 +74,15 @@ _IGNORED_OPTIONS = (
     "max_paths",
     "auto_mkdir",
 )
+
+def _literal(paths: list[Any]) -> bool:
+    """Every path a ``str`` without glob characters: fsspec's ``_expand_path`` gives them back stripped,
+    each once, sorted (one search of all of them, not one per path)."""
+    try:
+        return not has_magic("".join(paths))
+    except TypeError:  # a path that is not a str: _expand_path's way
+        return False
+
 
 def _threaded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The async twin of a blocking method: runs it on a worker thread."""
@@ -149,7 +160,8 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
     def _strip_remote(self, path: Any) -> Any:
         """Remote paths as the target protocol writes them: ``bucket/key`` (s3), the URL (http)."""
         if isinstance(path, list | tuple):
-            return [self._strip_remote(p) for p in path]
+            fast = strip_paths(self.target_protocol, list(path))
+            return fast if fast is not None else [self._strip_remote(p) for p in path]
         return strip_path(self.target_protocol, path)
 
     def unstrip_protocol(self, name: str) -> str:
@@ -167,6 +179,32 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """:meth:`_locate` of a path as :meth:`_strip_protocol` returns it (``_expand_path``'s)."""
         root, key = split_path(self.target_protocol, path, self.target_options)
         return self._backend(root), key
+
+    def _locate_many(self, paths: list[str]) -> tuple[list[Backend | None], list[str], dict[int, Exception]]:
+        """:meth:`_locate_stripped` of many paths: each one's backend (None: refused) and key, and the
+        exception of each refused one; each root's backend looked up once (a ``cat`` locates thousands)."""
+        split = None if self.is_local else split_paths(self.target_protocol, paths)
+        if split is not None:
+            try:
+                known = {root: self._backend(root) for root in set(split[0])}
+            except Exception:  # a root refused: which paths it refuses, one at a time
+                split = None
+            else:
+                return list(map(known.__getitem__, split[0])), split[1], {}
+        backends: list[Backend | None] = []
+        keys: list[str] = []
+        refused: dict[int, Exception] = {}
+        known = {}
+        for i, path in enumerate(paths):
+            try:
+                root, key = split_path(self.target_protocol, path, self.target_options)
+                backend = known.get(root) or known.setdefault(root, self._backend(root))
+            except Exception as exc:
+                refused[i] = exc
+                backend, key = None, ""
+            backends.append(backend)
+            keys.append(key)
+        return backends, keys, refused
 
     def _backend(self, root: str) -> Backend:
         """The engine backend of ``root``, made once per filesystem (it holds connection pools)."""
@@ -387,8 +425,13 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """Whole files: remote ones in one wave of concurrent GETs (no size lookups), else fsspec's way."""
         if self.is_local or kwargs:
             return await super()._cat(path, recursive, on_error, batch_size, **kwargs)
-        paths = await self._expand_path(path, recursive=recursive)
-        out = await asyncio.to_thread(cat_wave, self._locate_stripped, paths)  # _expand_path stripped them
+        if isinstance(path, list) and not recursive and _literal(path):  # _expand_path's answer, made at once
+            paths = sorted(set(self._strip_protocol(path)))
+            if not paths:
+                raise FileNotFoundError(path)
+        else:
+            paths = await self._expand_path(path, recursive=recursive)
+        out = await asyncio.to_thread(cat_wave, self._locate_many, paths)  # _expand_path stripped them
         if on_error == "raise":
             for x in out:
                 if isinstance(x, BaseException):
@@ -423,7 +466,8 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
             )
         gap = max_gap if max_gap is not None else (MAX_GAP_LOCAL if self.is_local else MAX_GAP_REMOTE)
         stripped = [self._strip_protocol(p) for p in paths]
-        out = batch_reads.cat_ranges(self._locate, stripped, item_starts, item_ends, gap, waves=not self.is_local)
+        out = batch_reads.cat_ranges(self._locate, self._locate_many, stripped, item_starts, item_ends, gap,
+                                     waves=not self.is_local)
         if on_error != "return":
             for x in out:
                 if isinstance(x, BaseException):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 from fsspec.implementations.local import make_path_posix
@@ -39,7 +40,9 @@ __all__ = [
     "chain_target",
     "parent_path",
     "split_path",
+    "split_paths",
     "strip_path",
+    "strip_paths",
     "transport_options",
     "unstrip_path",
 ]
@@ -101,6 +104,51 @@ def strip_path(protocol: str, path_like: Any) -> str:
     if protocol in _WEBHDFS:
         return "/" + path.strip("/")
     return path.strip("/")
+
+
+def _plain_urls(protocol: str, paths: list[Any]) -> bool:
+    """``paths`` are ``str`` of a remote ``protocol`` (not WebHDFS: its host and port are options) and none
+    carries a ``gds`` prefix: string methods over the whole list strip and split them as the functions of
+    one path do."""
+    return (protocol in REMOTE_PROTOCOLS and protocol not in _WEBHDFS and set(map(type, paths)) <= {str}
+            and not any(map(str.startswith, paths, repeat("gds:"))))
+
+
+def strip_paths(protocol: str, paths: list[Any]) -> list[str] | None:
+    """:func:`strip_path` of each of ``paths``, remote URLs of one spelling, in one pass of string methods (a
+    ``cat`` strips thousands); None where they need :func:`strip_path` one at a time.
+
+    Examples:
+        >>> strip_paths("s3", ["s3://bucket/a/", "s3://bucket/b"]), strip_paths("https", ["https://h/x"])
+        (['bucket/a', 'bucket/b'], ['https://h/x'])
+    """
+    if _plain_urls(protocol, paths):
+        if protocol in ("http", "https"):
+            if all(map(str.__contains__, paths, repeat("://"))):
+                return list(paths)
+        elif all(map(str.startswith, paths, repeat(f"{protocol}://"))):
+            n = len(protocol) + 3
+            return [p[n:].strip("/") for p in paths]
+    return None
+
+
+def split_paths(protocol: str, paths: list[str]) -> tuple[list[str], list[str]] | None:
+    """:func:`split_path` of each of the stripped ``paths`` of S3 or HTTP(S), in one pass of string methods:
+    ``(roots, keys)``; None where they need :func:`split_path` one at a time (WebHDFS, a bucket missing).
+
+    Examples:
+        >>> split_paths("http", ["http://h:1/a/b", "http://g/c"])
+        (['http://h:1', 'http://g'], ['a/b', 'c'])
+    """
+    if not _plain_urls(protocol, paths):
+        return None
+    if protocol in ("http", "https"):
+        parts = [(s, *rest.partition("/")) for s, _, rest in map(str.partition, paths, repeat("://"))]
+        return [f"{s}://{h}" for s, h, _, _ in parts], [k for _, _, _, k in parts]
+    buckets = [path.partition("/") for path in paths]
+    if any(not b for b, _, _ in buckets):
+        return None
+    return [f"s3://{b}" for b, _, _ in buckets], [k for _, _, k in buckets]
 
 
 def split_path(protocol: str, path: str, options: Mapping[str, Any]) -> tuple[str, str]:

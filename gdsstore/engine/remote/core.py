@@ -391,7 +391,7 @@ def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> li
     for in page faults as it is first written, and one thread copying thousands of small objects takes
     longer than the wave that fetched them.
     """
-    offs, lens = [int(o) for o in offsets], [int(n) for n in sizes]
+    offs, lens = np.asarray(offsets, np.int64).tolist(), np.asarray(sizes, np.int64).tolist()
     threads = min(8, os.cpu_count() or 1) if sum(lens) >= (4 << 20) else 1
     out: list[bytes | None] = module().split_bytes(buffer, offs, lens, threads=threads)
     return out
