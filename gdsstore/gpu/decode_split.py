@@ -41,9 +41,9 @@ __all__ = [
 #: Bytes per second one host thread decodes zstd (numcodecs, level 1, into pinned memory): an estimate from the
 #: CPU route's rate (docs/performance.md, "Measurements behind the engine's choices").
 HOST_THREAD_RATE = 220e6
-#: Bytes per second nvCOMP decodes one zstd frame (one thread block, so one large frame decodes slowly): the lower
-#: middle of the rates measured per chunk (docs/performance.md).
-DEVICE_FRAME_RATE = 60e6
+#: Bytes per second nvCOMP decodes one zstd frame: the slowest per-chunk rate of nvCOMP 6.0 measured on an H100 with
+#: 8-64 chunks of 16-128 MiB, landing included (docs/gpu-pipeline.md, "Few large chunks").
+DEVICE_FRAME_RATE = 280e6
 #: Frames nvCOMP decodes at once at that rate: about one per streaming multiprocessor (an H100 has 132).
 DEVICE_SLOTS = 132
 
@@ -68,12 +68,12 @@ def device_share(
 
     Examples:
         >>> mib = 1 << 20
-        >>> device_share([np.array([128 * mib])] * 8, [128 * mib] * 8, 16)  # one frame each: the host is faster
-        0
-        >>> device_share([np.array([mib] * 128)] * 8, [128 * mib] * 8, 16)  # 128 frames each: the device takes all
+        >>> device_share([np.array([128 * mib])] * 8, [128 * mib] * 8, 16)  # a host thread is slower than the call
         8
-        >>> device_share([np.array([16 * mib])] * 64, [16 * mib] * 64, 16)
-        16
+        >>> device_share([np.array([4 * mib])] * 200, [4 * mib] * 200, 16)  # two rounds: the host takes 16 chunks
+        184
+        >>> device_share([np.array([16 * mib])] * 8, [16 * mib] * 8, 16, frame_rate=60e6)  # a slower device
+        0
     """
     n = next((k for k, f in enumerate(frames) if f is None), len(frames))
     if threads <= 0:

@@ -147,7 +147,8 @@ def decode_side(chain: CodecChain, sizes: Sequence[int]) -> CodecChain:
     """``chain`` as it is, or to decode on the CPU (with the reason) for a device read of ``sizes`` decoded
     bytes per chunk: a small read (``gpu.host_decode_bytes``), or zstd chunks of which each nvCOMP call would
     decode fewer than ``gpu.host_decode_chunks`` (one call lasts about one chunk's decode); large ones of those
-    (``gpu.split_decode_bytes``) by the CPU and nvCOMP at once (:mod:`gdsstore.gpu.decode_split`)."""
+    (``gpu.split_decode_bytes``) by nvCOMP alone where it finishes before the host's threads could help
+    (:func:`nvcomp_finishes_first`), else by the CPU and nvCOMP at once (:mod:`gdsstore.gpu.decode_split`)."""
     s = policy.settings()
     total = sum(sizes)
     if total <= s.gpu_host_decode_bytes:
@@ -158,6 +159,8 @@ def decode_side(chain: CodecChain, sizes: Sequence[int]) -> CodecChain:
     per_call = max(len(w) for w in read_windows(sizes, chain, True, most))
     if per_call < s.gpu_host_decode_chunks:
         if s.gpu_split_decode_bytes and most >= s.gpu_split_decode_bytes:
+            if nvcomp_finishes_first(per_call, most, s.num_threads):
+                return chain
             return chain.split(
                 f"few large chunks ({per_call} of {most >> 10} KiB per nvCOMP call, gpu.split_decode_bytes "
                 f"{s.gpu_split_decode_bytes >> 10} KiB): split between the CPU and nvCOMP"
@@ -167,6 +170,16 @@ def decode_side(chain: CodecChain, sizes: Sequence[int]) -> CodecChain:
             f"gpu.host_decode_chunks {s.gpu_host_decode_chunks}): decoded on the CPU"
         )
     return chain
+
+
+def nvcomp_finishes_first(chunks: int, chunk_bytes: int, threads: int) -> bool:
+    """Whether nvCOMP alone decodes ``chunks`` zstd chunks of ``chunk_bytes`` (one frame each) before the host's
+    ``threads`` could take any of them off it: the split's model (:func:`gdsstore.gpu.decode_split.device_share`)
+    gives the device them all. Then the read stays on the device path (staged there, no pinned detour)."""
+    from gdsstore.gpu import decode_split as ds
+
+    frames = [np.array([chunk_bytes])] * chunks
+    return ds.device_share(frames, [chunk_bytes] * chunks, threads, frame_rate=ds.DEVICE_FRAME_RATE) >= chunks
 
 
 def read_chunks(

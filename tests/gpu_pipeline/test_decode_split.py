@@ -69,19 +69,17 @@ def _run(
 
 def test_run_split_decodes_every_chunk_once_with_both_decoders() -> None:
     n = 64
-    frames = [
-        np.array([16 * MIB])
-    ] * n  # 64 chunks of 16 MiB: the model gives the device 16, the host the rest
+    frames = [np.array([16 * MIB])] * n  # 64 chunks of 16 MiB on a device of 60 MB/s a frame: both decoders get some
 
     def share(rest: range) -> int:
-        return gsplit.device_share(frames[rest.start : rest.stop], [16 * MIB] * len(rest), 4)
+        return gsplit.device_share(frames[rest.start : rest.stop], [16 * MIB] * len(rest), 4, frame_rate=60e6)
 
+    first = share(range(n))
+    assert 0 < first < n
     run, counts = _run(n, 4, share)
     assert counts == Counter(range(n))
     assert sorted(run.device + run.host) == list(range(n))
-    assert (
-        run.device[:16] == list(range(16)) and run.host
-    )  # the device's batch from the front, the host's from the back
+    assert run.device[:first] == list(range(first)) and run.host  # the device's batch from the front, the host's from the back
     assert run.device_failed is None
 
 
@@ -224,12 +222,15 @@ def test_split_without_nvcomp_decodes_on_the_host(host_device: dict[str, Counter
 def test_decode_side_splits_few_large_zstd_chunks(
     host_device: dict[str, Counter[int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Few chunks per nvCOMP call: large ones split between both decoders, small ones stay on the CPU, and a
-    setting of 0 keeps them all on the CPU."""
+    """Few chunks per nvCOMP call: large ones stay with nvCOMP where the model says it finishes before a host
+    thread could decode one of them (nvCOMP 6.0 on an H100), are split between both decoders on a slower
+    device, small ones go to the CPU, and a setting of 0 keeps them all on the CPU."""
     monkeypatch.setattr(gwindows, "window_bytes", lambda chain, device, chunk_bytes=0, alone=False: 1 << 30)
     codecs = gpipe.GDSCodecPipeline.from_codecs([BytesCodec(), ZstdCodec(level=1)]).codecs
     chain = gdecode.CodecChain.of(codecs)
     with gdsstore.config.set({"gpu.host_decode_bytes": 0, "gpu.host_decode_chunks": 64}):  # (conftest: 0)
+        alone = gexec.decode_side(chain, [16 * MIB] * 8)
+        monkeypatch.setattr(gsplit, "DEVICE_FRAME_RATE", 60e6)  # nvCOMP's rate per frame before 6.0
         big = gexec.decode_side(chain, [16 * MIB] * 8)
         small = gexec.decode_side(chain, [1 * MIB] * 8)
         many = gexec.decode_side(chain, [256 << 10] * 1024)
@@ -237,6 +238,7 @@ def test_decode_side_splits_few_large_zstd_chunks(
             off = gexec.decode_side(chain, [16 * MIB] * 8)
     assert big.split_reason is not None and "split between the CPU and nvCOMP" in big.split_reason
     assert not big.device_staged()  # the host's threads read the staged bytes
+    assert alone is chain  # nvCOMP alone, staged on the device
     assert small.split_reason is None and small.host_reason is not None
     assert many is chain  # many small chunks: nvCOMP alone, as before
     assert off.split_reason is None and off.host_reason is not None
