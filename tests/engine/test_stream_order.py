@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gdsstore.archives import reader
 from gdsstore.engine import cuda, landing
+from gdsstore.gpu import staging
 
 pytestmark = pytest.mark.gpu
 
@@ -47,7 +47,7 @@ def test_an_upload_waits_for_kernels_still_reading_the_memory_it_reuses() -> Non
         assert owner is not None
         buf[:] = 1  # the next window's landed bytes
         try:
-            dev = reader._upload(buf, owner)
+            dev = staging.to_device(landing.Landed(buf, [0], [n], owner))  # how a window moves to the GPU
         finally:
             landing.release_host(owner)
         assert dev.data.ptr == ptr  # the pool reused the block the kernel still reads
