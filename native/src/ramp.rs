@@ -18,8 +18,8 @@
 //! a second later); the limit at which answers came that late is not tried again for `STALLED_FOR`. A step's
 //! new requests go out one more per answer, never as a burst of connects. Rounds in which no request waited
 //! for the limit say nothing of the server and are not counted, and a store that goes idle (nothing in flight
-//! for `IDLE`) comes back from `START`, doubling each round up to the last limit it kept (a step not measured
-//! is not kept). Bodies are not counted: a request leaves the ramp when its answer's headers arrive.
+//! for `IDLE`) comes back from a quarter of the last limit it kept (`AFTER_IDLE`, at least `START`), doubling
+//! each round up to it (a step not measured is not kept). Bodies are not counted: a request leaves the ramp when its answer's headers arrive.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,6 +47,8 @@ const SLOW: Duration = Duration::from_secs(1);
 const STALLED_FOR: Duration = Duration::from_secs(30);
 /// Rounds at one limit after a failed step before the next is tried.
 const PROBE: u32 = 8;
+/// A store back from idle starts at this fraction of the last limit it kept (at least `START`).
+const AFTER_IDLE: usize = 4;
 /// A store with nothing in flight for this long is idle. Callers that send one request at a time (zarr's
 /// own pipeline: one `get` per chunk from a few threads) leave none in flight between answers for far less.
 const IDLE: Duration = Duration::from_secs(1);
@@ -158,9 +160,11 @@ impl Ramp {
             let mut s = self.lock();
             if s.in_flight == 0 && s.last_answer.elapsed() >= IDLE {
                 // Idle until now: the server may have closed every connection, and a burst of new ones is
-                // what overflows a small backlog. Back to a few, doubling each round up to what kept up (as
-                // TCP restarts its window after idle); a step not measured is not kept.
-                self.set_limit(&mut s, START);
+                // what overflows a small backlog. Back to a quarter of what kept up (a few for a small server,
+                // enough for an object store to answer at speed), doubling each round up to it (as TCP
+                // restarts its window after idle); a step not measured is not kept.
+                let back = (s.kept / AFTER_IDLE).max(START);
+                self.set_limit(&mut s, back);
                 Self::restart(&mut s);
             }
         }
@@ -483,16 +487,29 @@ mod tests {
     }
 
     #[test]
-    fn comes_back_from_a_few_after_idle() {
+    fn comes_back_from_a_quarter_of_the_kept_limit_after_idle() {
         let ramp = Ramp::new(256);
         assert!(drive(&ramp, 2000, 256, Server::Paced).0 >= 128);
+        let kept = ramp.lock().kept;
+        assert!(kept >= 128, "kept {kept}");
         let rt = rt();
         rt.block_on(async {
             tokio::time::sleep(IDLE * 2).await;
             ramp.enter().await.unwrap().settle(Answer::Gone);
         });
-        assert_eq!(ramp.limit(), START);
+        assert_eq!(ramp.limit(), kept / AFTER_IDLE);
         assert!(drive(&ramp, 2000, 256, Server::Paced).0 >= 128);
+    }
+
+    #[test]
+    fn a_small_server_comes_back_from_start_after_idle() {
+        let ramp = Ramp::new(256);
+        ramp.lock().kept = 6; // what a listen backlog of 5 kept up with
+        rt().block_on(async {
+            tokio::time::sleep(IDLE * 2).await;
+            ramp.enter().await.unwrap().settle(Answer::Gone);
+        });
+        assert_eq!(ramp.limit(), START);
     }
 
     #[test]
