@@ -34,16 +34,19 @@ from gdsstore.gpu import nvcomp, staging
 from gdsstore.gpu.zstd_frames import FrameTable, split_frames
 
 __all__ = [
-    "DEVICE_FRAME_RATE", "DEVICE_SLOTS", "HOST_THREAD_RATE", "SplitDecode", "SplitQueue", "SplitRun",
+    "DEVICE_FRAME_RATE", "DEVICE_ROUND_FLOOR", "DEVICE_SLOTS", "HOST_THREAD_RATE", "SplitDecode", "SplitQueue", "SplitRun",
     "caller_event", "chunk_frames", "decode_split", "device_share", "host_to_device", "run_split",
 ]
 
 #: Bytes per second one host thread decodes zstd (numcodecs, level 1, into pinned memory): an estimate from the
 #: CPU route's rate (docs/performance.md, "Measurements behind the engine's choices").
 HOST_THREAD_RATE = 220e6
-#: Bytes per second nvCOMP decodes one zstd frame: the slowest per-chunk rate of nvCOMP 6.0 measured on an H100 with
-#: 8-64 chunks of 16-128 MiB, landing included (docs/gpu-pipeline.md, "Few large chunks").
-DEVICE_FRAME_RATE = 280e6
+#: Bytes per second nvCOMP decodes one large zstd frame (nvCOMP 6.0 on an H100, 8-16 chunks of 64-128 MiB, landing
+#: included; docs/gpu-pipeline.md, "Few large chunks").
+DEVICE_FRAME_RATE = 380e6
+#: Seconds nvCOMP takes for a round of frames however small they are: 4 MiB and 16 MiB frames both took about 60-70 ms
+#: a call on that H100 (as 60 MB/s a frame would for 4 MiB, the rate measured per chunk before nvCOMP 6.0).
+DEVICE_ROUND_FLOOR = 0.07
 #: Frames nvCOMP decodes at once at that rate: about one per streaming multiprocessor (an H100 has 132).
 DEVICE_SLOTS = 132
 
@@ -54,27 +57,33 @@ def device_share(
     threads: int,
     slots: int = DEVICE_SLOTS,
     host_rate: float = HOST_THREAD_RATE,
-    frame_rate: float = DEVICE_FRAME_RATE,
+    frame_rate: float | None = None,
+    round_floor: float | None = None,
 ) -> int:
     """How many chunks from the front of ``frames`` the device should take so that both decoders finish
-    soonest: the device's call lasts its largest frame's decode per round of ``slots`` frames; the host's
-    ``threads`` take the other chunks one at a time from the back. Ties go to the smaller share (less device
+    soonest: the device's call lasts its largest frame's decode (at least ``round_floor``) per round of ``slots``
+    frames; the host's ``threads`` take the other chunks one at a time from the back. Ties go to the smaller share (less device
     memory); a chunk whose frames are unknown (``None``) and the chunks behind it stay with the host.
 
     Args:
         frames: per chunk in queue order, its frames' decoded sizes (``None``: the host decodes it).
         chunk_bytes: per chunk, its decoded size.
         threads: the host's threads (0: none, the device takes what it can).
+        frame_rate, round_floor: the device's rates (None: :data:`DEVICE_FRAME_RATE`, :data:`DEVICE_ROUND_FLOOR`).
 
     Examples:
         >>> mib = 1 << 20
         >>> device_share([np.array([128 * mib])] * 8, [128 * mib] * 8, 16)  # a host thread is slower than the call
         8
-        >>> device_share([np.array([4 * mib])] * 200, [4 * mib] * 200, 16)  # two rounds: the host takes 16 chunks
-        184
+        >>> device_share([np.array([4 * mib])] * 40, [4 * mib] * 40, 16)  # small frames: the host alone is sooner
+        0
+        >>> device_share([np.array([4 * mib])] * 200, [4 * mib] * 200, 16)  # one round on the device, the rest on the host
+        120
         >>> device_share([np.array([16 * mib])] * 8, [16 * mib] * 8, 16, frame_rate=60e6)  # a slower device
         0
     """
+    frame_rate = DEVICE_FRAME_RATE if frame_rate is None else frame_rate
+    round_floor = DEVICE_ROUND_FLOOR if round_floor is None else round_floor
     n = next((k for k, f in enumerate(frames) if f is None), len(frames))
     if threads <= 0:
         return n
@@ -83,7 +92,7 @@ def device_share(
         t_dev = 0.0
         if k:
             sizes = np.concatenate([f for f in frames[:k] if f is not None])
-            t_dev = math.ceil(len(sizes) / slots) * float(sizes.max(initial=0)) / frame_rate
+            t_dev = math.ceil(len(sizes) / slots) * max(float(sizes.max(initial=0)) / frame_rate, round_floor)
         t_host = _host_makespan(chunk_bytes[k:][::-1], threads) / host_rate
         t = max(t_dev, t_host)
         if t < best:

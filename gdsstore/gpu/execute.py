@@ -179,7 +179,7 @@ def nvcomp_finishes_first(chunks: int, chunk_bytes: int, threads: int) -> bool:
     from gdsstore.gpu import decode_split as ds
 
     frames = [np.array([chunk_bytes])] * chunks
-    return ds.device_share(frames, [chunk_bytes] * chunks, threads, frame_rate=ds.DEVICE_FRAME_RATE) >= chunks
+    return ds.device_share(frames, [chunk_bytes] * chunks, threads) >= chunks
 
 
 def read_chunks(
