@@ -104,3 +104,45 @@ def test_a_cat_of_1024_urls_makes_the_python_calls_of_64(nginx: NginxServer) -> 
         assert [got[u] for u in urls[:-1]] == [bytes([i % 251]) * 64 for i in range(n - 1)]
         assert isinstance(got[urls[-1]], FileNotFoundError)
     assert counts[0] == counts[1], f"{counts[1]} Python calls for a cat of 1,024 URLs, {counts[0]} for 64"
+
+
+def test_cat_lands_in_the_buffer_the_last_cat_left(nginx: NginxServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``cat`` keeps its wave's buffer for the next (fresh memory costs its page faults on every call): the
+    next ``cat`` lands in it, and one whose wave grows (an object larger than its share of the room, read
+    again) moves to fresh memory, every object's bytes right."""
+    from gdsstore.adapters.fsspec import batch_reads
+
+    os.makedirs(os.path.join(nginx.root, "scratch"), exist_ok=True)
+    data = {f"scratch/{i}": bytes([i]) * (16 << 10) for i in range(64)}
+    data |= {f"scratch/small{i}": bytes([100 + i]) * 100 for i in range(3)}
+    data["scratch/big"] = bytes(range(256)) * 400  # 100 KiB: more than the 16 KiB the last wave's objects had
+    for key, value in data.items():
+        with open(os.path.join(nginx.root, key), "wb") as f:
+            f.write(value)
+    fs = fsspec.filesystem("gds", target_protocol="http")
+    first = [nginx.url(f"scratch/{i}") for i in range(64)]
+    fs.cat(first)  # the backend's room hint learnt: 16 KiB an object
+    assert fs.cat(first) == {nginx.url(k): data[k] for k in (f"scratch/{i}" for i in range(64))}
+    kept = batch_reads._scratch.kept
+    assert kept is not None and kept.nbytes <= batch_reads.SCRATCH_MAX
+    grows = [nginx.url(f"scratch/small{i}") for i in range(3)] + [nginx.url("scratch/big")]
+    given: list[Any] = []  # each buffer the growing wave was given
+    wave_alloc = batch_reads._scratch.wave_alloc
+
+    def counted() -> Any:
+        alloc, done = wave_alloc()
+
+        def noted(n: int) -> Any:
+            buf, owner = alloc(n)
+            given.append(buf)
+            return buf, owner
+
+        return noted, done
+
+    monkeypatch.setattr(batch_reads._scratch, "wave_alloc", counted)
+    assert fs.cat(grows) == {u: data[u.split("/", 3)[3]] for u in grows}
+    monkeypatch.undo()
+    assert len(given) == 2 and np.shares_memory(given[0], kept) and not np.shares_memory(given[1], kept)
+    assert batch_reads._scratch.kept is kept  # the larger of the two kept
+    assert fs.cat(first) == {nginx.url(k): data[k] for k in (f"scratch/{i}" for i in range(64))}
+    assert batch_reads._scratch.kept is kept
