@@ -7,6 +7,9 @@
 # with their reason; on a GPU machine: pytest -m gpu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The suite starts hundreds of interpreters (subprocess tests, servers, kernels, workers): with bytecode
+# written once, each loads zarr, botocore or moto from it instead of compiling their sources again.
+unset PYTHONDONTWRITEBYTECODE
 # The set-up compiles the native core while pip downloads the Python packages (scripts/bootstrap.sh).
 GDSSTORE_EXTRAS=${GDSSTORE_EXTRAS:-test,docs,s3,cufile} bash scripts/bootstrap.sh
 # cargo's checks of the core run while the system packages install and ruff, mypy and lint-imports run.
