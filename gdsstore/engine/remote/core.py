@@ -1,6 +1,7 @@
 """The bridge to the native I/O core (``gdsstore._core``, Rust over ``object_store``), the only HTTP(S) and S3
 transport: :func:`read_wave` hands it a wave of pieces (one call, the GIL released) and retries transient
-failures for the bytes not yet landed; :func:`write_objects`, :func:`head`, :func:`list_objects` and
+failures for the bytes not yet landed, :func:`read_table` the same of a wave as columns (a
+:class:`PieceTable`, answered as a :class:`TableResult`); :func:`write_objects`, :func:`head`, :func:`list_objects` and
 :func:`delete_objects` send uploads, HEAD, LIST and DELETE; a transport the core does not carry (WebHDFS) is a
 :class:`PiecesStore`. How the core runs and checks a wave: docs/remote.md ("The native core")."""
 

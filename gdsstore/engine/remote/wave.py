@@ -1,6 +1,8 @@
 """One wave of concurrent requests: many objects (or byte ranges of them) of one remote backend, read into
-one buffer in one call of :func:`~gdsstore.engine.remote.core.read_wave` (the native core for HTTP(S) and S3,
-the GIL released; WebHDFS's own pieces reader), one more for objects larger than their room.
+one buffer in one call of :func:`~gdsstore.engine.remote.core.read_table` (the native core for HTTP(S) and S3,
+the GIL released; WebHDFS's own pieces reader), one more for objects larger than their room. The wave is
+planned, handed over and answered as columns (numpy arrays, one entry per request): no Python object or call
+per chunk, only per failed request.
 
 No size lookup comes first: a whole object is one GET whose answer tells its size; byte ranges of one object
 closer than ``max_gap`` share one request (:func:`~gdsstore.engine.ranges.coalesce_ranges`) and are split
@@ -114,6 +116,7 @@ class _Requests:
 
 
 def _column(values: Sequence[int | None]) -> np.ndarray:
+    """``values`` as an int64 column, None as :data:`_NONE`."""
     return np.array([_NONE if v is None else v for v in values], np.int64)
 
 
