@@ -50,3 +50,15 @@ def test_lists_of_one_spelling_take_the_list_form(urls: list[str]) -> None:
     protocol = urls[0].partition(":")[0]
     stripped = strip_paths(protocol, urls)
     assert stripped is not None and split_paths(protocol, stripped) is not None
+
+
+@pytest.mark.parametrize(("protocol", "stripped"), [
+    ("http", ["http://h:1/a/b", "http://h:1/c", "http://h:1/"]),
+    ("https", ["https://h/x", "https://h/y/z"]),
+    ("s3", ["bucket/a", "bucket/b/c", "bucket/"]),
+    ("http", ["http://h/a", "http://h"]),  # one has no key: not one root, split each
+    ("s3", ["b/a", "bb/a"]),
+])
+def test_paths_of_one_root_split_as_each_does(protocol: str, stripped: list[str]) -> None:
+    got = split_paths(protocol, stripped)
+    assert got is not None and list(zip(*got)) == [split_path(protocol, p, {}) for p in stripped]

@@ -142,7 +142,14 @@ def split_paths(protocol: str, paths: list[str]) -> tuple[list[str], list[str]] 
     """
     if not _plain_urls(protocol, paths):
         return None
-    if protocol in ("http", "https"):
+    http = protocol in ("http", "https")
+    first = paths[0] if paths else ""
+    head = first.partition("://")[0] + "://" + first.partition("://")[2].partition("/")[0] if http else \
+        first.partition("/")[0]
+    if head.strip(":/") and all(map(str.startswith, paths, repeat(f"{head}/"))):  # one root (one server's files)
+        n = len(head) + 1
+        return [head if http else f"s3://{head}"] * len(paths), [p[n:] for p in paths]
+    if http:
         parts = [(s, *rest.partition("/")) for s, _, rest in map(str.partition, paths, repeat("://"))]
         return [f"{s}://{h}" for s, h, _, _ in parts], [k for _, _, _, k in parts]
     buckets = [path.partition("/") for path in paths]
