@@ -316,11 +316,12 @@ def test_encoded_body_is_refused(http_server: int) -> None:
 
 
 @pytest.mark.parametrize("http_server", [_Slow], indirect=True)
-@pytest.mark.parametrize("concurrency", [4, 64])
-def test_requests_in_flight_follow_concurrency(http_server: int, concurrency: int) -> None:
+# n: enough rounds for the connection ramp (it starts at 2) to reach the wave's concurrency, four times over
+# (each request holds the server 50 ms: 1,024 at 4 at once would wait 13 s for what 128 show)
+@pytest.mark.parametrize(("concurrency", "n"), [(4, 128), (64, 1024)])
+def test_requests_in_flight_follow_concurrency(http_server: int, concurrency: int, n: int) -> None:
     _Slow.peak = 0
     st = core.http_store(f"http://127.0.0.1:{http_server}/", connect_timeout=2.0)
-    n = 1024  # enough rounds for the connection ramp (it starts at 2) to reach the wave's concurrency
     pieces = [CorePiece(f"o{i}", 0, None, 16, 64 * i, 16) for i in range(n)]
     buf = np.zeros(64 * n, "u1")
     res = core.read_wave(st, "x", pieces, buf, retry=RETRY, concurrency=concurrency, timeout=10.0)
