@@ -14,7 +14,6 @@ import ast
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -115,21 +114,49 @@ def test_transports_are_reached_only_through_the_registry() -> None:
         assert not {t for t in graph[m] if t.startswith("gdsstore.engine.remote")}, m
 
 
+# Each module is imported in a child forked from one fresh interpreter that has loaded numpy and zarr (most
+# modules import them: a new interpreter per module spent its time there) and nothing of gdsstore.
+_IMPORT_EACH_IN_A_CHILD = """
+import importlib, os, sys, traceback
+import numpy, zarr
+assert not [m for m in sys.modules if m.split(".")[0] == "gdsstore"], "the parent loaded gdsstore"
+failed = []
+for name in sys.argv[1:]:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    if os.waitpid(pid, 0)[1]:
+        failed.append(name)
+print(failed)
+"""
+
+
+def _modules_failing_to_import_first(modules: list[str]) -> tuple[list[str], str]:
+    """The modules of ``modules`` that fail to import as the first of gdsstore's, and the children's stderr."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", _IMPORT_EACH_IN_A_CHILD, *modules], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return ast.literal_eval(out.stdout.splitlines()[-1]), out.stderr[-4000:]
+
+
 def test_every_module_imports_alone_in_a_fresh_interpreter() -> None:
-    """Each module first in its own interpreter: an import-order cycle would fail here."""
+    """Each module first of gdsstore's in its own interpreter: an import-order cycle would fail here."""
     pytest.importorskip("zarr")
     pytest.importorskip("fsspec")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    failed, stderr = _modules_failing_to_import_first(sorted(MODULES))
+    assert not failed, (failed, stderr)
 
-    def run(module: str) -> tuple[str, int, str]:
-        out = subprocess.run(
-            [sys.executable, "-c", f"import {module}"], env=env, capture_output=True, text=True, timeout=120
-        )
-        return module, out.returncode, out.stderr[-2000:]
 
-    with ThreadPoolExecutor(4) as pool:
-        failed = [(m, err) for m, rc, err in pool.map(run, sorted(MODULES)) if rc != 0]
-    assert not failed, failed
+def test_a_module_that_fails_to_import_first_is_named() -> None:
+    pytest.importorskip("zarr")
+    failed, stderr = _modules_failing_to_import_first(["gdsstore.trace", "gdsstore.no_such_module"])
+    assert failed == ["gdsstore.no_such_module"] and "No module named 'gdsstore.no_such_module'" in stderr
 
 
 def test_import_gdsstore_loads_no_transport_and_no_local_engine() -> None:
