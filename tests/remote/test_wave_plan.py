@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from gdsstore.engine.keys import check_key, plain_keys
 from gdsstore.engine.landing import slot_layout
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
+from gdsstore.engine.remote import room as wave_room
 from gdsstore.engine.remote import wave
 from gdsstore.engine.remote.core import CorePiece
 from gdsstore.engine.remote.http_transport import HTTPBackend
@@ -91,7 +92,7 @@ def _reference_piece(r: _Request, path: str, room: _Room, each: int) -> CorePiec
         n = int(r.expect if r.expect is not None else r.limit or 0)
         return CorePiece(path, start, end, r.expect, r.slot, n) if n > 0 else None
     cap = each
-    at = room.reserve(r, wave._pad(r.suffix)) if r.suffix else -1  # a suffix: all of it where the room has it
+    at = room.reserve(r, wave_room.pad(r.suffix)) if r.suffix else -1  # a suffix: all of it where the room has it
     if at >= 0:
         cap = r.suffix or 0
     else:
@@ -194,7 +195,7 @@ def test_pieces_match_the_rule_one_request_at_a_time(n: int, sizes: list[int], k
     reqs, fixed = wave._plan(keys, ranges, expect, False, 0, 1000)
     want_reqs, _ = _reference_plan(keys, ranges, expect, False, 0, 1000)
     open_sized = int((reqs.slot < 0).sum())
-    buf = wave._WaveBuffer(fixed, room, lambda size: (np.empty(size, np.uint8), None))
+    buf = wave_room.WaveBuffer(fixed, room, lambda size: (np.empty(size, np.uint8), None))
     ref_room = _Room(fixed, fixed + room)
     each = room // max(1, open_sized) // 64 * 64
     errs: dict[int, BaseException] = {}

@@ -18,12 +18,8 @@ item gets its exception). One trace row per wave.
 from __future__ import annotations
 
 import abc
-import ctypes
-import ctypes.util
 import dataclasses
-import functools
 import itertools
-import mmap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,45 +40,9 @@ from gdsstore.engine.remote import core
 from gdsstore.engine.remote.core import CoreRoot, CoreSource
 from gdsstore.engine.remote.reader import RemoteFile, copy_h2d_async
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
+from gdsstore.engine.remote.room import WaveBuffer, pad, wave_buffer
 
 __all__ = ["WaveReads", "read_wave"]
-
-# Room set aside per object of unknown size, and in all: host memory is only committed where bytes
-# land, so generous room costs nothing; more than this costs one copy at the end.
-_ROOM = 1 << 20
-_ROOM_MAX = 1 << 30
-_NO_HUGE = getattr(mmap, "MADV_NOHUGEPAGE", None)  # Linux only
-_HUGE = 4 << 20  # numpy asks huge pages for arrays from 4 MiB
-
-
-def _pad(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
-
-
-@functools.cache
-def _madvise() -> Any:
-    """libc's ``madvise`` (None where there is none to call)."""
-    try:
-        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    return fn
-
-
-def _small_pages(buf: np.ndarray, start: int, n: int) -> None:
-    """Back ``buf[start:start + n]`` with 4 KiB pages, not transparent huge pages: the room's slots are far
-    apart and mostly untouched, and each body's first byte would fault in (and zero) 2 MiB. Advice only:
-    where it cannot be given nothing changes."""
-    advise = _madvise() if _NO_HUGE is not None and n >= _HUGE else None
-    if advise is None:
-        return
-    page = mmap.PAGESIZE
-    a = (buf.ctypes.data + start + page - 1) // page * page
-    b = (buf.ctypes.data + start + n) // page * page
-    if b > a:
-        advise(a, b - a, _NO_HUGE)
-
 
 _NONE = -1  # in the request columns: no value (no limit, no expected size, not a suffix, no slot)
 
@@ -152,39 +112,6 @@ def _suffix_is_whole(src: CoreSource, suffix: int | None, res: core.CoreResult) 
     return res.kind == "range_ignored" and suffix is not None and src.stat() <= suffix
 
 
-class _WaveBuffer:
-    """The wave's buffer: fixed slots first, then room set aside for objects of unknown size."""
-
-    def __init__(self, fixed: int, room: int, alloc: Alloc, *, sparse: bool = False) -> None:
-        self.buf, self.owner = alloc(fixed + room)
-        if sparse:  # room set aside in equal shares, mostly left untouched
-            _small_pages(self.buf, fixed, room)
-        self.fixed, self.used, self.cap = fixed, fixed, fixed + room
-
-    def reserve(self, n: int) -> int:
-        """Set ``n`` bytes of room aside (planning only: no request is writing); -1: they do not fit."""
-        if self.used + n > self.cap:
-            return -1
-        self.used += n
-        return self.used - n
-
-    def grow(self, reqs: _Requests, extra: int, alloc: Alloc, free: Free) -> None:
-        """Move to a buffer with ``extra`` bytes of room free: the fixed slots are copied, and of the room
-        only the bytes that landed (packed). Call it only between the core's calls (no request writing)."""
-        landed = np.flatnonzero((reqs.slot < 0) & (reqs.base >= 0) & (reqs.got >= 0)).tolist()
-        keep = self.fixed + sum(_pad(int(reqs.got[k])) for k in landed)
-        buf, owner = alloc(keep + extra)
-        buf[: self.fixed] = self.buf[: self.fixed]
-        at = self.fixed
-        for k in landed:
-            n, base = int(reqs.got[k]), int(reqs.base[k])
-            buf[at : at + n] = self.buf[base : base + n]
-            reqs.base[k] = at
-            at += _pad(n)
-        free(self.owner)
-        self.buf, self.owner, self.used, self.cap = buf, owner, at, keep + extra
-
-
 def _plan(keys: Sequence[str], ranges: Sequence[ByteRange | None], expect: np.ndarray | None, exact: bool,
           max_gap: int, max_bytes: int) -> tuple[_Requests, int]:
     """The requests of a wave and the bytes of its fixed slots."""
@@ -237,7 +164,7 @@ def _plan_whole(keys: Sequence[str], expect: np.ndarray | None) -> tuple[_Reques
     return _Requests(list(keys), zeros, none, sizes, none, slots, np.arange(n), zeros, zeros), fixed
 
 
-def _asks(objects: Objects, reqs: _Requests, room: _WaveBuffer, each: int,
+def _asks(objects: Objects, reqs: _Requests, room: WaveBuffer, each: int,
           errs: dict[int, BaseException]) -> tuple[core.PieceTable, np.ndarray]:
     """The core's pieces of ``reqs`` and each one's request: in its slot, or in room set aside (``each`` bytes).
     A key refused in ``objects`` fails its request in ``errs``; a request with nothing to ask (an empty range,
@@ -267,7 +194,7 @@ def _asks(objects: Objects, reqs: _Requests, room: _WaveBuffer, each: int,
     return core.PieceTable(names, start[ks], end[ks], reqs.expect[ks], slot[ks], cap[ks]), ks  # type: ignore[arg-type]
 
 
-def _reserve(reqs: _Requests, open_sized: np.ndarray, room: _WaveBuffer, each: int, slot: np.ndarray,
+def _reserve(reqs: _Requests, open_sized: np.ndarray, room: WaveBuffer, each: int, slot: np.ndarray,
              cap: np.ndarray) -> None:
     """Room for the requests ``open_sized`` (of unknown size), in turn: a suffix all of it where the room has
     it, else (and any other) an equal share ``each``; where none is left, none (asked with no room, it tells
@@ -282,7 +209,7 @@ def _reserve(reqs: _Requests, open_sized: np.ndarray, room: _WaveBuffer, each: i
         return
     for k in open_sized.tolist():
         n = int(reqs.suffix[k])
-        offset, c = (room.reserve(_pad(n)), n) if n > 0 else (-1, 0)
+        offset, c = (room.reserve(pad(n)), n) if n > 0 else (-1, 0)
         if offset < 0:
             offset, c = room.reserve(each), each
         if offset < 0:
@@ -354,7 +281,7 @@ def _one_version(reqs: _Requests, calls: list[_Call], errs: dict[int, BaseExcept
     return {key: tag for key, tag in first.items() if key not in changed and key not in untagged}
 
 
-def _regrow(reqs: _Requests, table: core.PieceTable, ks: np.ndarray, big: list[tuple[int, int]], room: _WaveBuffer,
+def _regrow(reqs: _Requests, table: core.PieceTable, ks: np.ndarray, big: list[tuple[int, int]], room: WaveBuffer,
             alloc: Alloc, free: Free) -> tuple[core.PieceTable, np.ndarray]:
     """The pieces (``big``: ``(piece, total)`` of ``table``) of the objects that did not fit their room again,
     each into room of the size its first answer told (``total``): in the wave's buffer, moved to a larger one
@@ -364,10 +291,10 @@ def _regrow(reqs: _Requests, table: core.PieceTable, ks: np.ndarray, big: list[t
         k = int(ks[j])
         suffix = int(reqs.suffix[k])
         sizes.append(min(suffix, total) if suffix >= 0 else max(0, total - int(reqs.offset[k])))
-    need = sum(_pad(n) for n in sizes)
+    need = sum(pad(n) for n in sizes)
     if room.cap - room.used < need:
         room.grow(reqs, need, alloc, free)
-    at = np.array([room.reserve(_pad(n)) for n in sizes], np.int64)
+    at = np.array([room.reserve(pad(n)) for n in sizes], np.int64)
     js = np.array([j for j, _ in big], np.int64)
     reqs.base[ks[js]] = at
     again = core.PieceTable([table.paths[j] for j in js.tolist()], table.starts[js], table.ends[js], table.expect[js],
@@ -375,7 +302,7 @@ def _regrow(reqs: _Requests, table: core.PieceTable, ks: np.ndarray, big: list[t
     return again, ks[js]
 
 
-def _core(backend: WaveReads, objects: Objects, reqs: _Requests, room: _WaveBuffer, open_sized: int, where: str,
+def _core(backend: WaveReads, objects: Objects, reqs: _Requests, room: WaveBuffer, open_sized: int, where: str,
           s: policy.Settings, errs: dict[int, BaseException], alloc: Alloc, free: Free) -> dict[str, str]:
     """The wave: one call, and one more for objects larger than their room. Failures for good go into
     ``errs``; returns the ETag of each object whose landed answers all carried one."""
@@ -405,7 +332,7 @@ def _core(backend: WaveReads, objects: Objects, reqs: _Requests, room: _WaveBuff
     return _one_version(reqs, calls, errs)
 
 
-def _suffixes_of_small_objects(backend: WaveReads, reqs: _Requests, calls: list[_Call], room: _WaveBuffer,
+def _suffixes_of_small_objects(backend: WaveReads, reqs: _Requests, calls: list[_Call], room: WaveBuffer,
                                errs: dict[int, BaseException], alloc: Alloc, free: Free, where: str) -> None:
     """Suffix reads answered with the whole object (:func:`_suffix_is_whole`): read whole, into the room."""
     for ks, res in calls:
@@ -417,9 +344,9 @@ def _suffixes_of_small_objects(backend: WaveReads, reqs: _Requests, calls: list[
                 continue
             data = backend.get(reqs.keys[k], lambda n: np.empty(n, np.uint8))
             n = int(data.nbytes)
-            if room.cap - room.used < _pad(n):
-                room.grow(reqs, _pad(n), alloc, free)
-            at = reqs.base[k] = room.reserve(_pad(n))
+            if room.cap - room.used < pad(n):
+                room.grow(reqs, pad(n), alloc, free)
+            at = reqs.base[k] = room.reserve(pad(n))
             room.buf[at : at + n] = data
             reqs.got[k] = n
             del errs[k]
@@ -441,16 +368,6 @@ def _place(reqs: _Requests, n: int) -> tuple[np.ndarray, np.ndarray]:
         offsets[shared] = base[shared] + into
         sizes[shared] = np.where(into <= got, np.maximum(0, np.minimum(end, offset + got) - start), 0)
     return offsets, sizes
-
-
-def _wave_buffer(backend: WaveReads, fixed: int, open_sized: int, room: int | None, alloc: Alloc) -> _WaveBuffer:
-    """The wave's buffer. Room for objects of unknown size: the caller's (the GPU pipeline's learned average,
-    pinned: left as it is), else the largest such object of this backend's last wave (objects of one dataset
-    tend to be of one size: slots packed, huge pages welcome), else a generous guess in small pages."""
-    last_largest = backend.room_hint if room is None else 0
-    per_object = min(_pad(last_largest) if last_largest else _ROOM, _ROOM_MAX // max(1, open_sized))
-    return _WaveBuffer(fixed, room if room is not None else open_sized * per_object, alloc,
-                       sparse=room is None and not last_largest)
 
 
 #: Who a wave's messages name where its caller does not say.
@@ -513,7 +430,7 @@ def read_wave(
     reqs, fixed = _plan(keys, items, expect, exact, max_gap, max_bytes or s.remote_max_range_size)
     open_sized = int((reqs.slot < 0).sum())
     t0 = time.perf_counter()
-    buf = _wave_buffer(backend, fixed, open_sized, room, alloc)
+    buf = wave_buffer(backend.room_hint, fixed, open_sized, room, alloc)
     errs: dict[int, BaseException] = {}
     try:
         etags = _core(backend, objects, reqs, buf, open_sized, where, s, errs, alloc, free) if len(reqs) else {}
