@@ -52,9 +52,10 @@ from gdsstore.adapters.fsspec.listing import dir_entries, find_in_listing, path_
 from gdsstore.adapters.fsspec.paths import (
     LOCAL_PROTOCOLS,
     chain_target,
+    literal_paths,
+    locate_many,
     parent_path,
     split_path,
-    split_paths,
     strip_path,
     strip_paths,
     transport_options,
@@ -74,15 +75,6 @@ _IGNORED_OPTIONS = (
     "max_paths",
     "auto_mkdir",
 )
-
-def _literal(paths: list[Any]) -> bool:
-    """Every path a ``str`` without glob characters: fsspec's ``_expand_path`` gives them back stripped,
-    each once, sorted (one search of all of them, not one per path)."""
-    try:
-        return not has_magic("".join(paths))
-    except TypeError:  # a path that is not a str: _expand_path's way
-        return False
-
 
 def _threaded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The async twin of a blocking method: runs it on a worker thread."""
@@ -181,30 +173,8 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         return self._backend(root), key
 
     def _locate_many(self, paths: list[str]) -> tuple[list[Backend | None], list[str], dict[int, Exception]]:
-        """:meth:`_locate_stripped` of many paths: each one's backend (None: refused) and key, and the
-        exception of each refused one; each root's backend looked up once (a ``cat`` locates thousands)."""
-        split = None if self.is_local else split_paths(self.target_protocol, paths)
-        if split is not None:
-            try:
-                known = {root: self._backend(root) for root in set(split[0])}
-            except Exception:  # a root refused: which paths it refuses, one at a time
-                split = None
-            else:
-                return list(map(known.__getitem__, split[0])), split[1], {}
-        backends: list[Backend | None] = []
-        keys: list[str] = []
-        refused: dict[int, Exception] = {}
-        known = {}
-        for i, path in enumerate(paths):
-            try:
-                root, key = split_path(self.target_protocol, path, self.target_options)
-                backend = known.get(root) or known.setdefault(root, self._backend(root))
-            except Exception as exc:
-                refused[i] = exc
-                backend, key = None, ""
-            backends.append(backend)
-            keys.append(key)
-        return backends, keys, refused
+        """:meth:`_locate_stripped` of many paths (:func:`~gdsstore.adapters.fsspec.paths.locate_many`)."""
+        return locate_many(paths, self.target_protocol, self.target_options, self._backend, one_pass=not self.is_local)
 
     def _backend(self, root: str) -> Backend:
         """The engine backend of ``root``, made once per filesystem (it holds connection pools)."""
@@ -425,7 +395,7 @@ class GDSFileSystem(AsyncFileSystem, ChainedFileSystem):  # type: ignore[misc]
         """Whole files: remote ones in one wave of concurrent GETs (no size lookups), else fsspec's way."""
         if self.is_local or kwargs:
             return await super()._cat(path, recursive, on_error, batch_size, **kwargs)
-        if isinstance(path, list) and not recursive and _literal(path):  # _expand_path's answer, made at once
+        if isinstance(path, list) and not recursive and literal_paths(path):  # _expand_path's answer, made at once
             paths = sorted(set(self._strip_protocol(path)))
             if not paths:
                 raise FileNotFoundError(path)

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import repeat
 from typing import Any
 
+from fsspec.core import has_magic
 from fsspec.implementations.local import make_path_posix
 
 from gdsstore.engine.registry import REMOTE_SCHEMES
@@ -38,6 +39,8 @@ __all__ = [
     "LOCAL_PROTOCOLS",
     "REMOTE_PROTOCOLS",
     "chain_target",
+    "literal_paths",
+    "locate_many",
     "parent_path",
     "split_path",
     "split_paths",
@@ -255,3 +258,42 @@ def chain_target(
         )
     opts.update(options)
     return target_protocol, opts
+
+
+def literal_paths(paths: list[Any]) -> bool:
+    """Every path a ``str`` without glob characters: fsspec's ``_expand_path`` gives them back stripped,
+    each once, sorted (one search of all of them, not one per path)."""
+    try:
+        return not has_magic("".join(paths))
+    except TypeError:  # a path that is not a str: _expand_path's way
+        return False
+
+
+def locate_many[B](
+    paths: list[str], protocol: str, options: Mapping[str, Any], backend_of: Callable[[str], B], *, one_pass: bool
+) -> tuple[list[B | None], list[str], dict[int, Exception]]:
+    """Each path's backend (None: refused) and key, and the exception of each refused one; each root's backend
+    looked up once (``backend_of(root)``: a ``cat`` locates thousands). ``one_pass``: paths split at once
+    (:func:`split_paths`) where they can be (remote paths)."""
+    split = split_paths(protocol, paths) if one_pass else None
+    if split is not None:
+        try:
+            known = {root: backend_of(root) for root in set(split[0])}
+        except Exception:  # a root refused: which paths it refuses, one at a time
+            split = None
+        else:
+            return list(map(known.__getitem__, split[0])), split[1], {}
+    backends: list[B | None] = []
+    keys: list[str] = []
+    refused: dict[int, Exception] = {}
+    found: dict[str, B] = {}
+    for i, path in enumerate(paths):
+        try:
+            root, key = split_path(protocol, path, options)
+            backend = found.get(root) or found.setdefault(root, backend_of(root))
+        except Exception as exc:
+            refused[i] = exc
+            backend, key = None, ""
+        backends.append(backend)
+        keys.append(key)
+    return backends, keys, refused
