@@ -4,6 +4,9 @@ chunks plain and zstd, HTTP 4 MiB zstd), read from nginx on this machine into ho
 interleaved; per row: the first read of the process, then the median of two more; every read is checked.
 
     .venv/bin/python benchmarks/results/2026-12-06-ramp/nginx_rows_ab.py cur,noramp,old 3 > nginx_rows.txt
+
+``IDLE_GAP=1.5`` (seconds) waits before each read after a row's first, as the GPU benchmark's other readers
+do between gdsstore's reads: every such read then finds its store idle.
 """
 
 import json
@@ -24,15 +27,18 @@ ROWS = {  # name -> (url path under the server, shape, chunks, zstd)
     "HTTP chunks 1024² (4 MiB), zstd": ("http", (8192, 8192), (1024, 1024), True),
 }
 CHILD = r"""
-import json, statistics, sys, time
+import json, os, statistics, sys, time
 import numpy as np, zarr, gdsstore
+gap = float(os.environ.get("IDLE_GAP", "0"))
 endpoint, rows = sys.argv[1], json.loads(sys.argv[2])
 s3 = {"key": "k", "secret": "s", "endpoint_url": endpoint, "region_name": "us-east-1"}
 out = {}
 for name, (kind, rel, checksum) in rows.items():
     url = f"s3://bench/{rel}" if kind == "s3" else f"{endpoint}/bench/{rel}"
     ts = []
-    for _ in range(3):
+    for k in range(3):
+        if k:
+            time.sleep(gap)
         t0 = time.perf_counter()
         with gdsstore.enable_pipeline():
             a = zarr.open_array(gdsstore.GDSStore(url, read_only=True, storage_options=s3 if kind == "s3" else None), mode="r")[:]
