@@ -203,15 +203,14 @@ def decode_bb_on_host(
     fast = tuple(chain.bb_formats) == ("zstd",) and staged.buffer_of is None
     src = staged.host if fast else None
     s_off, s_len = (staged.offsets.tolist(), staged.sizes.tolist()) if fast else ([], [])
+    declared = nvcomp.zstd_content_sizes(src, staged.offsets, staged.sizes).tolist() if src is not None else []
 
     def some(part: list[int]) -> None:  # a run of chunks: one task each, not one per chunk
         dst = out.host
         for i in part:
             a, n = d_off[i], n_of[i]
-            if src is not None:
-                frame = src[s_off[i] : s_off[i] + s_len[i]]
-                if nvcomp.zstd_content_size(frame) == n and _zstd_into(frame, dst[a : a + n]):
-                    continue
+            if src is not None and declared[i] == n and _zstd_into(src[s_off[i] : s_off[i] + s_len[i]], dst[a : a + n]):
+                continue
             decode_host_into(chain, specs, staged, names, i, dst[a : a + n])
 
     threads = policy.settings().num_threads
