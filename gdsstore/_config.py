@@ -300,8 +300,10 @@ class Settings:
     gpu_split_decode_bytes: int = _setting(
         "gpu.split_decode_bytes", 4 << 20, _int(0),
         """A GPU pipeline read that `gpu.host_decode_chunks` sends to the CPU, of zstd chunks of at least this
-        many decoded bytes, is decoded by the host's threads and nvCOMP at once instead: both take chunks from
-        one queue as they free, and land them in the same device output ([GPU pipeline](gpu-pipeline.md#few-large-chunks-both-decoders-at-once)).
+        many decoded bytes, stays on nvCOMP alone where a model of both decoders' rates says no host thread
+        could decode one of its chunks sooner (chunks of 16 MiB and more on an H100 with nvCOMP 6.0), else is
+        decoded by the host's threads and nvCOMP at once: both take chunks from one queue as they free, and
+        land them in the same device output ([GPU pipeline](gpu-pipeline.md#few-large-chunks-both-decoders-at-once)).
         The trace says `decode/gpu-decode "nvCOMP batched zstd, beside the CPU: ..."` and `decode/cpu-codec
         "beside nvCOMP: ..."`. 0: such reads decode on the CPU alone.""",
     )  # fmt: skip

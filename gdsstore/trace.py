@@ -148,7 +148,7 @@ def recorder(
     op: str, route: str, reason: str, path: str = "", device: int | None = None
 ) -> Callable[[int, BaseException | None], None] | None:
     """A callback ``done(nbytes, error)`` that records one operation timed from now if it succeeded (the
-    ``on_done`` of :func:`gdsstore.engine.pool.run_pieces`); None while no trace is active."""
+    ``on_done`` of ``gdsstore.engine.pool.run_pieces``); None while no trace is active."""
     if not _ACTIVE:
         return None
     t0 = time.perf_counter()

@@ -269,9 +269,9 @@ def literal_paths(paths: list[Any]) -> bool:
         return False
 
 
-def locate_many[B](
-    paths: list[str], protocol: str, options: Mapping[str, Any], backend_of: Callable[[str], B], *, one_pass: bool
-) -> tuple[list[B | None], list[str], dict[int, Exception]]:
+def locate_many(
+    paths: list[str], protocol: str, options: Mapping[str, Any], backend_of: Callable[[str], Any], *, one_pass: bool
+) -> tuple[list[Any | None], list[str], dict[int, Exception]]:
     """Each path's backend (None: refused) and key, and the exception of each refused one; each root's backend
     looked up once (``backend_of(root)``: a ``cat`` locates thousands). ``one_pass``: paths split at once
     (:func:`split_paths`) where they can be (remote paths)."""
@@ -283,10 +283,10 @@ def locate_many[B](
             split = None
         else:
             return list(map(known.__getitem__, split[0])), split[1], {}
-    backends: list[B | None] = []
+    backends: list[Any | None] = []
     keys: list[str] = []
     refused: dict[int, Exception] = {}
-    found: dict[str, B] = {}
+    found: dict[str, Any] = {}
     for i, path in enumerate(paths):
         try:
             root, key = split_path(protocol, path, options)
