@@ -205,8 +205,16 @@ def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> B
 
 
 def _describe(where: str, p: CorePiece) -> str:
-    rng = "" if p.start == 0 and p.end is None else f" bytes={p.start}-{'' if p.end is None else p.end - 1}"
-    return f"GET {where}{p.path}{rng}"
+    """The request as its messages name it, with its ``Range`` header's value.
+
+    Examples:
+        >>> [_describe("s3://b/", CorePiece("k", *r)) for r in [(0, None), (4, 8), (4, None), (-100, None)]]
+        ['GET s3://b/k', 'GET s3://b/k bytes=4-7', 'GET s3://b/k bytes=4-', 'GET s3://b/k bytes=-100']
+    """
+    if p.start == 0 and p.end is None:
+        return f"GET {where}{p.path}"
+    last = "" if p.start < 0 or p.end is None else p.end - 1  # a suffix (start < 0) is "bytes=-n"
+    return f"GET {where}{p.path} bytes={p.start}{'' if p.start < 0 else '-'}{last}"
 
 
 def _call(store: Any, pieces: Sequence[CorePiece], buffer: Any, concurrency: int, timeout: float) -> list[Any]:
