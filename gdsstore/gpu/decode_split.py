@@ -44,8 +44,9 @@ HOST_THREAD_RATE = 220e6
 #: Bytes per second nvCOMP decodes one large zstd frame (nvCOMP 6.0 on an H100, 8-16 chunks of 64-128 MiB, landing
 #: included; docs/gpu-pipeline.md, "Few large chunks").
 DEVICE_FRAME_RATE = 380e6
-#: Seconds nvCOMP takes for a round of frames however small they are: 4 MiB and 16 MiB frames both took about 60-70 ms
-#: a call on that H100 (as 60 MB/s a frame would for 4 MiB, the rate measured per chunk before nvCOMP 6.0).
+#: Seconds nvCOMP takes for a round of frames of a few MiB (the model is asked about chunks of `gpu.split_decode_bytes`
+#: and more): 4 MiB and 16 MiB frames both took about 60-70 ms a call on that H100, as 60 MB/s a frame would for
+#: 4 MiB (256 KiB frames are far quicker: 14 ms for 1,024, outside the model's use).
 DEVICE_ROUND_FLOOR = 0.07
 #: Frames nvCOMP decodes at once at that rate: about one per streaming multiprocessor (an H100 has 132).
 DEVICE_SLOTS = 132
