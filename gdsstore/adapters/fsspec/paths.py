@@ -279,8 +279,8 @@ def locate_many(
     if split is not None:
         try:
             known = {root: backend_of(root) for root in set(split[0])}
-        except Exception:  # a root refused: which paths it refuses, one at a time
-            split = None
+        except Exception:  # a root refused: which paths it refuses, found one at a time below
+            pass
         else:
             return list(map(known.__getitem__, split[0])), split[1], {}
     backends: list[Any | None] = []

@@ -339,6 +339,12 @@ class TableResult:
     failed: dict[int, CoreResult]
     missing: list[int] = dataclasses.field(default_factory=list)
 
+    def answered(self) -> np.ndarray:
+        """Which pieces landed their answer: neither failed nor missing (a bool per piece)."""
+        ok = np.ones(len(self.size), bool)
+        ok[[*self.failed, *self.missing]] = False
+        return ok
+
 
 def read_table(store: Any, where: str, table: PieceTable, buffer: Any, *, retry: RetryPolicy, concurrency: int,
                timeout: float) -> TableResult:

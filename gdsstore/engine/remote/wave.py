@@ -221,8 +221,7 @@ def _reserve(reqs: _Requests, open_sized: np.ndarray, room: WaveBuffer, each: in
 def _core_done(reqs: _Requests, ks: np.ndarray, res: core.TableResult, errs: dict[int, BaseException],
                where: str) -> None:
     """Record what the core did. An object larger than its room is left for a second call."""
-    ok = np.ones(len(ks), bool)
-    ok[[*res.failed, *res.missing]] = False
+    ok = res.answered()
     reqs.got[ks[res.missing]] = reqs.base[ks[res.missing]] = -1
     done = ks[ok]
     reqs.got[done] = res.size[ok]
@@ -253,9 +252,7 @@ def _answers(calls: list[_Call]) -> list[tuple[int, str | None]]:
     """Each landed answer of the wave's calls: its request and the ETag it carried."""
     out: list[tuple[int, str | None]] = []
     for ks, res in calls:
-        ok = np.ones(len(ks), bool)
-        ok[[*res.failed, *res.missing]] = False
-        out.extend(itertools.compress(zip(ks.tolist(), res.etags, strict=True), ok.tolist()))
+        out.extend(itertools.compress(zip(ks.tolist(), res.etags, strict=True), res.answered().tolist()))
     return out
 
 
