@@ -35,11 +35,19 @@ import zarr  # noqa: E402
 import gdsstore  # noqa: E402
 from gdsstore.gpu import nvcomp_capi  # noqa: E402
 
+host = zarr.open_array(gdsstore.GDSStore(str(root)), mode="r")
+for _ in range(3):
+    t, c = time.perf_counter(), time.process_time()
+    x = host[:]
+    print(f"gdsstore into numpy: {x.nbytes / (time.perf_counter() - t) / 1e9:.2f} GB/s, {time.process_time() - c:.2f} CPU-s")
+
 with gdsstore.enable_gpu():
     a = zarr.open_array(gdsstore.GDSStore(str(root)), mode="r")
     for _ in range(2):
-        t = time.perf_counter()
-        x = a[:]
-        cp.cuda.runtime.deviceSynchronize()
-        print(f"gdsstore 1 GiB budget: {x.nbytes / (time.perf_counter() - t) / 1e9:.2f} GB/s")
+        with gdsstore.trace() as tr:
+            t = time.perf_counter()
+            x = a[:]
+            cp.cuda.runtime.deviceSynchronize()
+            print(f"gdsstore 1 GiB budget: {x.nbytes / (time.perf_counter() - t) / 1e9:.2f} GB/s")
+    print(tr)
 print("exact scratch ratios seen:", nvcomp_capi._seen)

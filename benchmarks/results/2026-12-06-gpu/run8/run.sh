@@ -16,7 +16,7 @@ GDSSTORE_GPU__MEMORY_BUDGET=1073741824 timeout 150 python3 benchmarks/zarr_bench
   --data /root/table-data --keep-data --only gdsstore --repeat 2 >"$out/table_1g.log" 2>&1
 grep "zstd" "$out/table_1g.log" | cut -c17-100 | head -3
 echo "== what bounds it ($(date +%T))"
-timeout 90 python3 $here/run8/probe_budget_decode.py /root/table-data/c1024-s0-zstd.zarr 2>&1 | tail -n 9
+timeout 90 python3 $here/run8/probe_budget_decode.py /root/table-data/c1024-s0-zstd.zarr 2>&1 | tail -n 30 | cut -c1-160
 echo "== one 1 GiB object over nginx ($(date +%T))"
 timeout 100 python3 benchmarks/remote_bench.py --server nginx --repeat 5 --out "$out" >"$out/remote_bench.log" 2>&1
 echo "rc=$?"; tail -n 8 "$out/remote_bench.log" | cut -c1-120
