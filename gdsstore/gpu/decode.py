@@ -20,6 +20,7 @@ from zarr.core.chunk_utils import ChunkTransform
 
 import gdsstore.trace as _trace
 from gdsstore import policy
+from gdsstore.engine import native
 from gdsstore.engine.landing import Landed, device_pointer, empty_slots, slot_layout
 from gdsstore.engine.pool import map_all
 from gdsstore.gpu import codecs as _codecs
@@ -187,8 +188,9 @@ def decode_bb_on_host(
     *,
     pinned: bool = True,
 ) -> Landed:
-    """Bytes-to-bytes codecs on the CPU, from the host staging buffer, on the engine's threads when there are
-    several chunks: each chunk's raw bytes in its slot of one staging buffer (``pinned`` where there is a GPU,
+    """Bytes-to-bytes codecs on the CPU, from the host staging buffer: zstd chunks in one call of the native core
+    (on its threads), the rest on the engine's threads when there are several: each chunk's raw bytes in its slot
+    of one staging buffer (``pinned`` where there is a GPU,
     for one copy to the device; a host read's not).
 
     Raises:
@@ -198,33 +200,40 @@ def decode_bb_on_host(
     sizes: dict[int, int] = {}  # a regular grid's chunks share one spec: its size computed once
     want[ids] = [sizes.get(id(specs[i])) or sizes.setdefault(id(specs[i]), raw_nbytes(specs[i])) for i in ids]
     out = empty_slots(want, pinned=pinned)
+    threads = policy.settings().num_threads
+    core = native.load() if tuple(chain.bb_formats) == ("zstd",) and staged.buffer_of is None else None
+    # zstd chunks (most): the core decodes them all in one call; what it refuses goes the way of any other codec
+    rest = _zstd_in_core(core, staged, out, want, ids, threads) if core is not None and ids else ids
     d_off, n_of = out.offsets.tolist(), want.tolist()
-    # zstd chunks of one frame that declares its size (most): straight into their slot, nothing else per chunk
-    fast = tuple(chain.bb_formats) == ("zstd",) and staged.buffer_of is None
-    src = staged.host if fast else None
-    s_off, s_len = (staged.offsets.tolist(), staged.sizes.tolist()) if fast else ([], [])
-    declared = nvcomp.zstd_content_sizes(src, staged.offsets, staged.sizes).tolist() if src is not None else []
 
     def some(part: list[int]) -> None:  # a run of chunks: one task each, not one per chunk
         dst = out.host
         for i in part:
-            a, n = d_off[i], n_of[i]
-            if src is not None and declared[i] == n and _zstd_into(src[s_off[i] : s_off[i] + s_len[i]], dst[a : a + n]):
-                continue
-            decode_host_into(chain, specs, staged, names, i, dst[a : a + n])
+            decode_host_into(chain, specs, staged, names, i, dst[d_off[i] : d_off[i] + n_of[i]])
 
-    threads = policy.settings().num_threads
-    run = max(1, min(_DECODE_RUN, len(ids) // (4 * threads)))  # a few large chunks: still one task each
-    parts = [ids[k : k + run] for k in range(0, len(ids), run)]
+    run = max(1, min(_DECODE_RUN, len(rest) // (4 * threads)))  # a few large chunks: still one task each
+    parts = [rest[k : k + run] for k in range(0, len(rest), run)]
     try:
         if len(parts) > 1:
             map_all(some, parts, threads)
-        else:
-            some(ids)
+        elif parts:
+            some(rest)
     except BaseException:
         out.release()
         raise
     return out
+
+
+def _zstd_in_core(core: Any, staged: Landed, out: Landed, want: np.ndarray, ids: list[int], threads: int) -> list[int]:
+    """Decode chunks ``ids`` of ``staged`` (zstd) into their slots of ``out`` in one call of the native core, on
+    ``threads`` threads; the ids it did not decode to their size (not zstd as declared, corrupt: for the
+    per-chunk path to name)."""
+    at = np.asarray(ids, dtype=np.int64)
+    table = np.stack([staged.offsets[at], staged.sizes[at], out.offsets[at], want[at]]).astype(np.int64, copy=False)
+    got = np.empty(len(ids), dtype=np.int64)
+    core.zstd_decompress(staged.host, out.host, np.ascontiguousarray(table), got, threads=threads)
+    refused: list[int] = at[got != want[at]].tolist()
+    return refused
 
 
 #: Most chunks per task of a host decode: many chunks go to the engine's threads in runs (no task per

@@ -27,8 +27,6 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from gdsstore import policy
 from gdsstore.engine import cuda
 from gdsstore.engine.landing import slot_layout
@@ -48,7 +46,6 @@ __all__ = [
     "nvcomp_reason",
     "route_codec",
     "zstd_content_size",
-    "zstd_content_sizes",
 ]
 
 #: Chunk formats that nvCOMP can decode bit-compatibly with numcodecs (defined by the policy).
@@ -150,34 +147,6 @@ def zstd_content_size(head: Any) -> int | None:
         return None
     size = int.from_bytes(h[pos : pos + n], "little")
     return size + 256 if n == 2 else size
-
-
-def zstd_content_sizes(buf: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """:func:`zstd_content_size` of every frame ``buf[offsets[i]:offsets[i] + sizes[i]]`` at once (``-1``: none
-    declared, not zstd, ``sizes[i] < 0``, or 2**63 bytes or more): one pass of numpy over the headers, nothing
-    per frame.
-
-    Examples:
-        >>> buf = np.frombuffer(bytes.fromhex("28b52ffd2000") + b"not zstd", np.uint8)
-        >>> zstd_content_sizes(buf, np.array([0, 6]), np.array([6, 8])).tolist()
-        [0, -1]
-    """
-    offsets, sizes = np.asarray(offsets, np.int64), np.asarray(sizes, np.int64)
-    if not buf.size or not offsets.size:
-        return np.full(offsets.size, -1, np.int64)
-    rows = np.arange(offsets.size)[:, None]
-    head = buf[np.minimum(offsets[:, None] + np.arange(18), buf.size - 1)].astype(np.uint64)  # past the end: unused
-    have = np.minimum(np.maximum(sizes, 0), 18)
-    d = head[:, 4].astype(np.int64)
-    single = (d >> 5) & 1
-    pos = 5 + (1 - single) + np.array([0, 1, 2, 4])[d & 3]
-    n = np.where(d >> 6 == 0, single, np.array([0, 2, 4, 8])[d >> 6])
-    ok = (have >= 5) & (n > 0) & (have >= pos + n) & np.all(head[:, :4] == [0x28, 0xB5, 0x2F, 0xFD], axis=1)
-    k = np.arange(8)
-    byte = head[rows, np.minimum(pos[:, None] + k, 17)] * np.where(k < n[:, None], 1, 0).astype(np.uint64)
-    value = (byte << (8 * k).astype(np.uint64)).sum(axis=1, dtype=np.uint64)
-    ok &= value < 1 << 63  # no chunk is that large: no usable size
-    return np.where(ok, value.astype(np.int64) + np.where(n == 2, 256, 0), -1)
 
 
 def _gzip_frame(h: bytes, total: int) -> Frame:

@@ -191,6 +191,15 @@ impl Source {
         Some(Bytes::copy_from_slice(bytes))
     }
 
+    /// `[start, start + len)`, borrowed for work that ends before the call returns; None where it passes
+    /// the buffer's end.
+    pub fn slice(&self, start: usize, len: usize) -> Option<&[u8]> {
+        start.checked_add(len).filter(|e| *e <= self.len)?;
+        // SAFETY: the span lies inside a buffer held until the work is over (checked above); sources are
+        // only read.
+        Some(unsafe { std::slice::from_raw_parts((self.base + start) as *const u8, len) })
+    }
+
     /// Copy `[start, start + slot.cap)` into `slot`; false (nothing copied) where it passes the buffer's end.
     pub fn copy_into(&self, start: usize, slot: &mut Slot) -> bool {
         if start.checked_add(slot.cap).is_none_or(|e| e > self.len) {

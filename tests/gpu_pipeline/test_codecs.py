@@ -310,19 +310,3 @@ def test_cpu_route_decodes_zstd_into_its_slots_and_refuses_wrong_sizes_and_corru
         gdecode.decode_bb_on_host(chain, [spec] * 3, staged, [0, 1])
     with pytest.raises(RuntimeError, match="Zstd decompression error"):
         gdecode.decode_bb_on_host(chain, [spec] * 3, staged, [2])
-
-
-@given(frames=st.lists(st.binary(max_size=24) | st.builds(
-    lambda h, d, size: b"\x28\xb5\x2f\xfd" + bytes([h]) + d + size, st.integers(0, 255), st.binary(max_size=5),
-    st.binary(max_size=9)), max_size=12), cut=st.integers(0, 30))
-@settings(max_examples=300, deadline=None)
-def test_zstd_content_sizes_match_one_frame_at_a_time(frames: list[bytes], cut: int) -> None:
-    """The header pass over many frames gives each frame's :func:`zstd_content_size` (-1 for None): headers of
-    every descriptor, short frames, frames that end inside their header, the last frame at the buffer's end."""
-    frames = [*frames, bytes(numcodecs.zstd.compress(bytes(cut), 1))]
-    buf = np.frombuffer(b"".join(frames), np.uint8)
-    sizes = np.array([len(f) for f in frames], np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    got = nvcomp.zstd_content_sizes(buf, offsets, sizes).tolist()
-    want = [-1 if (v := nvcomp.zstd_content_size(f)) is None or v >= 1 << 63 else v for f in frames]
-    assert got == want

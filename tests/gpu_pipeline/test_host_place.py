@@ -211,7 +211,7 @@ def _raw_zstd_frame(data: bytes) -> bytes:
     return bytes.fromhex("28b52ffd") + bytes([0x00, 0x58]) + ((len(data) << 3) | 1).to_bytes(3, "little") + data
 
 
-def test_zstd_chunks_of_every_framing_decode_in_a_few_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_zstd_chunks_of_every_framing_decode_in_one_native_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import numcodecs.zstd
 
     from gdsstore.gpu import decode
@@ -234,7 +234,46 @@ def test_zstd_chunks_of_every_framing_decode_in_a_few_tasks(tmp_path: Path, monk
     with gdsstore.config.set({"num_threads": 2}), gdsstore.enable_pipeline():
         got = zarr.open_array(gdsstore.GDSStore(str(tmp_path)), mode="r")[...]
     np.testing.assert_array_equal(got, data)
-    assert tasks == [8]  # 256 chunks in runs, four a thread; before: one task per chunk (256)
+    assert tasks == []  # the 256 chunks in the core's one call; before: runs of chunks, four a thread (8 tasks)
+
+
+@given(chunks=st.lists(st.tuples(st.binary(max_size=3000), st.sampled_from(["one", "two", "no size"])),
+                       min_size=1, max_size=10))
+@settings(max_examples=60, deadline=None)
+def test_cpu_route_decodes_zstd_of_every_framing_in_one_core_call(chunks: list[tuple[bytes, str]]) -> None:
+    """A window's zstd chunks, framed as writers frame them (one frame; two concatenated; a frame that declares no
+    size), decode on the CPU route to zstd's bytes, all of them in the native core's one call: no chunk goes the
+    per-chunk way (counted)."""
+    import numcodecs.zstd
+    from zarr.codecs import BytesCodec
+    from zarr.core.array_spec import ArrayConfig, ArraySpec
+    from zarr.core.buffer.cpu import numpy_buffer_prototype
+    from zarr.core.dtype import UInt8
+
+    from gdsstore.engine import landing
+    from gdsstore.gpu import decode as gdecode
+
+    def framed(raw: bytes, how: str) -> bytes:
+        if how == "one":
+            return bytes(numcodecs.zstd.compress(raw, 1))
+        if how == "two":
+            half = len(raw) // 2
+            return bytes(numcodecs.zstd.compress(raw[:half], 1)) + bytes(numcodecs.zstd.compress(raw[half:], 3))
+        return _raw_zstd_frame(raw)
+
+    chain = gdecode.CodecChain.of([BytesCodec(), ZstdCodec(level=1)])
+    specs = [ArraySpec(shape=(len(raw),), dtype=UInt8(), fill_value=0, config=ArrayConfig.from_dict({}),
+                       prototype=numpy_buffer_prototype()) for raw, _ in chunks]
+    staged = landing.from_host_buffers([np.frombuffer(framed(raw, how), "u1") for raw, how in chunks], pinned=False)
+    per_chunk = []
+    one_chunk = gdecode.decode_host_into
+    gdecode.decode_host_into = lambda *a: per_chunk.append(a[4]) or one_chunk(*a)  # type: ignore[assignment]
+    try:
+        out = gdecode.decode_bb_on_host(chain, specs, staged, list(range(len(chunks))), pinned=False)
+    finally:
+        gdecode.decode_host_into = one_chunk  # type: ignore[assignment]
+    assert [bytes(out.view(i)) for i in range(len(chunks))] == [raw for raw, _ in chunks]
+    assert per_chunk == []
 
 
 def test_a_zstd_chunk_of_another_size_is_named(tmp_path: Path) -> None:
