@@ -137,6 +137,18 @@ def split_bytes(buffer: Any, offsets: list[int], sizes: list[int], *, threads: i
     """``bytes(buffer[offsets[i]:offsets[i] + sizes[i]])`` for each item (None where ``sizes[i] < 0``), the
     objects made under the GIL and filled on ``threads`` threads with it released."""
 
+def zstd_decompress(src: Any, dst: Any, table: Any, got: Any, *, threads: int = 1) -> None:
+    """Decode zstd payloads on ``threads`` threads with the GIL released: payload ``i`` is
+    ``src[table[0, i]:table[0, i] + table[1, i]]`` (one frame, or several concatenated) and decodes into
+    ``dst[table[2, i]:table[2, i] + table[3, i]]`` (``table``: a C-contiguous int64 array of 4 rows; slots
+    disjoint and inside ``dst``). ``got`` (a writable int64 array) receives each payload's decoded size,
+    -1 where zstd refused it (not zstd, corrupt, or larger than its slot): the caller decides what that
+    means (a slot's bytes past the decoded size, or of a refused payload, are undefined).
+
+    Raises:
+        ValueError: a payload outside ``src``, a slot outside ``dst`` or overlapping another, a negative entry.
+    """
+
 def slice_table(sels: Sequence[Any], shape: Sequence[int]) -> bytes:
     """``(start, count, step)`` of each axis of each of ``sels`` (tuples of slices over ``shape``: Python's
     ``slice.indices``, ``count`` the slice's length), as native int64 laid out ``[item][axis][3]``.

@@ -4,9 +4,10 @@
 //!
 //! Modules, each using only those listed before it: `error` (the one error type), `slots` (the caller's
 //! buffers: the only `unsafe` beside `stop`'s signal hook), `runtime`, `stop` (Ctrl-C), `ramp`, `store`,
-//! `limits`, then the operations `wave`, `put`, `meta`, `local`, `split`, `selection`.
+//! `limits`, then the operations `wave`, `put`, `meta`, `local`, `split`, `selection`, `decompress`.
 #![deny(unsafe_code)]
 
+mod decompress;
 mod error;
 mod limits;
 mod local;
@@ -54,6 +55,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(local::read_files, m)?)?;
     m.add_function(wrap_pyfunction!(local::stat_files, m)?)?;
     m.add_function(wrap_pyfunction!(split::split_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(decompress::zstd_decompress, m)?)?;
     m.add_function(wrap_pyfunction!(selection::slice_table, m)?)?;
     m.add_function(wrap_pyfunction!(versions, m)?)?;
     Ok(())
