@@ -81,13 +81,13 @@ def core_reader(base: str, name: str, data: list[bytes], size: int, conc: int, s
     else:
         store = core.http_store(base, connect_timeout=10.0, pool_idle=conc)
     step = (size + 63) // 64 * 64
-    pieces = [core.CorePiece(f"{name}/{i}", 0, None, size, i * step, size) for i in range(len(data))]
+    pieces = core.PieceTable.of([(f"{name}/{i}", 0, None, size, i * step, size) for i in range(len(data))])
     buf = np.zeros(step * len(data), np.uint8)
     retry = RetryPolicy.from_settings()
 
     def run() -> int:
-        res = core.read_wave(store, base, pieces, buf, retry=retry, concurrency=conc, timeout=60.0)
-        assert all(r.error is None for r in res)
+        res = core.read_table(store, base, pieces, buf, retry=retry, concurrency=conc, timeout=60.0)
+        assert not res.failed and not res.missing
         return _check(buf, data, size)
 
     return run

@@ -8,7 +8,7 @@ the import error and the fix).
 
 Examples:
     >>> from gdsstore.engine import native
-    >>> native.load() is None or hasattr(native.load(), "read_wave")
+    >>> native.load() is None or hasattr(native.load(), "read_table")
     True
 """
 

@@ -28,6 +28,16 @@ def payload(n: int, seed: int = 0) -> bytes:
     return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes()
 
 
+def read_pieces(store: Any, where: str, rows: list[Any], buffer: Any, *, if_match: str | None = None,
+                **options: Any) -> list[Any]:
+    """``core.read_table`` of ``rows`` (``core.Piece`` s), each piece's ``CoreResult`` (a missing object fails
+    its piece, as ``core.read_one`` has it); ``options``: ``retry``, ``concurrency``, ``timeout``."""
+    from gdsstore.engine.remote import core
+
+    res = core.read_table(store, where, core.PieceTable.of(rows, if_match=if_match), buffer, missing=False, **options)
+    return [res.result(i) for i in range(len(rows))]
+
+
 @pytest.fixture(autouse=True)
 def fast_retries() -> Iterator[None]:
     """Small tasks and quick, bounded retries, so fault tests exercise many ranges and stay fast."""

@@ -19,11 +19,10 @@ from servers.faults import FaultServer
 from gdsstore.engine import native
 from gdsstore.engine.landing import Landed
 from gdsstore.engine.remote import core
-from gdsstore.engine.remote.core import CorePiece
 from gdsstore.engine.remote.retry import STALE_RETRIES, RetryPolicy
 from gdsstore.errors import RangeMismatchError, RangeNotSupportedError, RemoteIOError
 
-from .conftest import payload
+from .conftest import payload, read_pieces
 
 pytestmark = pytest.mark.skipif(not native.load(), reason=f"native core not built: {native.unavailable_reason()}")
 
@@ -44,9 +43,11 @@ def store_of(srv: FaultServer) -> Any:
     return core.http_store(f"http://127.0.0.1:{srv.port}/", connect_timeout=2.0)
 
 
-def wave(srv: FaultServer, pieces: list[CorePiece], n: int, timeout: float = 5.0) -> tuple[np.ndarray, list[Any]]:
+def wave(srv: FaultServer, pieces: list[core.Piece], n: int, timeout: float = 5.0,
+         if_match: str | None = None) -> tuple[np.ndarray, list[Any]]:
     buf = np.full(n, FILL, "u1")
-    res = core.read_wave(store_of(srv), "http://srv/", pieces, buf, retry=RETRY, concurrency=8, timeout=timeout)
+    res = read_pieces(store_of(srv), "http://srv/", pieces, buf, if_match=if_match, retry=RETRY, concurrency=8,
+                      timeout=timeout)
     return buf, res
 
 
@@ -62,11 +63,11 @@ def untouched_or_right(buf: np.ndarray, ref: bytes) -> None:
 def test_ranges_and_whole_objects_land_in_their_slots(srv: FaultServer) -> None:
     n = len(DATA)
     pieces = [
-        CorePiece("ok/0/obj.bin", 0, None, n, 0, n),  # whole, size known
-        CorePiece("ok/0/obj.bin", 0, None, None, n, n),  # whole, size unknown
-        CorePiece("ok/0/obj.bin", 1000, 5000, 4000, 2 * n, 4000),  # a range
-        CorePiece("ok/0/obj.bin", -300, None, None, 2 * n + 4096, 300),  # a suffix
-        CorePiece("ok/0/obj.bin", n - 10, n + 90, None, 2 * n + 8192, 100),  # clamped at the end
+        ("ok/0/obj.bin", 0, None, n, 0, n),  # whole, size known
+        ("ok/0/obj.bin", 0, None, None, n, n),  # whole, size unknown
+        ("ok/0/obj.bin", 1000, 5000, 4000, 2 * n, 4000),  # a range
+        ("ok/0/obj.bin", -300, None, None, 2 * n + 4096, 300),  # a suffix
+        ("ok/0/obj.bin", n - 10, n + 90, None, 2 * n + 8192, 100),  # clamped at the end
     ]
     buf, res = wave(srv, pieces, 2 * n + 8192 + 100)
     assert [r.error for r in res] == [None] * 5
@@ -80,20 +81,20 @@ def test_ranges_and_whole_objects_land_in_their_slots(srv: FaultServer) -> None:
 
 
 def test_missing_object_is_file_not_found(srv: FaultServer) -> None:
-    _, res = wave(srv, [CorePiece("ok/0/nope.bin", 0, None, None, 0, 100)], 100)
+    _, res = wave(srv, [("ok/0/nope.bin", 0, None, None, 0, 100)], 100)
     assert isinstance(res[0].error, FileNotFoundError) and res[0].kind == "not_found"
 
 
 def test_forbidden_is_permission_error_without_retries(srv: FaultServer) -> None:
     # "forbidden" answers HEAD with 403; GETs of a missing name are 404, so ask the object that exists.
     srv.objects["secret.bin"] = b"x" * 10
-    _, res = wave(srv, [CorePiece("forbidden/always/secret.bin", 0, 10, 10, 0, 10)], 10)
-    assert res[0].error is not None and res[0].attempts == 1
+    _, res = wave(srv, [("forbidden/always/secret.bin", 0, 10, 10, 0, 10)], 10)
+    assert res[0].error is not None and res[0].attempts == 1 and gets(srv, "forbidden") == 1
     assert not isinstance(res[0].error, RemoteIOError) or "failed after" not in str(res[0].error)
 
 
 def test_ignored_range_never_lands(srv: FaultServer) -> None:
-    buf, res = wave(srv, [CorePiece("ignore-range/always/obj.bin", 100, 200, 100, 0, 4096)], 4096)
+    buf, res = wave(srv, [("ignore-range/always/obj.bin", 100, 200, 100, 0, 4096)], 4096)
     assert isinstance(res[0].error, RangeNotSupportedError)
     assert res[0].attempts == 1 and gets(srv, "ignore-range") == 1  # not retried: it would fail the same
     assert buf.tolist() == [FILL] * 4096
@@ -101,7 +102,7 @@ def test_ignored_range_never_lands(srv: FaultServer) -> None:
 
 @pytest.mark.parametrize("mode", ["wrong-range", "short-range"])
 def test_mismatched_ranges_are_refused(srv: FaultServer, mode: str) -> None:
-    buf, res = wave(srv, [CorePiece(f"{mode}/always/obj.bin", 1000, 2000, 1000, 0, 1000)], 1000)
+    buf, res = wave(srv, [(f"{mode}/always/obj.bin", 1000, 2000, 1000, 0, 1000)], 1000)
     assert isinstance(res[0].error, RangeMismatchError), res[0].error
     assert res[0].size < 1000
     untouched_or_right(buf, DATA[1000:2000])
@@ -110,16 +111,16 @@ def test_mismatched_ranges_are_refused(srv: FaultServer, mode: str) -> None:
 @pytest.mark.parametrize("mode", ["503", "reset", "truncate", "slow"])
 def test_transient_faults_recover(srv: FaultServer, mode: str) -> None:
     n = len(DATA)
-    buf, res = wave(srv, [CorePiece(f"{mode}/2/obj.bin", 0, n, n, 0, n)], n, timeout=0.3)
+    buf, res = wave(srv, [(f"{mode}/2/obj.bin", 0, n, n, 0, n)], n, timeout=0.3)
     assert res[0].error is None, res[0].error
     assert buf.tobytes() == DATA
-    assert res[0].attempts == 3 and gets(srv, mode) == 3
+    assert gets(srv, mode) == 3
 
 
 @pytest.mark.parametrize("mode", ["503", "reset", "truncate", "slow"])
 def test_transient_faults_give_up_after_max_attempts(srv: FaultServer, mode: str) -> None:
     n = len(DATA)
-    buf, res = wave(srv, [CorePiece(f"{mode}/always/obj.bin", 0, n, n, 0, n)], n, timeout=0.3)
+    buf, res = wave(srv, [(f"{mode}/always/obj.bin", 0, n, n, 0, n)], n, timeout=0.3)
     assert isinstance(res[0].error, RemoteIOError)
     assert "failed after 4 attempt(s) (remote.max_attempts=4)" in str(res[0].error)
     assert gets(srv, mode) == 4
@@ -133,7 +134,7 @@ def test_requests_lost_to_stale_connections_are_sent_again_at_once(srv: FaultSer
     once = RetryPolicy(max_attempts=1, retry_status=(), backoff_base=60.0, backoff_max=60.0)
     for i in range(10):
         buf = np.full(n, FILL, "u1")
-        (res,) = core.read_wave(store, "http://srv/", [CorePiece("drop-reused/always/obj.bin", 0, n, n, 0, n)], buf,
+        (res,) = read_pieces(store, "http://srv/", [("drop-reused/always/obj.bin", 0, n, n, 0, n)], buf,
                                 retry=once, concurrency=1, timeout=5.0)
         assert res.error is None, (i, res.error)
         assert buf.tobytes() == DATA
@@ -142,7 +143,7 @@ def test_requests_lost_to_stale_connections_are_sent_again_at_once(srv: FaultSer
 
 def test_a_server_that_drops_every_request_ends_after_a_bounded_number(srv: FaultServer) -> None:
     n = len(DATA)
-    buf, res = wave(srv, [CorePiece("drop/always/obj.bin", 0, n, n, 0, n)], n)
+    buf, res = wave(srv, [("drop/always/obj.bin", 0, n, n, 0, n)], n)
     assert isinstance(res[0].error, RemoteIOError)
     assert "failed after 4 attempt(s) (remote.max_attempts=4)" in str(res[0].error)
     assert gets(srv, "drop") == STALE_RETRIES + 4
@@ -151,7 +152,7 @@ def test_a_server_that_drops_every_request_ends_after_a_bounded_number(srv: Faul
 
 def test_retry_asks_only_for_what_is_missing(srv: FaultServer) -> None:
     n = len(DATA)
-    buf, res = wave(srv, [CorePiece("truncate/1/obj.bin", 0, n, n, 0, n)], n)
+    buf, res = wave(srv, [("truncate/1/obj.bin", 0, n, n, 0, n)], n)
     assert res[0].error is None and buf.tobytes() == DATA
     ranges = [e[2] for e in srv.log if e[0] == "GET"]
     assert ranges[0] == f"bytes=0-{n - 1}"
@@ -165,9 +166,9 @@ def test_resumed_piece_of_a_replaced_object_fails(srv: FaultServer) -> None:
     srv.objects["both.bin.v2"] = payload(n, seed=9)
     srv.objects["half.bin"] = DATA
     # "truncate" then "replaced" cannot be combined on one path; check the rule on the merge itself.
-    res = core.CoreResult(size=n // 2, etag='"v1"')
-    err = core._merge(res, (10, n, '"v2"', 0, None, None), first=False)
-    assert err is not None and err[0] == "changed"
+    out = core.TableResult(np.array([n // 2]), np.array([n]), ['"v1"'], None, {})
+    err = core._merge(out, 0, 10, n, '"v2"', None)
+    assert err is not None and err[1] == "changed" and out.size[0] == n // 2
 
 
 @pytest.mark.parametrize("mode", ["replaced", "replaced-412"])
@@ -175,18 +176,18 @@ def test_if_match_keeps_another_version_out_of_the_slot(srv: FaultServer, mode: 
     # The object is replaced after the first GET; the second asks If-Match with the first's ETag. "replaced"
     # ignores If-Match (the core compares the answer's ETag before its body lands), "replaced-412" answers 412.
     n = 1000
-    buf, res = wave(srv, [CorePiece(f"{mode}/1/obj.bin", 0, n, n, 0, n)], n)
+    buf, res = wave(srv, [(f"{mode}/1/obj.bin", 0, n, n, 0, n)], n)
     assert res[0].error is None and res[0].etag
     assert buf.tobytes() == DATA[:n]
-    buf, res = wave(srv, [CorePiece(f"{mode}/1/obj.bin", n, 2 * n, n, 0, n, if_match=res[0].etag)], n)
+    buf, res = wave(srv, [(f"{mode}/1/obj.bin", n, 2 * n, n, 0, n)], n, if_match=res[0].etag)
     assert res[0].kind == "changed" and isinstance(res[0].error, RangeMismatchError)
     assert "changed while it was being read" in str(res[0].error)
     assert buf.tolist() == [FILL] * n
 
 
 def test_if_match_of_the_same_version_lands(srv: FaultServer) -> None:
-    first = wave(srv, [CorePiece("ok/0/obj.bin", 0, 10, 10, 0, 10)], 10)[1][0]
-    buf, res = wave(srv, [CorePiece("ok/0/obj.bin", 10, 20, 10, 0, 10, if_match=first.etag)], 10)
+    first = wave(srv, [("ok/0/obj.bin", 0, 10, 10, 0, 10)], 10)[1][0]
+    buf, res = wave(srv, [("ok/0/obj.bin", 10, 20, 10, 0, 10)], 10, if_match=first.etag)
     assert res[0].error is None and buf.tobytes() == DATA[10:20]
 
 
@@ -204,19 +205,19 @@ def test_opened_file_reads_through_the_core(srv: FaultServer) -> None:
 
 def test_chunked_answer_is_refused(srv: FaultServer) -> None:
     # object_store needs a Content-Length to check a range's length: an answer without one fails its item.
-    _, res = wave(srv, [CorePiece("chunked/always/obj.bin", 0, 1000, 1000, 0, 1000)], 1000)
+    _, res = wave(srv, [("chunked/always/obj.bin", 0, 1000, 1000, 0, 1000)], 1000)
     assert res[0].kind == "unsupported"
 
 
 def test_slot_too_small_is_handed_back(srv: FaultServer) -> None:
-    buf, res = wave(srv, [CorePiece("ok/0/obj.bin", 0, None, None, 0, 1000)], 1000)
+    buf, res = wave(srv, [("ok/0/obj.bin", 0, None, None, 0, 1000)], 1000)
     assert res[0].kind == "too_large" and res[0].total == len(DATA)
     assert buf.tolist() == [FILL] * 1000
 
 
 def test_wrong_size_of_a_known_object_fails(srv: FaultServer) -> None:
     n = len(DATA)
-    buf, res = wave(srv, [CorePiece("ok/0/obj.bin", 0, None, n + 1, 0, n + 1)], n + 1)
+    buf, res = wave(srv, [("ok/0/obj.bin", 0, None, n + 1, 0, n + 1)], n + 1)
     assert isinstance(res[0].error, RemoteIOError) and res[0].kind == "length"
     assert buf.tolist() == [FILL] * (n + 1)
 
@@ -225,14 +226,18 @@ def test_bad_slots_and_buffers_are_refused(srv: FaultServer) -> None:
     mod = pytest.importorskip("gdsstore._core")
     st = store_of(srv)
     buf = np.zeros(100, "u1")
+    def cols(*values: list[int]) -> list[np.ndarray]:
+        return [np.array(v, np.int64) for v in values]
+
     with pytest.raises(ValueError, match="overlaps"):
-        mod.read_wave(st, ["ok/0/obj.bin"] * 2, [0, 0], [60, 60], [-1, -1], [0, 40], [60, 60], buf)
+        mod.read_table(st, ["ok/0/obj.bin"] * 2, *cols([0, 0], [60, 60], [-1, -1], [0, 40], [60, 60]), buf,
+                       *cols([0, 0], [0, 0]))
     with pytest.raises(ValueError, match="outside the buffer"):
-        mod.read_wave(st, ["ok/0/obj.bin"], [0], [60], [-1], [50], [60], buf)
+        mod.read_table(st, ["ok/0/obj.bin"], *cols([0], [60], [-1], [50], [60]), buf, *cols([0], [0]))
     ro = np.zeros(100, "u1")
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="writable"):
-        mod.read_wave(st, ["ok/0/obj.bin"], [0], [60], [-1], [0], [60], ro)
+        mod.read_table(st, ["ok/0/obj.bin"], *cols([0], [60], [-1], [0], [60]), ro, *cols([0], [0]))
 
 
 class _Gzip(BaseHTTPRequestHandler):
@@ -309,7 +314,7 @@ def http_server(request: pytest.FixtureRequest) -> Iterator[int]:
 def test_encoded_body_is_refused(http_server: int) -> None:
     st = core.http_store(f"http://127.0.0.1:{http_server}/", connect_timeout=2.0)
     buf = np.full(len(DATA), FILL, "u1")
-    res = core.read_wave(st, "x", [CorePiece("a.bin", 0, None, None, 0, len(DATA))], buf, retry=RETRY,
+    res = read_pieces(st, "x", [("a.bin", 0, None, None, 0, len(DATA))], buf, retry=RETRY,
                          concurrency=4, timeout=5.0)
     assert res[0].kind == "encoding" and isinstance(res[0].error, RemoteIOError)
     assert buf.tolist() == [FILL] * len(DATA)
@@ -322,9 +327,9 @@ def test_encoded_body_is_refused(http_server: int) -> None:
 def test_requests_in_flight_follow_concurrency(http_server: int, concurrency: int, n: int) -> None:
     _Slow.peak = 0
     st = core.http_store(f"http://127.0.0.1:{http_server}/", connect_timeout=2.0)
-    pieces = [CorePiece(f"o{i}", 0, None, 16, 64 * i, 16) for i in range(n)]
+    pieces = [(f"o{i}", 0, None, 16, 64 * i, 16) for i in range(n)]
     buf = np.zeros(64 * n, "u1")
-    res = core.read_wave(st, "x", pieces, buf, retry=RETRY, concurrency=concurrency, timeout=10.0)
+    res = read_pieces(st, "x", pieces, buf, retry=RETRY, concurrency=concurrency, timeout=10.0)
     assert all(r.error is None for r in res)
     # the server counts the requests it holds at once (each 50 ms): never more than asked, and many where allowed
     assert _Slow.peak <= concurrency
@@ -339,9 +344,9 @@ def test_large_requests_in_flight_follow_concurrency_and_land_whole(http_server:
     st = core.http_store(f"http://127.0.0.1:{http_server}/", connect_timeout=2.0)
     names = [f"big{i:02d}" for i in range(24)]  # enough for the ramp (from 2, one more per answer) to reach 4
     size = len(_large_body(names[0]))
-    pieces = [CorePiece(name, 0, None, size, i * size, size) for i, name in enumerate(names)]
+    pieces = [(name, 0, None, size, i * size, size) for i, name in enumerate(names)]
     buf = np.zeros(size * len(names), "u1")
-    res = core.read_wave(st, "x", pieces, buf, retry=RETRY, concurrency=4, timeout=10.0)
+    res = read_pieces(st, "x", pieces, buf, retry=RETRY, concurrency=4, timeout=10.0)
     assert all(r.error is None and r.size == size for r in res)
     assert 3 <= _SlowLarge.peak <= 4  # at most `concurrency`, and really in flight together
     for i, name in enumerate(names):
@@ -351,9 +356,9 @@ def test_large_requests_in_flight_follow_concurrency_and_land_whole(http_server:
 @pytest.mark.parametrize("http_server", [_Slow], indirect=True)
 def test_gil_is_released_during_the_wave(http_server: int) -> None:
     st = core.http_store(f"http://127.0.0.1:{http_server}/", connect_timeout=2.0)
-    pieces = [CorePiece(f"o{i}", 0, None, 16, 64 * i, 16) for i in range(8)]
+    pieces = [(f"o{i}", 0, None, 16, 64 * i, 16) for i in range(8)]
     buf = np.zeros(64 * 8, "u1")
-    t = threading.Thread(target=core.read_wave, args=(st, "x", pieces, buf),
+    t = threading.Thread(target=read_pieces, args=(st, "x", pieces, buf),
                          kwargs={"retry": RETRY, "concurrency": 1, "timeout": 10.0})
     t.start()
     spins = 0
@@ -365,11 +370,11 @@ def test_gil_is_released_during_the_wave(http_server: int) -> None:
 
 def test_wave_in_a_forked_child(srv: FaultServer) -> None:
     n = len(DATA)
-    _, res = wave(srv, [CorePiece("ok/0/obj.bin", 0, None, n, 0, n)], n)  # the runtime exists before fork
+    _, res = wave(srv, [("ok/0/obj.bin", 0, None, n, 0, n)], n)  # the runtime exists before fork
     assert res[0].error is None
 
     def child() -> int:
-        b2, r2 = wave(srv, [CorePiece("ok/0/obj.bin", 0, None, n, 0, n)], n)
+        b2, r2 = wave(srv, [("ok/0/obj.bin", 0, None, n, 0, n)], n)
         return 0 if r2[0].error is None and b2.tobytes() == DATA else 2
 
     code = run_forked(child, timeout=30)
@@ -386,10 +391,10 @@ def test_s3_wave_signed_in_headers(s3: dict[str, Any]) -> None:
     opts = {"aws_endpoint": s3["endpoint_url"], "aws_region": "us-east-1", "aws_bucket": "test-bucket",
             "aws_access_key_id": s3["key"], "aws_secret_access_key": s3["secret"]}
     st = core.s3_store(opts, connect_timeout=2.0)
-    pieces = [CorePiece(k, 0, None, None, 4096 * i, 4096) for i, k in enumerate(objs)]
-    pieces.append(CorePiece("k/3.bin", 10, 20, 10, 4096 * 20, 10))
+    pieces = [(k, 0, None, None, 4096 * i, 4096) for i, k in enumerate(objs)]
+    pieces.append(("k/3.bin", 10, 20, 10, 4096 * 20, 10))
     buf = np.zeros(4096 * 21, "u1")
-    res = core.read_wave(st, "s3://test-bucket/", pieces, buf, retry=RETRY, concurrency=8, timeout=10.0)
+    res = read_pieces(st, "s3://test-bucket/", pieces, buf, retry=RETRY, concurrency=8, timeout=10.0)
     assert [r.error for r in res] == [None] * 21
     for i, v in enumerate(objs.values()):
         assert buf[4096 * i : 4096 * i + res[i].size].tobytes() == v
@@ -402,7 +407,7 @@ def test_s3_wrong_credentials_are_permission_error_at_once(moto_auth: str) -> No
             "aws_access_key_id": "AKIAWRONGKEY", "aws_secret_access_key": secret}
     st = core.s3_store(opts, connect_timeout=2.0)
     buf = np.zeros(16, "u1")
-    res = core.read_wave(st, "s3://test-bucket/", [CorePiece("a.bin", 0, None, None, 0, 16)], buf, retry=RETRY,
+    res = read_pieces(st, "s3://test-bucket/", [("a.bin", 0, None, None, 0, 16)], buf, retry=RETRY,
                          concurrency=1, timeout=10.0)
     assert isinstance(res[0].error, PermissionError) and res[0].attempts == 1
     assert secret not in str(res[0].error)
@@ -412,8 +417,8 @@ def test_s3_missing_key_is_file_not_found(s3: dict[str, Any]) -> None:
     opts = {"aws_endpoint": s3["endpoint_url"], "aws_region": "us-east-1", "aws_bucket": "test-bucket",
             "aws_access_key_id": s3["key"], "aws_secret_access_key": s3["secret"]}
     buf = np.zeros(16, "u1")
-    res = core.read_wave(core.s3_store(opts, connect_timeout=2.0), "s3://test-bucket/",
-                         [CorePiece("nope.bin", 0, None, None, 0, 16)], buf, retry=RETRY, concurrency=1, timeout=10.0)
+    res = read_pieces(core.s3_store(opts, connect_timeout=2.0), "s3://test-bucket/",
+                         [("nope.bin", 0, None, None, 0, 16)], buf, retry=RETRY, concurrency=1, timeout=10.0)
     assert isinstance(res[0].error, FileNotFoundError)
 
 
@@ -424,7 +429,7 @@ def test_closed_port_fails_after_attempts() -> None:
     s.close()
     st = core.http_store(f"http://127.0.0.1:{port}/", connect_timeout=1.0)
     buf = np.zeros(16, "u1")
-    res = core.read_wave(st, "x", [CorePiece("a", 0, None, None, 0, 16)], buf, retry=RETRY, concurrency=1,
+    res = read_pieces(st, "x", [("a", 0, None, None, 0, 16)], buf, retry=RETRY, concurrency=1,
                          timeout=2.0)
     assert isinstance(res[0].error, RemoteIOError) and "failed after 4 attempt(s)" in str(res[0].error)
     assert res[0].kind in ("connect", "io")

@@ -21,9 +21,10 @@ from servers.stalls import StallingS3, TLSCounter
 from gdsstore._config import ROWS
 from gdsstore.engine import native
 from gdsstore.engine.remote import core
-from gdsstore.engine.remote.core import CorePiece
 from gdsstore.engine.remote.retry import RetryPolicy
 from gdsstore.errors import RemoteIOError
+
+from .conftest import read_pieces
 
 pytestmark = pytest.mark.skipif(not native.load(), reason=f"native core not built: {native.unavailable_reason()}")
 
@@ -35,16 +36,16 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from gdsstore.engine.remote import core
-from gdsstore.engine.remote.core import CorePiece
 from gdsstore.engine.remote.retry import RetryPolicy
 
 port, where = int(sys.argv[1]), sys.argv[2]
 st = core.http_store(f"http://127.0.0.1:{port}/", connect_timeout=5.0)
 buf = np.zeros(4096, "u1")
-pieces = [CorePiece(f"o{i}", 0, None, None, 1024 * i, 1024) for i in range(4)]
+pieces = [(f"o{i}", 0, None, None, 1024 * i, 1024) for i in range(4)]
 
 def read():
-    return core.read_wave(st, "x", pieces, buf, retry=RetryPolicy(1, (), 0.0, 0.0), concurrency=4, timeout=300.0)
+    return core.read_table(st, "x", core.PieceTable.of(pieces), buf, retry=RetryPolicy(1, (), 0.0, 0.0), concurrency=4,
+                           timeout=300.0)
 
 if where == "main":
     read()
@@ -148,10 +149,10 @@ def test_a_silent_server_fails_within_a_minute_with_the_defaults() -> None:
 def test_the_first_retry_is_logged_once(blackhole: Blackhole, caplog: pytest.LogCaptureFixture) -> None:
     st = core.http_store(f"http://127.0.0.1:{blackhole.port}/", connect_timeout=2.0)
     buf = np.zeros(2048, "u1")
-    pieces = [CorePiece(f"o{i}", 0, None, None, 1024 * i, 1024) for i in range(2)]
+    pieces = [(f"o{i}", 0, None, None, 1024 * i, 1024) for i in range(2)]
     retry = RetryPolicy(max_attempts=3, retry_status=(), backoff_base=0.0, backoff_max=0.0)
     with caplog.at_level(logging.DEBUG, logger="gdsstore"):
-        res = core.read_wave(st, "http://silent/", pieces, buf, retry=retry, concurrency=2, timeout=0.3)
+        res = read_pieces(st, "http://silent/", pieces, buf, retry=retry, concurrency=2, timeout=0.3)
     assert all(isinstance(r.error, RemoteIOError) for r in res)
     assert all("after 3 attempt(s)" in str(r.error) for r in res)
     warnings = [r for r in caplog.records if r.name.startswith("gdsstore") and r.levelno >= logging.WARNING]
@@ -193,7 +194,7 @@ def test_an_untrusted_certificate_is_one_attempt_naming_the_fix(tls_counter: TLS
     st = core.http_store(f"https://127.0.0.1:{tls_counter.port}/", connect_timeout=5.0)
     buf = np.zeros(1024, "u1")
     retry = RetryPolicy(max_attempts=4, retry_status=(503,), backoff_base=0.0, backoff_max=0.0)
-    res = core.read_wave(st, "https://127.0.0.1/", [CorePiece("a.bin", 0, None, None, 0, 1024)], buf,
+    res = read_pieces(st, "https://127.0.0.1/", [("a.bin", 0, None, None, 0, 1024)], buf,
                          retry=retry, concurrency=1, timeout=5.0)
     err = res[0].error
     assert isinstance(err, RemoteIOError) and res[0].kind == "tls"

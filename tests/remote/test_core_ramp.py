@@ -17,8 +17,9 @@ from servers.stalls import PacedServer, small_http_server
 import gdsstore
 from gdsstore.engine import native
 from gdsstore.engine.remote import core
-from gdsstore.engine.remote.core import CorePiece
 from gdsstore.engine.remote.retry import RetryPolicy
+
+from .conftest import read_pieces
 
 pytestmark = pytest.mark.skipif(not native.load(), reason=f"native core not built: {native.unavailable_reason()}")
 
@@ -37,9 +38,9 @@ def paced() -> Iterator[PacedServer]:
 def test_a_server_that_keeps_up_gets_many_in_flight_after_a_few(paced: PacedServer) -> None:
     n = 2000
     st = core.http_store(f"http://127.0.0.1:{paced.port}/", connect_timeout=5.0)
-    pieces = [CorePiece(f"o{i}", 0, None, 16, 16 * i, 16) for i in range(n)]
+    pieces = [(f"o{i}", 0, None, 16, 16 * i, 16) for i in range(n)]
     buf = np.zeros(16 * n, "u1")
-    res = core.read_wave(st, "x", pieces, buf, retry=RETRY, concurrency=256, timeout=30.0)
+    res = read_pieces(st, "x", pieces, buf, retry=RETRY, concurrency=256, timeout=30.0)
     assert [r.error for r in res] == [None] * n
     assert buf[16 * 7 : 16 * 8].tobytes() == b"/o7".ljust(16, b".")
     seen = paced.seen

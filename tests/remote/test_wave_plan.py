@@ -17,7 +17,7 @@ from gdsstore.engine.landing import slot_layout
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 from gdsstore.engine.remote import room as wave_room
 from gdsstore.engine.remote import wave
-from gdsstore.engine.remote.core import CorePiece
+from gdsstore.engine.remote.core import Piece
 from gdsstore.engine.remote.http_transport import HTTPBackend
 from gdsstore.engine.remote.keys import check_remote_key, plain_remote_keys
 
@@ -80,7 +80,7 @@ class _Room:
         return r.base
 
 
-def _reference_piece(r: _Request, path: str, room: _Room, each: int) -> CorePiece | None:
+def _reference_piece(r: _Request, path: str, room: _Room, each: int) -> Piece | None:
     """``r`` as one piece of the core's wave, as ``wave._core_piece`` gave it; None: nothing to ask."""
     if r.suffix is not None:
         if not r.suffix:
@@ -90,7 +90,7 @@ def _reference_piece(r: _Request, path: str, room: _Room, each: int) -> CorePiec
         start, end = r.offset, None if r.limit is None else r.offset + r.limit
     if r.slot >= 0:
         n = int(r.expect if r.expect is not None else r.limit or 0)
-        return CorePiece(path, start, end, r.expect, r.slot, n) if n > 0 else None
+        return (path, start, end, r.expect, r.slot, n) if n > 0 else None
     cap = each
     at = room.reserve(r, wave_room.pad(r.suffix)) if r.suffix else -1  # a suffix: all of it where the room has it
     if at >= 0:
@@ -99,7 +99,7 @@ def _reference_piece(r: _Request, path: str, room: _Room, each: int) -> CorePiec
         at = room.reserve(r, each)
     if at < 0:
         r.base, at, cap = 0, 0, 0
-    return CorePiece(path, start, end, r.expect, at, cap)
+    return (path, start, end, r.expect, at, cap)
 
 
 def _reference_asks(reqs: list[_Request], paths: list[str], room: _Room, each: int) -> tuple[list[Any], list[Any]]:
@@ -203,7 +203,7 @@ def test_pieces_match_the_rule_one_request_at_a_time(n: int, sizes: list[int], k
     paths = [backend.core_path(r.key, "test") for r in want_reqs]
     want, want_done = _reference_asks(want_reqs, paths, ref_room, each)
     assert not errs
-    assert list(zip(ks.tolist(), [table.piece(j) for j in range(len(ks))])) == want
+    assert list(zip(ks.tolist(), [table.row(j) for j in range(len(ks))])) == want
     assert list(zip(reqs.got.tolist(), reqs.base.tolist())) == want_done
     assert buf.used == ref_room.used
 

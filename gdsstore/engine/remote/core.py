@@ -1,9 +1,9 @@
 """The bridge to the native I/O core (``gdsstore._core``, Rust over ``object_store``), the only HTTP(S) and S3
-transport: :func:`read_wave` hands it a wave of pieces (one call, the GIL released) and retries transient
-failures for the bytes not yet landed, :func:`read_table` the same of a wave as columns (a
-:class:`PieceTable`, answered as a :class:`TableResult`); :func:`write_objects`, :func:`head`, :func:`list_objects` and
-:func:`delete_objects` send uploads, HEAD, LIST and DELETE; a transport the core does not carry (WebHDFS) is a
-:class:`PiecesStore`. How the core runs and checks a wave: docs/remote.md ("The native core")."""
+transport: :func:`read_table` hands it a wave as columns (a :class:`PieceTable`: one call, the GIL released,
+answered as a :class:`TableResult`) and retries transient failures for the bytes not yet landed, :func:`read_one`
+the same of one piece; :func:`write_objects`, :func:`head`, :func:`list_objects` and :func:`delete_objects` send
+uploads, HEAD, LIST and DELETE; a transport the core does not carry (WebHDFS) is a :class:`PiecesStore`. How the
+core runs and checks a wave: docs/remote.md ("The native core")."""
 
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from gdsstore import _core as gdsstore_core
 
 __all__ = [
-    "CorePiece", "CoreResult", "CoreRoot", "CoreSource", "ObjectRow", "PieceTable", "PiecesStore", "TableResult",
-    "delete_objects", "head", "http_store", "list_objects", "read_one", "read_table", "read_wave", "s3_store",
-    "split_bytes", "wave_reason", "write_objects",
+    "CoreResult", "CoreRoot", "CoreSource", "Failed", "ObjectRow", "Piece", "PieceTable", "PiecesStore", "TableResult",
+    "delete_objects", "head", "http_store", "list_objects", "read_one", "read_table", "s3_store", "split_bytes",
+    "wave_reason", "write_objects",
 ]
 
 _lock = threading.Lock()
@@ -132,21 +132,13 @@ def s3_store(options: dict[str, str], *, connect_timeout: float, pool_idle: int 
     return store
 
 
-@dataclass(slots=True)  # made per request: a frozen dataclass's __init__ costs 5x more
-class CorePiece:
-    """One request of a wave: ``path`` bytes ``[start, end)`` (``end`` None: to the object's end; ``start``
-    negative: the last ``-start`` bytes) into ``buffer[slot:slot + cap]``; ``expect``: the size the answer
-    must have (None: unknown); ``if_match``: the ETag the object must have (sent as ``If-Match``);
-    ``version``: the object version to read (S3 ``versionId``)."""
-
-    path: str
-    start: int = 0
-    end: int | None = None
-    expect: int | None = None
-    slot: int = 0
-    cap: int = 0
-    if_match: str | None = None
-    version: str | None = None
+#: One piece of a wave as a row: ``(path, start, end, expect, slot, cap)``: ``path`` bytes ``[start, end)``
+#: (``end`` None: to the object's end; ``start`` negative: the last ``-start`` bytes) into ``buffer[slot:slot +
+#: cap]``; ``expect``: the size the answer must have (None: unknown).
+Piece = tuple[str, int, int | None, int | None, int, int]
+#: A failed piece as a transport answers it: ``(index, kind, HTTP status or 0, message)``, or a
+#: :class:`PiecesStore`'s ``(index, exception of gdsstore's tree, 0, "")``.
+Failed = tuple[int, str | BaseException, int, str]
 
 
 @dataclass(slots=True)
@@ -165,14 +157,81 @@ class CoreResult:
     attempts: int = 0
 
 
+@dataclass(slots=True)
+class PieceTable:
+    """A wave's pieces as columns, one entry each (:data:`Piece`'s fields, -1 for None): ``paths``, and
+    int64 arrays ``starts``, ``ends``, ``expect``, ``slots`` and ``caps``; per piece or None for all,
+    ``if_match`` (the ETag the object must have, sent as ``If-Match``) and ``versions`` (the object version to
+    read, S3 ``versionId``)."""
+
+    paths: list[str]
+    starts: np.ndarray
+    ends: np.ndarray
+    expect: np.ndarray
+    slots: np.ndarray
+    caps: np.ndarray
+    if_match: list[str | None] | None = None
+    versions: list[str | None] | None = None
+
+    @classmethod
+    def of(cls, rows: Sequence[Piece], *, if_match: str | None = None, version: str | None = None) -> PieceTable:
+        """The table of ``rows``, each of the object with ETag ``if_match`` or of ``version`` where given."""
+        starts, ends, expect, slots, caps = (np.array([-1 if r[c] is None else r[c] for r in rows], np.int64)
+                                             for c in range(1, 6))
+        n = len(rows)
+        return cls([r[0] for r in rows], starts, ends, expect, slots, caps, [if_match] * n if if_match else None,
+                   [version] * n if version else None)
+
+    def row(self, i: int) -> Piece:
+        """Piece ``i`` as a :data:`Piece`."""
+        end, expect = int(self.ends[i]), int(self.expect[i])
+        return (self.paths[i], int(self.starts[i]), None if end < 0 else end, None if expect < 0 else expect,
+                int(self.slots[i]), int(self.caps[i]))
+
+    def take(self, rows: np.ndarray) -> PieceTable:
+        """The pieces ``rows`` (an int64 array of indices), in that order, as a table of their own."""
+        js = rows.tolist()
+        tags, versions = ([col[j] for j in js] if col else None for col in (self.if_match, self.versions))
+        return PieceTable([self.paths[j] for j in js], self.starts[rows], self.ends[rows], self.expect[rows],
+                          self.slots[rows], self.caps[rows], tags, versions)
+
+
+@dataclass(slots=True)
+class TableResult:
+    """What a :class:`PieceTable`'s pieces got, as columns: ``size`` bytes landed (a prefix of each slot),
+    ``total`` the object's size (-1: not told), ``etags`` and ``versions`` (None: no answer had one) of each
+    answer, the pieces that failed for good, each with its :class:`CoreResult` (``error``, ``kind``,
+    ``status``, ``total``), and those whose object is missing (``missing``: answered 404, no exception made)."""
+
+    size: np.ndarray
+    total: np.ndarray
+    etags: list[str | None]
+    versions: list[str | None] | None
+    failed: dict[int, CoreResult]
+    missing: list[int] = dataclasses.field(default_factory=list)
+
+    def answered(self) -> np.ndarray:
+        """Which pieces landed their answer: neither failed nor missing (a bool per piece)."""
+        ok = np.ones(len(self.size), bool)
+        ok[[*self.failed, *self.missing]] = False
+        return ok
+
+    def result(self, i: int) -> CoreResult:
+        """Piece ``i``'s :class:`CoreResult` (of a piece that failed, or landed)."""
+        return self.failed.get(i) or CoreResult(int(self.size[i]), int(self.total[i]), self.etags[i],
+                                                self.versions[i] if self.versions else None)
+
+
 class PiecesStore(abc.ABC):
-    """A transport the native core does not carry (WebHDFS: object_store has none). It reads a wave's pieces
-    itself and answers each as the core does (``gdsstore._core.Row``), its error a ``(kind, status,
-    message)`` or an exception of gdsstore's tree (:func:`read_wave` retries the transient ones)."""
+    """A transport the native core does not carry (WebHDFS: object_store has none): it reads a table's pieces
+    itself and answers as the core's ``read_table`` does, its failures :data:`Failed` rows (:func:`read_table`
+    retries the transient ones)."""
 
     @abc.abstractmethod
-    def read_pieces(self, pieces: Sequence[CorePiece], buffer: Any, concurrency: int) -> list[Any]:
-        """One row per piece, as ``gdsstore._core.read_wave`` answers."""
+    def read_table(self, table: PieceTable, buffer: Any, got: np.ndarray, total: np.ndarray,
+                   concurrency: int) -> tuple[list[str | None], list[str | None] | None, list[Failed]]:
+        """Each piece's bytes landed into ``got`` and its object's size (-1: unknown) into ``total``; returns
+        ``(etags, versions, failed)`` as ``gdsstore._core.read_table``."""
 
 
 def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> BaseException:
@@ -204,185 +263,114 @@ def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> B
     return RemoteIOError(text)
 
 
-def _describe(where: str, p: CorePiece) -> str:
+def _describe(where: str, p: Piece) -> str:
     """The request as its messages name it, with its ``Range`` header's value.
 
     Examples:
-        >>> [_describe("s3://b/", CorePiece("k", *r)) for r in [(0, None), (4, 8), (4, None), (-100, None)]]
+        >>> [_describe("s3://b/", ("k", *r, None, 0, 0)) for r in [(0, None), (4, 8), (4, None), (-100, None)]]
         ['GET s3://b/k', 'GET s3://b/k bytes=4-7', 'GET s3://b/k bytes=4-', 'GET s3://b/k bytes=-100']
     """
-    if p.start == 0 and p.end is None:
-        return f"GET {where}{p.path}"
-    last = "" if p.start < 0 or p.end is None else p.end - 1  # a suffix (start < 0) is "bytes=-n"
-    return f"GET {where}{p.path} bytes={p.start}{'' if p.start < 0 else '-'}{last}"
+    path, start, end = p[:3]
+    if start == 0 and end is None:
+        return f"GET {where}{path}"
+    last = "" if start < 0 or end is None else end - 1  # a suffix (start < 0) is "bytes=-n"
+    return f"GET {where}{path} bytes={start}{'' if start < 0 else '-'}{last}"
 
 
-def _call(store: Any, pieces: Sequence[CorePiece], buffer: Any, concurrency: int, timeout: float) -> list[Any]:
+def _call(store: Any, table: PieceTable, buffer: Any, got: np.ndarray, total: np.ndarray, concurrency: int,
+          timeout: float) -> tuple[list[str | None], list[str | None] | None, list[Failed]]:
     if isinstance(store, PiecesStore):
-        return store.read_pieces(pieces, buffer, concurrency)
-    tags = [p.if_match for p in pieces] if any(p.if_match for p in pieces) else None
-    pinned = {"versions": [p.version for p in pieces]} if any(p.version for p in pieces) else {}
-    rows: list[Any] = module().read_wave(
-        store, [p.path for p in pieces], [p.start for p in pieces], [-1 if p.end is None else p.end for p in pieces],
-        [-1 if p.expect is None else p.expect for p in pieces], [p.slot for p in pieces], [p.cap for p in pieces],
-        buffer, concurrency=concurrency, timeout=timeout, if_match=tags, **pinned,
-    )
-    return rows
+        return store.read_table(table, buffer, got, total, concurrency)
+    answer: tuple[list[str | None], list[str | None] | None, list[Failed]] = module().read_table(
+        store, table.paths, table.starts, table.ends, table.expect, table.slots, table.caps, buffer, got, total,
+        concurrency=concurrency, timeout=timeout, if_match=table.if_match, versions=table.versions)
+    return answer
 
 
-def _rest(p: CorePiece, landed: int, total: int) -> CorePiece:
-    """The piece still to fetch after ``landed`` bytes of it arrived."""
-    end = p.end if p.end is not None else (total if total >= 0 else None)
-    expect = None if p.expect is None else p.expect - landed
-    return replace(p, start=p.start + landed, end=end, expect=expect, slot=p.slot + landed, cap=p.cap - landed)
+def _merge(out: TableResult, i: int, got: int, total: int, etag: str | None, version: str | None) -> Failed | None:
+    """Fold another attempt's answer of piece ``i`` into ``out``; an ETag other than that of the bytes landed
+    before is an error (the object changed between the attempts)."""
+    first = int(out.size[i]) == 0
+    if not first and out.etags[i] is not None and etag is not None and etag != out.etags[i]:
+        return i, "changed", 0, f"ETag {etag} differs from the first answer's {out.etags[i]}"
+    if etag is not None and (first or out.etags[i] is None):
+        out.etags[i] = etag
+        if version is not None:
+            out.versions = out.versions or [None] * len(out.etags)
+            out.versions[i] = version
+    if total > 0 and (first or out.total[i] < 0):
+        out.total[i] = total
+    out.size[i] += got
+    return None
 
 
-def _merge(res: CoreResult, row: Any, first: bool) -> tuple[str, int, str] | BaseException | None:
-    """Fold one answer into ``res``; the error to handle, or a version change as an error."""
-    got, total, etag, _, version, _ = row
-    err: tuple[str, int, str] | BaseException | None = row[5]
-    if not first and res.etag is not None and etag is not None and etag != res.etag:
-        return ("changed", 0, f"ETag {etag} differs from the first answer's {res.etag}")
-    if etag is not None and (first or res.etag is None):
-        res.etag, res.version = etag, version
-    if total > 0 and (first or res.total < 0):
-        res.total = total
-    res.size += got
-    return err
-
-
-class _Attempts:
-    """The attempts of a wave's pieces after the first: each failed piece asked again for the bytes not yet
-    landed (:func:`_rest`), its answers folded into its :class:`CoreResult` (``results[i]``)."""
-
-    def __init__(self, store: Any, where: str, piece: Callable[[int], CorePiece], results: Any, buffer: Any,
-                 retry: RetryPolicy, concurrency: int, timeout: float) -> None:
-        self.store, self.where, self.piece, self.results, self.buffer = store, where, piece, results, buffer
-        self.retry, self.concurrency, self.timeout = retry, concurrency, timeout
-        self.current: dict[int, CorePiece] = {}  # what is left of each piece that failed
-
-    def __call__(self, todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
-        """One attempt of the pieces ``todo`` (:meth:`RetryPolicy.run`'s ``attempt``)."""
-        pieces = [self.current.get(i) or self.piece(i) for i in todo]
-        failed: list[tuple[int, str, BaseException]] = []
-        for i, row in zip(todo, _call(self.store, pieces, self.buffer, self.concurrency, self.timeout), strict=True):
-            res = self.results[i]
-            res.attempts, res.kind = number, None
-            err = _merge(res, row, first=number == 1 or res.size == 0)
-            if err is not None:
-                failed.append(self.failed(i, err))
-        return failed
-
-    def failed(self, i: int, err: tuple[str, int, str] | BaseException) -> tuple[int, str, BaseException]:
-        """Piece ``i`` failed with ``err``: its exception, and what is left of it to ask for."""
-        res = self.results[i]
-        piece = self.piece(i)
-        what = _describe(self.where, piece)
-        if isinstance(err, BaseException):
-            exc = err
-        else:
-            res.kind, res.status = err[0], err[1]
-            exc = _error(*err, what, self.retry)
-        self.current[i] = _rest(piece, res.size, res.total)
-        return i, what, exc
-
-
-def read_wave(store: Any, where: str, pieces: Sequence[CorePiece], buffer: Any, *, retry: RetryPolicy,
-              concurrency: int, timeout: float) -> list[CoreResult]:
-    """Fetch every piece into ``buffer`` (a writable uint8 array), retrying transient failures.
-
-    ``store``: from :func:`http_store` or :func:`s3_store`, or a :class:`PiecesStore`; ``where``: the URL prefix
-    of the paths, for messages (no secrets); slots must lie in ``buffer`` and not overlap; ``concurrency``:
-    requests in flight; ``timeout``: seconds without an answer or a body byte.
-
-    Returns:
-        One result per piece; a failed piece has ``error`` set (``FileNotFoundError`` for 404,
-        ``PermissionError`` for 401/403, ``RemoteIOError`` once ``remote.max_attempts`` are spent, ...) and
-        ``kind`` (``"unsupported"``/``"too_large"``: the caller reads it another way).
-    """
-    results = [CoreResult() for _ in pieces]
-    attempts = _Attempts(store, where, pieces.__getitem__, results, buffer, retry, concurrency, timeout)
-    retry.run(len(pieces), attempts, lambda i, exc: setattr(results[i], "error", exc))
-    return results
-
-
-@dataclass(slots=True)
-class PieceTable:
-    """A wave's pieces as columns, one entry each (:class:`CorePiece`'s fields, -1 for None): ``paths``, and
-    int64 arrays ``starts`` (negative: the last ``-start`` bytes), ``ends`` (-1: to the object's end),
-    ``expect`` (-1: unknown), ``slots`` and ``caps``."""
-
-    paths: list[str]
-    starts: np.ndarray
-    ends: np.ndarray
-    expect: np.ndarray
-    slots: np.ndarray
-    caps: np.ndarray
-
-    def piece(self, i: int) -> CorePiece:
-        """Piece ``i`` as a :class:`CorePiece` (the few that fail, or a store that reads pieces)."""
-        end, expect = int(self.ends[i]), int(self.expect[i])
-        return CorePiece(self.paths[i], int(self.starts[i]), None if end < 0 else end, None if expect < 0 else expect,
-                         int(self.slots[i]), int(self.caps[i]))
-
-
-@dataclass(slots=True)
-class TableResult:
-    """What a :class:`PieceTable`'s pieces got, as columns: ``size`` bytes landed (a prefix of each slot),
-    ``total`` the object's size (-1: not told), ``etags`` each answer's ETag, the pieces whose object is
-    missing (``missing``: answered 404, no exception made for them), and the pieces that failed for good
-    otherwise, each with its :class:`CoreResult` (``error``, ``kind``, ``status``, ``total``)."""
-
-    size: np.ndarray
-    total: np.ndarray
-    etags: list[str | None]
-    failed: dict[int, CoreResult]
-    missing: list[int] = dataclasses.field(default_factory=list)
-
-    def answered(self) -> np.ndarray:
-        """Which pieces landed their answer: neither failed nor missing (a bool per piece)."""
-        ok = np.ones(len(self.size), bool)
-        ok[[*self.failed, *self.missing]] = False
-        return ok
+def _rest(table: PieceTable, left: PieceTable, i: int, landed: int, total: int) -> None:
+    """Set piece ``i`` of ``left`` to what is still to fetch of ``table``'s after ``landed`` bytes of it arrived."""
+    if table.ends[i] < 0 and total >= 0:
+        left.ends[i] = total
+    left.starts[i], left.slots[i] = table.starts[i] + landed, table.slots[i] + landed
+    left.caps[i] = table.caps[i] - landed
+    if table.expect[i] >= 0:
+        left.expect[i] = table.expect[i] - landed
 
 
 def read_table(store: Any, where: str, table: PieceTable, buffer: Any, *, retry: RetryPolicy, concurrency: int,
-               timeout: float) -> TableResult:
-    """:func:`read_wave` of a :class:`PieceTable`: the first attempt hands the core the columns and gets
-    columns back, no Python object per piece but its path and ETag; only the pieces that failed become
-    :class:`CoreResult` s (and are tried again as :func:`read_wave` tries them)."""
+               timeout: float, missing: bool = True) -> TableResult:
+    """Fetch every piece of ``table`` into ``buffer`` (a writable uint8 array): one call of the core with the
+    columns, answered as columns (no Python object per piece but its path and ETag); the pieces that failed
+    transiently are asked again, as a smaller table, for the bytes they have not landed yet.
+
+    ``store``: from :func:`http_store` or :func:`s3_store`, or a :class:`PiecesStore`; ``where``: the URL prefix
+    of the paths, for messages (no secrets); slots must lie in ``buffer`` and not overlap; ``concurrency``:
+    requests in flight; ``timeout``: seconds without an answer or a body byte; ``missing``: a piece whose object
+    is missing (404) is listed in :attr:`TableResult.missing` (zarr's fill value, no exception made), else it
+    fails as the others do.
+
+    Returns:
+        The pieces' sizes, ETags and failures for good: ``FileNotFoundError`` for 404, ``PermissionError``
+        for 401/403, ``RemoteIOError`` once ``remote.max_attempts`` are spent, ..., each with its ``kind``
+        (``"unsupported"``/``"too_large"``: the caller reads it another way).
+    """
     n = len(table.paths)
-    if isinstance(store, PiecesStore):
-        res = read_wave(store, where, [table.piece(i) for i in range(n)], buffer, retry=retry,
-                        concurrency=concurrency, timeout=timeout)
-        return TableResult(np.array([r.size for r in res], np.int64), np.array([r.total for r in res], np.int64),
-                           [r.etag for r in res], {i: r for i, r in enumerate(res) if r.error is not None})
-    out = TableResult(np.empty(n, np.int64), np.empty(n, np.int64), [None] * n, {})
-    results: dict[int, CoreResult] = {}  # the pieces that failed once
-    attempts = _Attempts(store, where, table.piece, results, buffer, retry, concurrency, timeout)
+    out = TableResult(np.zeros(n, np.int64), np.full(n, -1, np.int64), [None] * n, None, {})
+    left = table  # what is still to fetch of each piece: a copy once one failed
+    why: dict[int, tuple[str | None, int, int]] = {}  # each failed piece's last kind, status and attempt
+    errors: dict[int, BaseException] = {}
 
     def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
-        if number > 1:
-            return attempts(todo, number)
-        out.etags, versions, rows = module().read_table(
-            store, table.paths, table.starts, table.ends, table.expect, table.slots, table.caps, buffer, out.size,
-            out.total, concurrency=concurrency, timeout=timeout)
-        out.total[out.total == 0] = -1  # as _merge keeps it: 0 tells nothing
+        nonlocal left
+        rows = np.array(todo, np.int64)
+        ask = left if number == 1 else left.take(rows)
+        got, total = np.zeros(len(todo), np.int64), np.full(len(todo), -1, np.int64)
+        etags, versions, failures = _call(store, ask, buffer, got, total, concurrency, timeout)
+        if number == 1:
+            out.size, out.total, out.etags, out.versions = got, total, etags, versions
+            total[total == 0] = -1  # 0 tells nothing
+            bad = failures
+        else:  # each answer folded in, its failure (or a changed ETag) in the words of the table's piece
+            of = {f[0]: f for f in failures}
+            bad = []
+            for j, i in enumerate(todo):
+                changed = _merge(out, i, int(got[j]), int(total[j]), etags[j], versions[j] if versions else None)
+                if changed or j in of:
+                    bad.append(changed or (i, *of[j][1:]))
+        if bad and left is table:
+            left = table.take(np.arange(n))
         failed = []
-        for i, kind, status, msg in rows:
-            if kind == "not_found":  # missing (zarr's fill value): not retried, no exception needed
+        for i, kind, status, msg in bad:
+            if kind == "not_found" and missing:
                 out.missing.append(i)
                 continue
-            tag = out.etags[i]
-            results[i] = CoreResult(int(out.size[i]), int(out.total[i]), tag, versions[i] if versions and tag else None,
-                                    attempts=1)
-            failed.append(attempts.failed(i, (kind, status, msg)))
+            what = _describe(where, table.row(i))
+            why[i] = (None, 0, number) if isinstance(kind, BaseException) else (kind, status, number)
+            failed.append((i, what, kind if isinstance(kind, BaseException) else _error(kind, status, msg, what, retry)))
+            _rest(table, left, i, int(out.size[i]), int(out.total[i]))
         return failed
 
-    retry.run(n, attempt, lambda i, exc: setattr(results[i], "error", exc))
-    for i, piece in results.items():
-        out.size[i], out.total[i], out.etags[i] = piece.size, piece.total, piece.etag
-    out.failed = {i: piece for i, piece in results.items() if piece.error is not None}
+    retry.run(n, attempt, errors.__setitem__)
+    for i, exc in errors.items():
+        kind, status, number = why[i]
+        out.failed[i] = replace(out.result(i), kind=kind, status=status, error=exc, attempts=number)
     return out
 
 
@@ -391,12 +379,14 @@ def _timeout(s: policy.Settings) -> float:
     return s.remote_timeout or 1e9
 
 
-def read_one(store: Any, where: str, piece: CorePiece, buffer: Any, s: policy.Settings | None = None) -> CoreResult:
-    """:func:`read_wave` of one piece, under the settings in force."""
+def read_one(store: Any, where: str, piece: Piece, buffer: Any, s: policy.Settings | None = None, *,
+             if_match: str | None = None, version: str | None = None) -> CoreResult:
+    """:func:`read_table` of one piece (``if_match``, ``version``: as :meth:`PieceTable.of`), under the settings
+    in force; a missing object fails it (``FileNotFoundError``)."""
     s = s or policy.settings()
-    (res,) = read_wave(store, where, [piece], buffer, retry=RetryPolicy.from_settings(s), concurrency=1,
-                       timeout=_timeout(s))
-    return res
+    res = read_table(store, where, PieceTable.of([piece], if_match=if_match, version=version), buffer,
+                     retry=RetryPolicy.from_settings(s), concurrency=1, timeout=_timeout(s), missing=False)
+    return res.result(0)
 
 
 def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> list[bytes | None]:
@@ -541,7 +531,7 @@ class CoreSource:
     def stat(self) -> int:
         """The object's size (remembering its ETag and version): a GET with no room for its body, which the
         core answers with the size its answer told (a server without ``Range`` answers it too)."""
-        res = read_one(self.core.store(), self.core.base, CorePiece(self.path), np.empty(1, np.uint8))
+        res = read_one(self.core.store(), self.core.base, (self.path, 0, None, None, 0, 0), np.empty(1, np.uint8))
         if res.error is not None and res.kind != "too_large":
             raise res.error
         size = res.size if res.error is None else res.total  # landed whole: an empty object

@@ -215,9 +215,8 @@ class _RangeFetch:
         n = memoryview(view).nbytes
         whole = offset == 0 and n == self._f.size  # no Range header: a server may answer it only with a 200
         strong = self._tag if self._tag and not self._tag.startswith("W/") else None  # weak tags never match
-        piece = core.CorePiece(self._path, offset, None if whole else offset + n, n, 0, n,
-                               if_match=None if self._version else strong, version=self._version)
-        res = core.read_one(self.store, self._base, piece, view, self._s)
+        res = core.read_one(self.store, self._base, (self._path, offset, None if whole else offset + n, n, 0, n), view,
+                            self._s, if_match=None if self._version else strong, version=self._version)
         if res.error is not None:
             raise res.error
         if res.total >= 0 and res.total != self._f.size:

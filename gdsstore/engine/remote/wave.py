@@ -294,8 +294,8 @@ def _regrow(reqs: _Requests, table: core.PieceTable, ks: np.ndarray, big: list[t
     at = np.array([room.reserve(pad(n)) for n in sizes], np.int64)
     js = np.array([j for j, _ in big], np.int64)
     reqs.base[ks[js]] = at
-    again = core.PieceTable([table.paths[j] for j in js.tolist()], table.starts[js], table.ends[js], table.expect[js],
-                            at, np.array(sizes, np.int64))
+    again = table.take(js)
+    again.slots, again.caps = at, np.array(sizes, np.int64)
     return again, ks[js]
 
 
@@ -509,7 +509,7 @@ class WaveReads(Backend):
             return alloc(0)
         scratch = np.empty(s.task_size, np.uint8)
         store = src.core.store()
-        res = core.read_one(store, src.core.base, core.CorePiece(src.path, *span, None, 0, s.task_size), scratch, s)
+        res = core.read_one(store, src.core.base, (src.path, *span, None, 0, s.task_size), scratch, s)
         n = _landed(res)
         suffix = byte_range.start if byte_range is not None and byte_range.kind == "suffix" else None
         if n is not None:

@@ -1,7 +1,7 @@
 """The WebHDFS transport: Hadoop's REST API over urllib3 (object_store has no WebHDFS).
 
 Reads are ``op=OPEN&offset=&length=``, through the datanode the namenode redirects to (an HttpFS gateway
-answers itself); :class:`WebHDFSClient` answers a wave's pieces as the native core does. Writes are the two-step
+answers itself); :class:`WebHDFSClient` answers a wave's table as the native core does. Writes are the two-step
 ``op=CREATE``. Storage options (``user``, ``delegation``, ``headers``, ``verify``, ``cert``): docs/remote.md.
 """
 
@@ -12,7 +12,7 @@ import json
 import os
 import posixpath
 import time
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -39,8 +39,8 @@ _EXCEPTIONS: dict[str, type[OSError]] = {
     "SecurityException": PermissionError,
     "AuthenticationException": PermissionError,
 }
-#: A piece's answer as the core's (``gdsstore._core.Row``): bytes landed, total size, -, -, -, error.
-Row = tuple[int, int, None, int, None, Any]
+#: A piece's answer: bytes landed, the object's size (-1: unknown), and its failure (as in ``core.Failed``) or None.
+Row = tuple[int, int, tuple[str | BaseException, int, str] | None]
 #: urllib3 pools by (process, TLS settings, ``remote.concurrency``): a forked child makes its own.
 _pools: dict[tuple[Any, ...], Any] = {}
 
@@ -163,35 +163,39 @@ class WebHDFSClient(core.PiecesStore):
         remember_url(loc)
         return str(loc)
 
-    def read_pieces(self, pieces: Sequence[core.CorePiece], buffer: Any, concurrency: int) -> list[Any]:
+    def read_table(self, table: core.PieceTable, buffer: Any, got: Any, total: Any,
+                   concurrency: int) -> tuple[list[str | None], None, list[core.Failed]]:
         """Each piece through OPEN (:meth:`_piece`), ``concurrency`` (at most ``PYTHON_WAVE_MAX``) at a time."""
-        return map_all(lambda p: self._piece(p, buffer), pieces, min(concurrency, policy.PYTHON_WAVE_MAX))
+        n = len(table.paths)
+        rows = map_all(lambda i: self._piece(table.row(i), buffer), range(n), min(concurrency, policy.PYTHON_WAVE_MAX))
+        got[:], total[:] = [r[0] for r in rows], [r[1] for r in rows]
+        return [None] * n, None, [(i, *r[2]) for i, r in enumerate(rows) if r[2] is not None]
 
-    def _piece(self, p: core.CorePiece, buffer: Any) -> Row:
+    def _piece(self, p: core.Piece, buffer: Any) -> Row:
         """One piece, answered as the core answers it. HDFS refuses an offset past the end (403) where HTTP says
         416, so a suffix or an offset that may lie there asks the size first; a whole object is asked with one
         byte more than its room, which tells whether it fits."""
+        path, start, end, expect, slot, cap = p
         landed = [0]
         total = -1
         try:
-            start = p.start
-            if start < 0 or (start > 0 and p.expect is None):
-                total = self.size(p.path)
+            if start < 0 or (start > 0 and expect is None):
+                total = self.size(path)
                 start = max(0, total + start) if start < 0 else min(start, total)
-            stop = p.end if p.end is not None else total if total >= 0 else None
-            view = memoryview(buffer)[p.slot : p.slot + p.cap]
-            ask = p.cap + 1 if stop is None else max(0, (min(stop, total) if total >= 0 else stop) - start)
-            n = ask if stop is not None and ask > p.cap else self._read(p.path, start, ask, view, landed) if ask else 0
-            if n > p.cap:  # more than its room: its size, and too large (or not the size expected)
-                total = total if total >= 0 else self.size(p.path)
-                kind = "too_large" if p.expect is None else "length"
-                return (0, total, None, 0, None, (kind, 0, f"{total - start} bytes from {start}, room for {p.cap}"))
+            stop = end if end is not None else total if total >= 0 else None
+            view = memoryview(buffer)[slot : slot + cap]
+            ask = cap + 1 if stop is None else max(0, (min(stop, total) if total >= 0 else stop) - start)
+            n = ask if stop is not None and ask > cap else self._read(path, start, ask, view, landed) if ask else 0
+            if n > cap:  # more than its room: its size, and too large (or not the size expected)
+                total = total if total >= 0 else self.size(path)
+                kind = "too_large" if expect is None else "length"
+                return 0, total, (kind, 0, f"{total - start} bytes from {start}, room for {cap}")
             total = start + n if n < ask else total  # a short answer ends the file
-            if p.expect is not None and n != p.expect:
-                return (0, total, None, 0, None, ("length", 0, f"{n} bytes, not the {p.expect} expected"))
-            return (n, total, None, 0, None, None)
+            if expect is not None and n != expect:
+                return 0, total, ("length", 0, f"{n} bytes, not the {expect} expected")
+            return n, total, None
         except Exception as exc:  # handed back as the core hands back its failures
-            return (landed[0], total, None, 0, None, exc)
+            return landed[0], total, (exc, 0, "")
 
     def _read(self, path: str, offset: int, length: int, view: memoryview, landed: list[int]) -> int:
         """OPEN ``length`` bytes at ``offset`` (through the datanode) into ``view`` with http.client's ``readinto``
