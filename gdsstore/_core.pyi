@@ -3,10 +3,6 @@
 from collections.abc import Sequence
 from typing import Any
 
-# (bytes landed, object size, ETag, last-modified in ns since the epoch (0: unknown), version id,
-#  error as (kind, HTTP status or 0, message) or None)
-Row = tuple[int, int, str | None, int, str | None, tuple[str, int, str] | None]
-
 class Store:
     @staticmethod
     def http(
@@ -32,34 +28,6 @@ class Store:
         ca_bundle: str | None = None,
     ) -> Store: ...
 
-def read_wave(
-    store: Store,
-    paths: list[str],
-    starts: list[int],
-    ends: list[int],
-    expect: list[int],
-    slots: list[int],
-    caps: list[int],
-    buffer: Any,
-    *,
-    concurrency: int = 256,
-    timeout: float = 30.0,
-    if_match: list[str | None] | None = None,
-    versions: list[str | None] | None = None,
-) -> list[Row]:
-    """GET every path (``starts[i]``/``ends[i]``: ``0, -1`` whole object, ``s, -1`` from ``s`` on,
-    ``-n, -1`` the last ``n`` bytes, ``s, e`` bytes ``[s, e)``) into ``buffer[slots[i]:slots[i] + caps[i]]``.
-    ``expect[i]`` (-1: unknown) is the size the answer must have. ``if_match[i]`` (None: any): the ETag the
-    object must have, sent as ``If-Match`` and checked before the body lands (kind changed). ``versions[i]``
-    (None: the current one): the object version to read (S3 ``versionId``). Error kinds: not_found, permission,
-    changed, status, range, range_ignored, length, short, encoding, too_large, timeout, connect, io,
-    stale (the server closed a kept-alive connection before answering: worth another request at once),
-    tls (the server's certificate was refused: not worth another attempt),
-    unsupported (object_store cannot take the item; read it another way), invalid, panic.
-    Requests to one store wait for their answers a few at a time at first, more while the server keeps up.
-    Ctrl-C (SIGINT) stops the wave within a tick (50 ms) and raises ``KeyboardInterrupt`` once every request
-    is over: nothing writes into ``buffer`` after the call returns."""
-
 def read_table(
     store: Store,
     paths: list[str],
@@ -77,11 +45,21 @@ def read_table(
     if_match: list[str | None] | None = None,
     versions: list[str | None] | None = None,
 ) -> tuple[list[str | None], list[str | None] | None, list[tuple[int, str, int, str]]]:
-    """:func:`read_wave` of columns: ``starts``, ``ends``, ``expect``, ``slots`` and ``caps`` are int64 arrays
-    (numpy), one entry per path, read as :func:`read_wave` reads its lists; each item's bytes landed go into
-    ``got`` and its object's size (-1: not told) into ``total`` (writable int64 arrays). Returns
-    ``(etags, versions, failed)``: each item's ETag, the version ids (None where no answer had one), and one
-    ``(index, kind, HTTP status or 0, message)`` per failed item (kinds as :func:`read_wave`'s)."""
+    """GET every path into ``buffer[slots[i]:slots[i] + caps[i]]`` (``starts``, ``ends``, ``expect``, ``slots``
+    and ``caps``: int64 arrays (numpy), one entry per path; ``starts[i]``/``ends[i]``: ``0, -1`` whole object,
+    ``s, -1`` from ``s`` on, ``-n, -1`` the last ``n`` bytes, ``s, e`` bytes ``[s, e)``). ``expect[i]`` (-1:
+    unknown) is the size the answer must have. ``if_match[i]`` (None: any): the ETag the object must have, sent
+    as ``If-Match`` and checked before the body lands (kind changed). ``versions[i]`` (None: the current one):
+    the object version to read (S3 ``versionId``). Each item's bytes landed go into ``got`` and its object's
+    size (-1: not told) into ``total`` (writable int64 arrays). Returns ``(etags, versions, failed)``: each
+    item's ETag, the version ids (None where no answer had one), and one ``(index, kind, HTTP status or 0,
+    message)`` per failed item. Error kinds: not_found, permission, changed, status, range, range_ignored,
+    length, short, encoding, too_large, timeout, connect, io, stale (the server closed a kept-alive connection
+    before answering: worth another request at once), tls (the server's certificate was refused: not worth
+    another attempt), unsupported (object_store cannot take the item; read it another way), invalid, panic.
+    Requests to one store wait for their answers a few at a time at first, more while the server keeps up.
+    Ctrl-C (SIGINT) stops the wave within a tick (50 ms) and raises ``KeyboardInterrupt`` once every request
+    is over: nothing writes into ``buffer`` after the call returns."""
 
 def write_objects(
     store: Store,
@@ -103,7 +81,7 @@ def write_objects(
     an object above ``threshold`` is refused, kind unsupported: object_store completes multipart uploads
     unconditionally).
     A request has ``timeout`` seconds plus one per MiB of its body. Returns ``(ETag, version id, error)`` per
-    item, error ``(kind, HTTP status or 0, message)`` or None; kinds as :func:`read_wave`'s plus exists.
+    item, error ``(kind, HTTP status or 0, message)`` or None; kinds as :func:`read_table`'s plus exists.
     Ctrl-C (SIGINT) cuts the requests in flight, aborts the multipart uploads begun (never completed after
     it) and raises ``KeyboardInterrupt``."""
 
@@ -113,7 +91,7 @@ ObjectRow = tuple[str, int, int, str | None, str | None]
 ErrorRow = tuple[str, int, str]
 
 def head_object(store: Store, path: str, *, timeout: float = 30.0) -> tuple[ObjectRow | None, ErrorRow | None]:
-    """HEAD of ``path``: its row, or the error (kinds as :func:`read_wave`'s). Ctrl-C raises ``KeyboardInterrupt``."""
+    """HEAD of ``path``: its row, or the error (kinds as :func:`read_table`'s). Ctrl-C raises ``KeyboardInterrupt``."""
 
 def list_objects(
     store: Store, prefix: str, *, delimiter: str | None = None, resume: str | None = None, timeout: float = 30.0

@@ -46,7 +46,6 @@ fn versions(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
 fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<store::Store>()?;
-    m.add_function(wrap_pyfunction!(wave::read_wave, m)?)?;
     m.add_function(wrap_pyfunction!(wave::read_table, m)?)?;
     m.add_function(wrap_pyfunction!(put::write_objects, m)?)?;
     m.add_function(wrap_pyfunction!(meta::head_object, m)?)?;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::error::{CallError, Failure, FailureRow, Kind};
+use crate::error::{CallError, Failure, Kind};
 use crate::limits::{closed, connection};
 use crate::ramp::{Answer, Ramp, Ticket};
 use crate::slots::{counts_out, int64s, nonneg, Held, ItemError, Slot};
@@ -41,7 +41,6 @@ pub struct Outcome {
     pub got: i64,
     pub total: i64,
     pub etag: Option<String>,
-    pub mtime_ns: i64,
     pub version: Option<String>,
     pub error: Option<Failure>,
 }
@@ -159,7 +158,6 @@ async fn fetch(
     out.total = res.meta.size as i64;
     out.etag = res.meta.e_tag.clone();
     out.version = res.meta.version.clone();
-    out.mtime_ns = res.meta.last_modified.timestamp_nanos_opt().unwrap_or(0);
     if let Err(f) = check_answer(&res, &it) {
         out.error = Some(f);
         return out;
@@ -311,17 +309,6 @@ impl Lane {
     }
 }
 
-/// One item's answer as Python receives it: `(bytes landed, object size, ETag, last-modified ns, version
-/// id, error)`.
-type Row = (
-    i64,
-    i64,
-    Option<String>,
-    i64,
-    Option<String>,
-    Option<FailureRow>,
-);
-
 fn range_of(start: i64, end: i64) -> Result<Option<GetRange>, String> {
     match (start, end) {
         (0, e) if e < 0 => Ok(None),
@@ -380,26 +367,21 @@ fn plan(
 }
 
 fn check_lists(
+    who: &str,
     n: usize,
-    lens: &[usize],
     per_path: [(&str, Option<&Vec<Option<String>>>); 2],
     timeout: f64,
 ) -> Result<(), CallError> {
     for (name, list) in per_path {
         if list.is_some_and(|m| m.len() != n) {
             return Err(CallError::Args(format!(
-                "read_wave(): `{name}` must have one entry per path"
+                "{who}: `{name}` must have one entry per path"
             )));
         }
     }
-    if lens.iter().any(|l| *l != n) {
-        return Err(CallError::Args(
-            "read_wave(): all item lists must have one entry per path".into(),
-        ));
-    }
     if !(timeout > 0.0 && timeout.is_finite()) {
         return Err(CallError::Args(format!(
-            "read_wave(): `timeout` must be > 0, got {timeout}"
+            "{who}: `timeout` must be > 0, got {timeout}"
         )));
     }
     Ok(())
@@ -417,6 +399,9 @@ struct Asked {
     versions: Option<Vec<Option<String>>>,
 }
 
+/// The name of the Python function, in its messages.
+const WHO: &str = "read_table()";
+
 /// Run the wave of `asked` into `buffer`: one outcome per item, in order.
 fn outcomes(
     py: Python<'_>,
@@ -426,19 +411,13 @@ fn outcomes(
     concurrency: usize,
     timeout: f64,
 ) -> PyResult<Vec<Outcome>> {
-    let lens = [
-        asked.starts.len(),
-        asked.ends.len(),
-        asked.expect.len(),
-        asked.spans.len(),
-    ];
     let per_path = [
         ("if_match", asked.if_match.as_ref()),
         ("versions", asked.versions.as_ref()),
     ];
-    check_lists(asked.paths.len(), &lens, per_path, timeout)?;
-    let held = Held::writable("read_wave()", "buffer", buffer)?;
-    let dests = held.slots("read_wave()", &asked.spans)?;
+    check_lists(WHO, asked.paths.len(), per_path, timeout)?;
+    let held = Held::writable(WHO, "buffer", buffer)?;
+    let dests = held.slots(WHO, &asked.spans)?;
     let Plan {
         items,
         index,
@@ -467,57 +446,6 @@ fn outcomes(
     Ok(outs)
 }
 
-/// Run one wave of GETs on `store`; see `gdsstore/_core.pyi`.
-#[pyfunction]
-#[pyo3(signature = (store, paths, starts, ends, expect, slots, caps, buffer, *, concurrency = 256, timeout = 30.0, if_match = None, versions = None))]
-#[allow(clippy::too_many_arguments)]
-pub fn read_wave<'py>(
-    py: Python<'py>,
-    store: &Store,
-    paths: Vec<String>,
-    starts: Vec<i64>,
-    ends: Vec<i64>,
-    expect: Vec<i64>,
-    slots: Vec<usize>,
-    caps: Vec<usize>,
-    buffer: &Bound<'py, PyAny>,
-    concurrency: usize,
-    timeout: f64,
-    if_match: Option<Vec<Option<String>>>,
-    versions: Option<Vec<Option<String>>>,
-) -> PyResult<Vec<Row>> {
-    if slots.len() != caps.len() {
-        return Err(CallError::Args(
-            "read_wave(): all item lists must have one entry per path".into(),
-        )
-        .into());
-    }
-    let spans = slots.into_iter().zip(caps).collect();
-    let asked = Asked {
-        paths,
-        starts,
-        ends,
-        expect,
-        spans,
-        if_match,
-        versions,
-    };
-    let outs = outcomes(py, store, asked, buffer, concurrency, timeout)?;
-    Ok(outs
-        .into_iter()
-        .map(|o| {
-            (
-                o.got,
-                o.total,
-                o.etag,
-                o.mtime_ns,
-                o.version,
-                o.error.map(Failure::row),
-            )
-        })
-        .collect())
-}
-
 /// One wave of GETs given as columns (int64 arrays): no Python object per item but its path and ETag;
 /// see `gdsstore/_core.pyi`.
 #[pyfunction]
@@ -540,7 +468,6 @@ pub fn read_table<'py>(
     if_match: Option<Vec<Option<String>>>,
     versions: Option<Vec<Option<String>>>,
 ) -> PyResult<TableRows> {
-    const WHO: &str = "read_table()";
     let n = paths.len();
     let slots = nonneg(WHO, "slot", int64s(py, WHO, "slots", slots, n)?)?;
     let caps = nonneg(WHO, "cap", int64s(py, WHO, "caps", caps, n)?)?;
