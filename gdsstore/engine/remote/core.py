@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CoreResult", "CoreRoot", "CoreSource", "Failed", "ObjectRow", "Piece", "PieceTable", "PiecesStore", "TableResult",
-    "delete_objects", "head", "http_store", "list_objects", "read_one", "read_table", "s3_store", "split_bytes",
-    "wave_reason", "write_objects",
+    "delete_objects", "head", "http_store", "list_objects", "read_one", "read_table", "request_timeout", "s3_store",
+    "split_bytes", "wave_reason", "write_objects",
 ]
 
 _lock = threading.Lock()
@@ -144,8 +144,8 @@ Failed = tuple[int, str | BaseException, int, str]
 @dataclass(slots=True)
 class CoreResult:
     """What one piece got: ``size`` bytes landed (prefix of its slot), the object's ``total`` size, its
-    identity (``etag``, ``version``), and ``error`` (None: all landed) with its ``kind``; of an
-    upload, the object's ``etag`` and ``version``."""
+    identity (``etag``, ``version``), and ``error`` (None: all landed) with its ``kind``, HTTP ``status`` and
+    the ``attempts`` made."""
 
     size: int = 0
     total: int = -1
@@ -374,7 +374,7 @@ def read_table(store: Any, where: str, table: PieceTable, buffer: Any, *, retry:
     return out
 
 
-def _timeout(s: policy.Settings) -> float:
+def request_timeout(s: policy.Settings) -> float:
     """Seconds without an answer or a body byte before a request fails (``remote.timeout``; 0: none)."""
     return s.remote_timeout or 1e9
 
@@ -385,7 +385,7 @@ def read_one(store: Any, where: str, piece: Piece, buffer: Any, s: policy.Settin
     in force; a missing object fails it (``FileNotFoundError``)."""
     s = s or policy.settings()
     res = read_table(store, where, PieceTable.of([piece], if_match=if_match, version=version), buffer,
-                     retry=RetryPolicy.from_settings(s), concurrency=1, timeout=_timeout(s), missing=False)
+                     retry=RetryPolicy.from_settings(s), concurrency=1, timeout=request_timeout(s), missing=False)
     return res.result(0)
 
 
@@ -404,14 +404,15 @@ def split_bytes(buffer: Any, offsets: Sequence[int], sizes: Sequence[int]) -> li
 
 def write_objects(store: Any, whats: Sequence[str], paths: Sequence[str], buffer: Any, spans: Sequence[tuple[int, int]],
                   *, create: bool, threshold: int, part_size: int, retry: RetryPolicy, concurrency: int,
-                  timeout: float) -> list[CoreResult]:
+                  timeout: float) -> list[BaseException | None]:
     """Upload ``buffer[start:start + length]`` (one contiguous host buffer) of each ``spans[i]`` as ``paths[i]``
     (``whats[i]`` in messages, no secrets), retrying transient failures. ``create``: fail an item whose object
     exists (``FileExistsError``) instead of replacing it; above ``threshold`` bytes an object is a multipart
-    upload in parts of ``part_size``. One result per item; a failed one has ``error`` (``FileExistsError``,
-    ``PermissionError``, ``FileNotFoundError``, ``RemoteIOError`` once ``remote.max_attempts`` are spent...)."""
+    upload in parts of ``part_size``. Returns each item's failure for good, None where it was written
+    (``FileExistsError``, ``PermissionError``, ``FileNotFoundError``, ``RemoteIOError`` once
+    ``remote.max_attempts`` are spent...)."""
     mod = module()
-    results = [CoreResult() for _ in paths]
+    errors: list[BaseException | None] = [None] * len(paths)
 
     def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
         rows = mod.write_objects(
@@ -419,17 +420,11 @@ def write_objects(store: Any, whats: Sequence[str], paths: Sequence[str], buffer
             mode="create" if create else "overwrite", threshold=threshold, part_size=part_size,
             concurrency=concurrency, timeout=timeout,
         )
-        failed: list[tuple[int, str, BaseException]] = []
-        for i, (etag, version, err) in zip(todo, rows, strict=True):
-            res = results[i]
-            res.attempts, res.etag, res.version, res.kind = number, etag, version, None
-            if err is not None:
-                res.kind, res.status = err[0], err[1]
-                failed.append((i, whats[i], _error(err[0], err[1], err[2], whats[i], retry)))
-        return failed
+        return [(i, whats[i], _error(err[0], err[1], err[2], whats[i], retry))
+                for i, (_, _, err) in zip(todo, rows, strict=True) if err is not None]
 
-    retry.run(len(paths), attempt, lambda i, exc: setattr(results[i], "error", exc))
-    return results
+    retry.run(len(paths), attempt, errors.__setitem__)
+    return errors
 
 
 #: One object as the core lists or HEADs it: (key, size, last-modified ns (0: unknown), ETag, version).
@@ -443,7 +438,7 @@ def head(root: CoreRoot, path: str) -> ObjectRow:
 
     def attempt() -> ObjectRow:
         answer: tuple[ObjectRow, None] | tuple[None, tuple[str, int, str]] = module().head_object(
-            root.store(), path, timeout=_timeout(s))
+            root.store(), path, timeout=request_timeout(s))
         if answer[1] is not None:
             raise _error(*answer[1], what, retry)
         return answer[0]
@@ -464,7 +459,7 @@ def list_objects(root: CoreRoot, prefix: str, delimiter: str | None = None) -> t
     def attempt() -> None:
         nonlocal resume
         page: tuple[list[ObjectRow], list[str], str | None, tuple[str, int, str] | None] = module().list_objects(
-            root.store(), prefix, delimiter=delimiter, resume=resume, timeout=_timeout(s))
+            root.store(), prefix, delimiter=delimiter, resume=resume, timeout=request_timeout(s))
         objects.extend(page[0])
         prefixes.extend(page[1])
         resume = page[2]
@@ -485,7 +480,7 @@ def delete_objects(root: CoreRoot, paths: Sequence[str]) -> None:
 
     def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
         rows: list[tuple[str, int, str] | None] = module().delete_objects(
-            store, [paths[i] for i in todo], concurrency=s.remote_concurrency, timeout=_timeout(s))
+            store, [paths[i] for i in todo], concurrency=s.remote_concurrency, timeout=request_timeout(s))
         out: list[tuple[int, str, BaseException]] = []
         for i, err in zip(todo, rows, strict=True):
             if err is not None:

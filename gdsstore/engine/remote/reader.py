@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from gdsstore.engine.bounce import DeviceSink
 
 __all__ = [
-    "RangeMismatchError", "RangeNotSupportedError", "RangeRequest", "RemoteFile", "copy_h2d_async", "split_ranges",
+    "RangeMismatchError", "RangeNotSupportedError", "RangeRequest", "RemoteFile", "split_ranges",
 ]
 
 
@@ -41,18 +41,6 @@ def split_ranges(offset: int, nbytes: int, task_size: int) -> list[RangeRequest]
     if task_size < 1:
         raise ValueError(f"split_ranges(): task_size must be >= 1, got {task_size}")
     return [RangeRequest(offset + a, min(task_size, nbytes - a)) for a in range(0, nbytes, task_size)]
-
-
-def copy_h2d_async(device: int, dst_ptr: int, src_ptr: int, nbytes: int, after: Any = None) -> Any:
-    """Queue a pinned → device copy on the calling thread's stream (after the event ``after``); returns its event."""
-    from gdsstore.engine import cuda
-
-    cp = cuda.cupy_or_none()
-    assert cp is not None
-    with cp.cuda.Device(device):
-        stream = cuda.thread_stream(device, after=after)
-        cp.cuda.runtime.memcpyAsync(dst_ptr, src_ptr, nbytes, cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
-        return cuda.record_event(stream, blocking=True)
 
 
 class _Cancelled(RemoteIOError):

@@ -38,7 +38,7 @@ from gdsstore.engine.landing import AddressTable, Alloc, Free, Landed, slot_layo
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.core import CoreRoot, CoreSource
-from gdsstore.engine.remote.reader import RemoteFile, copy_h2d_async
+from gdsstore.engine.remote.reader import RemoteFile
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
 from gdsstore.engine.remote.room import WaveBuffer, pad, wave_buffer
 
@@ -311,7 +311,7 @@ def _core(backend: WaveReads, objects: Objects, reqs: _Requests, room: WaveBuffe
 
     def call(table: core.PieceTable, ks: np.ndarray) -> core.TableResult:
         res = core.read_table(store, root.base, table, room.buf, retry=retry, concurrency=s.remote_wave_concurrency,
-                              timeout=s.remote_timeout or 1e9)
+                              timeout=core.request_timeout(s))
         _core_done(reqs, ks, res, errs, where)
         calls.append((ks, res))
         return res
@@ -462,8 +462,10 @@ def _copy_into(buf: Any, data: np.ndarray, where: str) -> Any:
     if b.host is not None:
         b.host_slice(0, data.nbytes)[:] = data
     elif data.nbytes:
+        from gdsstore.engine import cuda
+
         assert b.device is not None
-        copy_h2d_async(b.device, b.ptr, data.ctypes.data, data.nbytes).synchronize()
+        cuda.memcpy_htod(b.device, b.ptr, data.ctypes.data, data.nbytes)
     return buf
 
 

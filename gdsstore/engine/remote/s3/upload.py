@@ -56,14 +56,14 @@ def s3_upload_many(client: S3Client, bucket: str, keys: Sequence[str], bufs: Seq
             continue
         buffer: Any = datas[idx[0]] if len(idx) == 1 else b"".join(datas[i] for i in idx)
         starts = itertools.accumulate((len(datas[i]) for i in idx), initial=0)
-        results = core.write_objects(
+        failed = core.write_objects(
             store, [f"PUT s3://{bucket}/{keys[i]}" for i in idx], [keys[i] for i in idx], buffer,
             [(a, len(datas[i])) for a, i in zip(starts, idx)], create=create,
             threshold=_MAX_PUT if create else s.remote_multipart_threshold, part_size=s.remote_multipart_chunksize,
-            retry=RetryPolicy.from_settings(s), concurrency=s.remote_wave_concurrency, timeout=s.remote_timeout or 1e9,
+            retry=RetryPolicy.from_settings(s), concurrency=s.remote_wave_concurrency, timeout=core.request_timeout(s),
         )
-        for i, res in zip(idx, results, strict=True):
-            errors[i] = res.error
+        for i, err in zip(idx, failed, strict=True):
+            errors[i] = err
         _trace_writes([len(datas[i]) for i in idx], time.perf_counter() - t0, f"s3://{bucket}/{keys[idx[0]]}",
                       device, s, create)
     return errors
