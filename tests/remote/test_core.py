@@ -159,6 +159,19 @@ def test_retry_asks_only_for_what_is_missing(srv: FaultServer) -> None:
     assert ranges[1] == f"bytes={n // 2}-{n - 1}"
 
 
+def test_retry_of_one_piece_of_a_table_lands_the_rest_in_its_slot(srv: FaultServer) -> None:
+    # The second piece's body breaks half way: only it is asked again, for its second half, into the rest of
+    # its own slot (not the first piece's, not the slot's start).
+    n = len(DATA)
+    buf, res = wave(srv, [("ok/0/obj.bin", 0, 1000, 1000, 0, 1000), ("truncate/1/obj.bin", 0, n, n, 1024, n)],
+                    1024 + n)
+    assert [r.error for r in res] == [None, None] and [r.size for r in res] == [1000, n]
+    assert buf[:1000].tobytes() == DATA[:1000] and buf[1024:].tobytes() == DATA
+    assert gets(srv, "ok") == 1
+    assert [e[2] for e in srv.log if e[0] == "GET" and e[1].startswith("/truncate/")] == [
+        f"bytes=0-{n - 1}", f"bytes={n // 2}-{n - 1}"]
+
+
 def test_resumed_piece_of_a_replaced_object_fails(srv: FaultServer) -> None:
     # The first body breaks half way; the retry gets the replacement (another ETag): never spliced.
     n = len(DATA)
