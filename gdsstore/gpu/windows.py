@@ -30,25 +30,33 @@ def window_bytes(chain: CodecChain, device: bool, chunk_bytes: int = 0, alone: b
     starts with no copy to overlap); host staging keeps windows small enough to stay in cache, and a device
     read's chunks decoded on the CPU within ``gpu.memory_budget``.
     ``chunk_bytes``: the decoded size of the largest chunk (the decode scratch nvCOMP needs per decoded
-    byte depends on it, :func:`gdsstore.gpu.nvcomp_capi.scratch_ratio`); ``alone``: the read's only window."""
+    byte depends on it, :func:`gdsstore.gpu.nvcomp_capi.scratch_ratio`; chunks stored as they are decoded
+    need none); ``alone``: the read's only window."""
     if not device:
         return _plan.WINDOW_BYTES
     fmt = chain.device_plan()[0]
     if fmt not in (None, "-") or chain.device_staged():
-        free = 0
-        cp = _codecs._cupy()
-        if cp is not None:
-            try:
-                free = int(cp.cuda.runtime.memGetInfo()[0])
-            except Exception:  # no usable device: the smallest large window
-                free = 0
         budget = policy.settings().gpu_memory_budget
+        free = _device_free()
+        if fmt is None:  # staged as stored, nothing for nvCOMP to decode: no scratch beside the window
+            return _plan.large_window(free, budget, scratch=0.0, alone=alone)
         limit = _plan.large_window(free, budget, scratch=nvcomp_capi.scratch_ratio(fmt, chunk_bytes), alone=alone)
         if limit < nvcomp_capi.EXACT_SCRATCH_BATCH:  # such a window decodes with the bound's scratch
             limit = _plan.large_window(free, budget, alone=alone)
         return limit
     # Decoded on the CPU: the window's decoded bytes are its device memory (staged on the host).
     return min(_plan.WINDOW_BYTES, window_budget(policy.settings().gpu_memory_budget, scratch=0.0))
+
+
+def _device_free() -> int:
+    """The current device's free bytes (0 where there is no usable device: the smallest large window)."""
+    cp = _codecs._cupy()
+    if cp is None:
+        return 0
+    try:
+        return int(cp.cuda.runtime.memGetInfo()[0])
+    except Exception:  # no usable device
+        return 0
 
 
 def read_windows(sizes: Sequence[int], chain: CodecChain, device: bool, chunk_bytes: int) -> list[range]:

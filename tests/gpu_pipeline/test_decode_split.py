@@ -245,3 +245,17 @@ def test_decode_side_splits_few_large_zstd_chunks(
     assert small.split_reason is None and small.host_reason is not None
     assert many is chain  # many small chunks: nvCOMP alone, as before
     assert off.split_reason is None and off.host_reason is not None
+
+
+def test_chunks_stored_as_decoded_plan_no_decode_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device read of 1 GiB of uncompressed 64 MiB chunks is one window at the default budget: nothing is
+    decoded on the device, so no nvCOMP scratch is set aside beside it (it was: two windows of 512 MiB, each
+    read after the other); zstd chunks of the same size still plan for the scratch (host twin: the device's
+    free memory given as a number)."""
+    monkeypatch.setattr(gwindows, "_device_free", lambda: 80 << 30)
+    sizes = [64 << 20] * 16
+    raw = gdecode.CodecChain.of([BytesCodec()])
+    assert gwindows.read_windows(sizes, raw, True, 64 << 20) == [range(16)]
+    assert len(gwindows.read_windows(sizes, gdecode.CodecChain.of([BytesCodec(), ZstdCodec()]), True, 64 << 20)) > 1
+    with gdsstore.config.set({"gpu.memory_budget": 1 << 30}):  # under a small budget: windows as large as it allows
+        assert [len(w) for w in gwindows.read_windows(sizes, raw, True, 64 << 20)] == [4, 4, 4, 4]  # were 8 of 2
