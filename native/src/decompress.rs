@@ -28,7 +28,7 @@ fn decode_all(from: Source, jobs: Vec<Job>, threads: usize) -> Vec<(usize, i64)>
                 s.spawn(|| {
                     let mut done = Vec::new();
                     let Ok(mut dctx) = zstd::bulk::Decompressor::new() else {
-                        return done; // no context (out of memory): this worker's jobs stay undecoded
+                        return done; // no context (out of memory): the other workers take every job
                     };
                     loop {
                         let next = queue.lock().map(|mut q| q.next()).unwrap_or(None);
