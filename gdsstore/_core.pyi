@@ -30,36 +30,30 @@ class Store:
 
 def read_table(
     store: Store,
-    paths: list[str],
-    starts: Any,
-    ends: Any,
-    expect: Any,
-    slots: Any,
-    caps: Any,
+    table: Any,
     buffer: Any,
     got: Any,
     total: Any,
     *,
     concurrency: int = 256,
     timeout: float = 30.0,
-    if_match: list[str | None] | None = None,
-    versions: list[str | None] | None = None,
 ) -> tuple[list[str | None], list[str | None] | None, list[tuple[int, str, int, str]]]:
-    """GET every path into ``buffer[slots[i]:slots[i] + caps[i]]`` (``starts``, ``ends``, ``expect``, ``slots``
-    and ``caps``: int64 arrays (numpy), one entry per path; ``starts[i]``/``ends[i]``: ``0, -1`` whole object,
-    ``s, -1`` from ``s`` on, ``-n, -1`` the last ``n`` bytes, ``s, e`` bytes ``[s, e)``). ``expect[i]`` (-1:
-    unknown) is the size the answer must have. ``if_match[i]`` (None: any): the ETag the object must have, sent
-    as ``If-Match`` and checked before the body lands (kind changed). ``versions[i]`` (None: the current one):
-    the object version to read (S3 ``versionId``). Each item's bytes landed go into ``got`` and its object's
-    size (-1: not told) into ``total`` (writable int64 arrays). Returns ``(etags, versions, failed)``: each
-    item's ETag, the version ids (None where no answer had one), and one ``(index, kind, HTTP status or 0,
-    message)`` per failed item. Error kinds: not_found, permission, changed, status, range, range_ignored,
-    length, short, encoding, too_large, timeout, connect, io, stale (the server closed a kept-alive connection
-    before answering: worth another request at once), tls (the server's certificate was refused: not worth
-    another attempt), unsupported (object_store cannot take the item; read it another way), invalid, panic.
-    Requests to one store wait for their answers a few at a time at first, more while the server keeps up.
-    Ctrl-C (SIGINT) stops the wave within a tick (50 ms) and raises ``KeyboardInterrupt`` once every request
-    is over: nothing writes into ``buffer`` after the call returns."""
+    """GET every path of ``table`` into ``buffer[slots[i]:slots[i] + caps[i]]``. ``table`` has the attributes of
+    ``gdsstore.engine.remote.core.PieceTable``: ``paths``; ``starts``, ``ends``, ``expect``, ``slots`` and
+    ``caps``, int64 arrays (numpy), one entry per path; ``if_match`` and ``versions``, one entry per path or None.
+    ``starts[i]``/``ends[i]``: ``0, -1`` whole object, ``s, -1`` from ``s`` on, ``-n, -1`` the last ``n`` bytes,
+    ``s, e`` bytes ``[s, e)``. ``expect[i]`` (-1: unknown) is the size the answer must have. ``if_match[i]``
+    (None: any): the ETag the object must have, sent as ``If-Match`` and checked before the body lands (kind
+    changed). ``versions[i]`` (None: the current one): the object version to read (S3 ``versionId``). Each
+    item's bytes landed go into ``got`` and its object's size (-1: not told) into ``total`` (writable int64
+    arrays). Returns ``(etags, versions, failed)``: each item's ETag, the version ids (None where no answer had
+    one), and one ``(index, kind, HTTP status or 0, message)`` per failed item. Error kinds: not_found,
+    permission, changed, status, range, range_ignored, length, short, encoding, too_large, timeout, connect, io,
+    stale (the server closed a kept-alive connection before answering: worth another request at once), tls (the
+    server's certificate was refused: not worth another attempt), unsupported (object_store cannot take the
+    item; read it another way), invalid, panic. Requests to one store wait for their answers a few at a time at
+    first, more while the server keeps up. Ctrl-C (SIGINT) stops the wave within a tick (50 ms) and raises
+    ``KeyboardInterrupt`` once every request is over: nothing writes into ``buffer`` after the call returns."""
 
 def write_objects(
     store: Store,

@@ -387,49 +387,65 @@ fn check_lists(
     Ok(())
 }
 
-/// A wave's items as the Python call gives them, one entry each (`starts`/`ends` as `range_of` reads them,
-/// `expect` -1: unknown, a slot `(start, cap)` of `buffer`).
-struct Asked {
+/// A wave's pieces as Python's `PieceTable` holds them (attributes of these names), one entry each: the
+/// paths; int64 arrays `starts`/`ends` (as `range_of` reads them), `expect` (-1: unknown), `slots` and `caps`
+/// (a piece's body goes into `buffer[slot..slot + cap]`); `if_match` and `versions` per piece, or None.
+#[derive(FromPyObject)]
+pub struct Table<'py> {
+    #[pyo3(attribute)]
     paths: Vec<String>,
-    starts: Vec<i64>,
-    ends: Vec<i64>,
-    expect: Vec<i64>,
-    spans: Vec<(usize, usize)>,
+    #[pyo3(attribute)]
+    starts: Bound<'py, PyAny>,
+    #[pyo3(attribute)]
+    ends: Bound<'py, PyAny>,
+    #[pyo3(attribute)]
+    expect: Bound<'py, PyAny>,
+    #[pyo3(attribute)]
+    slots: Bound<'py, PyAny>,
+    #[pyo3(attribute)]
+    caps: Bound<'py, PyAny>,
+    #[pyo3(attribute)]
     if_match: Option<Vec<Option<String>>>,
+    #[pyo3(attribute)]
     versions: Option<Vec<Option<String>>>,
 }
 
 /// The name of the Python function, in its messages.
 const WHO: &str = "read_table()";
 
-/// Run the wave of `asked` into `buffer`: one outcome per item, in order.
+/// Run the wave of `table` into `buffer`: one outcome per piece, in order.
 fn outcomes(
     py: Python<'_>,
     store: &Store,
-    asked: Asked,
+    table: Table<'_>,
     buffer: &Bound<'_, PyAny>,
     concurrency: usize,
     timeout: f64,
 ) -> PyResult<Vec<Outcome>> {
+    let n = table.paths.len();
     let per_path = [
-        ("if_match", asked.if_match.as_ref()),
-        ("versions", asked.versions.as_ref()),
+        ("if_match", table.if_match.as_ref()),
+        ("versions", table.versions.as_ref()),
     ];
-    check_lists(WHO, asked.paths.len(), per_path, timeout)?;
+    check_lists(WHO, n, per_path, timeout)?;
+    let column = |what: &str, obj: &Bound<'_, PyAny>| int64s(py, WHO, what, obj, n);
+    let slots = nonneg(WHO, "slot", column("slots", &table.slots)?)?;
+    let caps = nonneg(WHO, "cap", column("caps", &table.caps)?)?;
+    let spans: Vec<_> = slots.into_iter().zip(caps).collect();
     let held = Held::writable(WHO, "buffer", buffer)?;
-    let dests = held.slots(WHO, &asked.spans)?;
+    let dests = held.slots(WHO, &spans)?;
     let Plan {
         items,
         index,
         mut outs,
     } = plan(
-        asked.paths,
-        &asked.starts,
-        &asked.ends,
-        &asked.expect,
+        table.paths,
+        &column("starts", &table.starts)?,
+        &column("ends", &table.ends)?,
+        &column("expect", &table.expect)?,
         dests,
-        asked.if_match,
-        asked.versions,
+        table.if_match,
+        table.versions,
     );
     let built = store.get()?;
     let rt = crate::runtime::get()?;
@@ -446,45 +462,27 @@ fn outcomes(
     Ok(outs)
 }
 
-/// One wave of GETs given as columns (int64 arrays): no Python object per item but its path and ETag;
-/// see `gdsstore/_core.pyi`.
+/// One wave of GETs given as a table of columns: no Python object per item but its path and ETag; see
+/// `gdsstore/_core.pyi`.
 #[pyfunction]
-#[pyo3(signature = (store, paths, starts, ends, expect, slots, caps, buffer, got, total, *, concurrency = 256, timeout = 30.0, if_match = None, versions = None))]
+#[pyo3(signature = (store, table, buffer, got, total, *, concurrency = 256, timeout = 30.0))]
 #[allow(clippy::too_many_arguments)]
 pub fn read_table<'py>(
     py: Python<'py>,
     store: &Store,
-    paths: Vec<String>,
-    starts: &Bound<'py, PyAny>,
-    ends: &Bound<'py, PyAny>,
-    expect: &Bound<'py, PyAny>,
-    slots: &Bound<'py, PyAny>,
-    caps: &Bound<'py, PyAny>,
+    table: Table<'py>,
     buffer: &Bound<'py, PyAny>,
     got: &Bound<'py, PyAny>,
     total: &Bound<'py, PyAny>,
     concurrency: usize,
     timeout: f64,
-    if_match: Option<Vec<Option<String>>>,
-    versions: Option<Vec<Option<String>>>,
 ) -> PyResult<TableRows> {
-    let n = paths.len();
-    let slots = nonneg(WHO, "slot", int64s(py, WHO, "slots", slots, n)?)?;
-    let caps = nonneg(WHO, "cap", int64s(py, WHO, "caps", caps, n)?)?;
+    let n = table.paths.len();
     let (got_out, total_out) = (
         counts_out(WHO, "got", got, n)?,
         counts_out(WHO, "total", total, n)?,
     );
-    let asked = Asked {
-        paths,
-        starts: int64s(py, WHO, "starts", starts, n)?,
-        ends: int64s(py, WHO, "ends", ends, n)?,
-        expect: int64s(py, WHO, "expect", expect, n)?,
-        spans: slots.into_iter().zip(caps).collect(),
-        if_match,
-        versions,
-    };
-    let outs = outcomes(py, store, asked, buffer, concurrency, timeout)?;
+    let outs = outcomes(py, store, table, buffer, concurrency, timeout)?;
     got_out.copy_from_slice(py, &outs.iter().map(|o| o.got).collect::<Vec<_>>())?;
     total_out.copy_from_slice(py, &outs.iter().map(|o| o.total).collect::<Vec<_>>())?;
     let versioned = outs.iter().any(|o| o.version.is_some());

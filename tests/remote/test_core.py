@@ -239,19 +239,22 @@ def test_bad_slots_and_buffers_are_refused(srv: FaultServer) -> None:
     mod = pytest.importorskip("gdsstore._core")
     st = store_of(srv)
     buf = np.zeros(100, "u1")
-    def cols(*values: list[int]) -> list[np.ndarray]:
-        return [np.array(v, np.int64) for v in values]
+
+    def table(*rows: core.Piece) -> core.PieceTable:
+        return core.PieceTable.of(list(rows))
+
+    def counts(n: int) -> list[np.ndarray]:
+        return [np.zeros(n, np.int64), np.zeros(n, np.int64)]
 
     with pytest.raises(ValueError, match="overlaps"):
-        mod.read_table(st, ["ok/0/obj.bin"] * 2, *cols([0, 0], [60, 60], [-1, -1], [0, 40], [60, 60]), buf,
-                       *cols([0, 0], [0, 0]))
+        mod.read_table(st, table(("ok/0/obj.bin", 0, 60, None, 0, 60), ("ok/0/obj.bin", 0, 60, None, 40, 60)), buf,
+                       *counts(2))
     with pytest.raises(ValueError, match="outside the buffer"):
-        mod.read_table(st, ["ok/0/obj.bin"], *cols([0], [60], [-1], [50], [60]), buf, *cols([0], [0]))
+        mod.read_table(st, table(("ok/0/obj.bin", 0, 60, None, 50, 60)), buf, *counts(1))
     ro = np.zeros(100, "u1")
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="writable"):
-        mod.read_table(st, ["ok/0/obj.bin"], *cols([0], [60], [-1], [0], [60]), ro, *cols([0], [0]))
-
+        mod.read_table(st, table(("ok/0/obj.bin", 0, 60, None, 0, 60)), ro, *counts(1))
 
 class _Gzip(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"

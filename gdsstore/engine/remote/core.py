@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
@@ -34,9 +35,9 @@ if TYPE_CHECKING:
     from gdsstore import _core as gdsstore_core
 
 __all__ = [
-    "CoreResult", "CoreRoot", "CoreSource", "Failed", "ObjectRow", "Piece", "PieceTable", "PiecesStore", "TableResult",
-    "delete_objects", "head", "http_store", "list_objects", "read_one", "read_table", "request_timeout", "s3_store",
-    "split_bytes", "wave_reason", "write_objects",
+    "Answer", "CoreResult", "CoreRoot", "CoreSource", "Failed", "ObjectRow", "Piece", "PieceTable", "PiecesStore",
+    "TableResult", "delete_objects", "head", "http_store", "list_objects", "read_one", "read_table", "request_timeout",
+    "s3_store", "split_bytes", "wave_reason", "write_objects",
 ]
 
 _lock = threading.Lock()
@@ -139,6 +140,9 @@ Piece = tuple[str, int, int | None, int | None, int, int]
 #: A failed piece as a transport answers it: ``(index, kind, HTTP status or 0, message)``, or a
 #: :class:`PiecesStore`'s ``(index, exception of gdsstore's tree, 0, "")``.
 Failed = tuple[int, str | BaseException, int, str]
+#: A wave's answer beside the counts it writes: each piece's ETag, the version ids (None: no answer had one),
+#: the failed pieces.
+Answer = tuple[list[str | None], list[str | None] | None, list[Failed]]
 
 
 @dataclass(slots=True)
@@ -228,10 +232,10 @@ class PiecesStore(abc.ABC):
     retries the transient ones)."""
 
     @abc.abstractmethod
-    def read_table(self, table: PieceTable, buffer: Any, got: np.ndarray, total: np.ndarray,
-                   concurrency: int) -> tuple[list[str | None], list[str | None] | None, list[Failed]]:
-        """Each piece's bytes landed into ``got`` and its object's size (-1: unknown) into ``total``; returns
-        ``(etags, versions, failed)`` as ``gdsstore._core.read_table``."""
+    def read_table(self, table: PieceTable, buffer: Any, got: np.ndarray, total: np.ndarray, *, concurrency: int,
+                   timeout: float) -> Answer:
+        """``gdsstore._core.read_table`` of this store: each piece's bytes landed into ``got`` and its object's
+        size (-1: unknown) into ``total``."""
 
 
 def _error(kind: str, status: int, msg: str, what: str, retry: RetryPolicy) -> BaseException:
@@ -275,16 +279,6 @@ def _describe(where: str, p: Piece) -> str:
         return f"GET {where}{path}"
     last = "" if start < 0 or end is None else end - 1  # a suffix (start < 0) is "bytes=-n"
     return f"GET {where}{path} bytes={start}{'' if start < 0 else '-'}{last}"
-
-
-def _call(store: Any, table: PieceTable, buffer: Any, got: np.ndarray, total: np.ndarray, concurrency: int,
-          timeout: float) -> tuple[list[str | None], list[str | None] | None, list[Failed]]:
-    if isinstance(store, PiecesStore):
-        return store.read_table(table, buffer, got, total, concurrency)
-    answer: tuple[list[str | None], list[str | None] | None, list[Failed]] = module().read_table(
-        store, table.paths, table.starts, table.ends, table.expect, table.slots, table.caps, buffer, got, total,
-        concurrency=concurrency, timeout=timeout, if_match=table.if_match, versions=table.versions)
-    return answer
 
 
 def _merge(out: TableResult, i: int, got: int, total: int, etag: str | None, version: str | None) -> Failed | None:
@@ -336,13 +330,15 @@ def read_table(store: Any, where: str, table: PieceTable, buffer: Any, *, retry:
     left = table  # what is still to fetch of each piece: a copy once one failed
     why: dict[int, tuple[str | None, int, int]] = {}  # each failed piece's last kind, status and attempt
     errors: dict[int, BaseException] = {}
+    call: Callable[..., Answer] = store.read_table if isinstance(store, PiecesStore) else partial(
+        module().read_table, store)
 
     def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
         nonlocal left
         rows = np.array(todo, np.int64)
         ask = left if number == 1 else left.take(rows)
         got, total = np.zeros(len(todo), np.int64), np.full(len(todo), -1, np.int64)
-        etags, versions, failures = _call(store, ask, buffer, got, total, concurrency, timeout)
+        etags, versions, failures = call(ask, buffer, got, total, concurrency=concurrency, timeout=timeout)
         if number == 1:
             out.size, out.total, out.etags, out.versions = got, total, etags, versions
             total[total == 0] = -1  # 0 tells nothing

@@ -163,9 +163,10 @@ class WebHDFSClient(core.PiecesStore):
         remember_url(loc)
         return str(loc)
 
-    def read_table(self, table: core.PieceTable, buffer: Any, got: Any, total: Any,
-                   concurrency: int) -> tuple[list[str | None], None, list[core.Failed]]:
-        """Each piece through OPEN (:meth:`_piece`), ``concurrency`` (at most ``PYTHON_WAVE_MAX``) at a time."""
+    def read_table(self, table: core.PieceTable, buffer: Any, got: Any, total: Any, *, concurrency: int,
+                   timeout: float) -> core.Answer:
+        """Each piece through OPEN (:meth:`_piece`), ``concurrency`` (at most ``PYTHON_WAVE_MAX``) at a time;
+        ``timeout``: ``remote.timeout``'s, as :meth:`send` takes it."""
         n = len(table.paths)
         rows = map_all(lambda i: self._piece(table.row(i), buffer), range(n), min(concurrency, policy.PYTHON_WAVE_MAX))
         got[:], total[:] = [r[0] for r in rows], [r[1] for r in rows]
