@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 unset PYTHONDONTWRITEBYTECODE
 # The set-up compiles the native core while pip downloads the Python packages (scripts/bootstrap.sh).
 GDSSTORE_EXTRAS=${GDSSTORE_EXTRAS:-test,docs,s3,cufile} bash scripts/bootstrap.sh
-# cargo's checks of the core run while the system packages install and ruff, mypy and lint-imports run.
+# cargo's checks of the core run while the system packages install, ruff, mypy, lint-imports and pytest run.
 core_log=$(mktemp)
 trap 'rm -f "$core_log"' EXIT
 bash scripts/build_core.sh --checks-only >"$core_log" 2>&1 &
@@ -43,17 +43,25 @@ export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
 echo "== ruff"; ruff check .
 echo "== mypy"; mypy
 echo "== lint-imports"; lint-imports --no-cache
-echo "== native core (cargo fmt, clippy, unit tests)"
-core_status=0
-wait "$core_pid" || core_status=$?
-cat "$core_log"
-[ "$core_status" = 0 ] || { echo "test: the native core's checks failed (above)" >&2; exit "$core_status"; }
 python -c 'from gdsstore.engine import native; assert native.load() is not None, native.unavailable_reason()'
+# The core's checks finish while pytest runs: pytest waits on servers, subprocesses and the network much of the
+# time, so the two share the 2 cores better than one after the other. A failed check fails the command after.
+core_checks() {
+  echo "== native core (cargo fmt, clippy, unit tests)"
+  core_status=0
+  wait "$core_pid" || core_status=$?
+  cat "$core_log"
+  [ "$core_status" = 0 ] || { echo "test: the native core's checks failed (above)" >&2; return "$core_status"; }
+}
 # Two workers on the 2-core machine (pytest-xdist), a whole test file per worker so each file's servers and
 # module fixtures are made once. Tests count events, never seconds: speed lives in benchmarks/.
 # With arguments, one run with them (`bash scripts/test.sh tests/docs -n 0`: serial).
+pytest_status=0
 if [ "$#" -gt 0 ]; then
-  exec pytest -p no:cacheprovider -n auto --dist loadfile "$@"
+  pytest -p no:cacheprovider -n auto --dist loadfile "$@" || pytest_status=$?
+else
+  echo "== pytest (2 workers)"
+  pytest -p no:cacheprovider -n auto --dist loadfile || pytest_status=$?
 fi
-echo "== pytest (2 workers)"
-exec pytest -p no:cacheprovider -n auto --dist loadfile
+core_checks
+exit "$pytest_status"

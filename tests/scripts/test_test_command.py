@@ -47,3 +47,20 @@ def test_every_step_writes_bytecode_whatever_the_callers_environment(tmp_path: P
     ran = (tmp_path / "tools.log").read_text().splitlines()
     assert sorted(line.split()[0] for line in ran) == sorted(["bootstrap.sh", "build_core.sh", *TOOLS]), ran
     assert all(line.endswith(" writes") for line in ran), ran
+
+
+def test_the_cores_checks_run_beside_pytest_and_a_failed_check_fails_the_command(tmp_path: Path) -> None:
+    """pytest starts while the core's checks (``build_core.sh --checks-only``, in the background) finish, and a
+    check that fails still fails the command, after pytest, with the checks' output shown."""
+    repo, bin_dir = _repo(tmp_path)
+    log = tmp_path / "tools.log"
+    (repo / "scripts" / "build_core.sh").write_text(
+        f'#!/bin/sh\n[ "$1" = --checks-only ] || exit 0\necho "clippy: an error"\necho "build_core.sh" >> "{log}"\nexit 3\n'
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    out = subprocess.run(
+        ["bash", str(repo / "scripts" / "test.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 3, out.stderr
+    assert "pytest" in log.read_text().split()  # the suite ran although a check failed
+    assert "clippy: an error" in out.stdout and "the native core's checks failed" in out.stderr
