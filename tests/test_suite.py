@@ -1,5 +1,6 @@
 """The test command itself (scripts/test.sh): the whole suite on two pytest workers (no timed pass: tests count
-events), and the native core compiled while pip downloads, its cargo checks run before pytest."""
+events), and the native core compiled while pip downloads, its cargo checks run beside ruff, mypy and pytest and
+waited for at the end (``tests/scripts/test_test_command.py`` runs the script: a failed check fails it)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,15 @@ def test_the_test_command_runs_the_suite_on_two_workers_with_no_timed_pass() -> 
     assert "serial" not in "".join(runs)  # tests count events; timings live in benchmarks/
 
 
-def test_the_native_core_compiles_while_pip_downloads_and_is_checked_before_pytest() -> None:
+def test_the_native_core_compiles_while_pip_downloads_and_is_checked_beside_pytest() -> None:
     bootstrap_sh = (ROOT / "scripts" / "bootstrap.sh").read_text()
     assert re.search(r"^bash scripts/build_core.sh --build-only .*&$", bootstrap_sh, flags=re.M)  # in the background
     checks = re.search(r"^bash scripts/build_core.sh .*&$", TEST_SH, flags=re.M)  # fmt, clippy, unit tests
     assert checks is not None
     bootstrap = TEST_SH.index("bash scripts/bootstrap.sh")
-    waited = TEST_SH.index('wait "$core_pid"')
     loads = TEST_SH.index("native.load() is not None")
-    first_pytest = TEST_SH.index("exec pytest")
-    assert bootstrap < checks.start() < waited < loads < first_pytest
+    first_pytest = re.search(r"^\s*pytest ", TEST_SH, flags=re.M)
+    assert first_pytest is not None
+    waited = TEST_SH.index("\ncore_checks\n")  # after pytest: the checks' status is the command's too
+    assert bootstrap < checks.start() < loads < first_pytest.start() < waited
+    assert 'wait "$core_pid"' in TEST_SH
