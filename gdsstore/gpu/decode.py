@@ -190,8 +190,7 @@ def decode_bb_on_host(
 ) -> Landed:
     """Bytes-to-bytes codecs on the CPU, from the host staging buffer: zstd chunks in one call of the native core
     (on its threads), the rest on the engine's threads when there are several: each chunk's raw bytes in its slot
-    of one staging buffer (``pinned`` where there is a GPU,
-    for one copy to the device; a host read's not).
+    of one staging buffer (``pinned`` where there is a GPU, for one copy to the device; a host read's not).
 
     Raises:
         ValueError: a chunk that decodes to other than its raw size (naming it; ``names``: the chunks' keys).
@@ -231,7 +230,7 @@ def _zstd_in_core(core: Any, staged: Landed, out: Landed, want: np.ndarray, ids:
     at = np.asarray(ids, dtype=np.int64)
     table = np.stack([staged.offsets[at], staged.sizes[at], out.offsets[at], want[at]]).astype(np.int64, copy=False)
     got = np.empty(len(ids), dtype=np.int64)
-    core.zstd_decompress(staged.host, out.host, np.ascontiguousarray(table), got, threads=threads)
+    core.zstd_decompress(staged.host, out.host, table, got, threads=threads)  # a new stack: C-contiguous
     refused: list[int] = at[got != want[at]].tolist()
     return refused
 
