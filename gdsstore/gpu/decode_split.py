@@ -259,11 +259,14 @@ def decode_split(
         host_to_device(out, int(out_off[k]), host, a, n, after)
 
     def on_device(qs: list[int]) -> None:
-        if not dev_staged:
+        first = not dev_staged
+        if first:
             dev_staged.append(to_device(staged))
         ks = [order[q] for q in qs]
         src_off, src_len, dst_off, dst_len = _frame_items(staged, present, frames, ks, out_off)
-        nvcomp.decode_batch_into("zstd", dev_staged[0], src_off, src_len, out, dst_off, dst_len)
+        # The first batch learns the scratch the frames need: this read's windows were planned with nvCOMP's
+        # bound (hence so few chunks per call that it was split), the next read's are planned with what it learns.
+        nvcomp.decode_batch_into("zstd", dev_staged[0], src_off, src_len, out, dst_off, dst_len, exact_scratch=first)
 
     sizes = [None if (t := frames[k]) is None else t.decoded for k in order]
     nbytes = [int(want[k]) for k in order]

@@ -267,9 +267,11 @@ def decode_batch_into(
     out: Any,
     out_offsets: list[int],
     out_sizes: list[int],
+    exact_scratch: bool = False,
 ) -> None:
     """Decode payloads carved from one device buffer into slots of another, in one nvCOMP call (the
-    arguments are the fields of :class:`gdsstore.gpu.nvcomp_capi.DecodeTable`).
+    arguments are the fields of :class:`gdsstore.gpu.nvcomp_capi.DecodeTable`; ``exact_scratch``: the
+    scratch the frames need, whatever the call's size, :func:`gdsstore.gpu.nvcomp_capi.wants_exact_scratch`).
 
     Misaligned payloads (gzip/lz4 framing shifts them by a few bytes) are first packed into an
     aligned buffer when nvCOMP refuses them.
@@ -293,7 +295,7 @@ def decode_batch_into(
     if capi and not any((out_base + b) % out_align for b in table.out_offsets):
         # The C API: the GIL released while the GPU decodes, scratch from CuPy's allocator.
         try:
-            got = nvcomp_capi.decode_into(fmt, table).tolist()
+            got = nvcomp_capi.decode_into(fmt, table, exact_scratch).tolist()
         except nvcomp_capi.CapiError as exc:
             raise ValueError(f"nvcomp.decode_batch_into(): {exc}") from exc
     else:

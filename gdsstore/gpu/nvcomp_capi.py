@@ -20,6 +20,7 @@ import ctypes
 import functools
 import importlib.util
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ __all__ = [
     "decode_into",
     "library",
     "scratch_ratio",
+    "wants_exact_scratch",
 ]
 
 # Each format's name in nvCOMP's C symbols (nvcompBatched<Name>Decompress...).
@@ -170,11 +172,30 @@ def scratch_ratio(fmt: str | None, chunk_bytes: int) -> float:
     return _seen.get((fmt or "", chunk_bytes), BOUND_SCRATCH)
 
 
+def wants_exact_scratch(fmt: str, sizes: Sequence[int], exact: bool = False) -> bool:
+    """Whether a decode call of payloads of ``sizes`` decoded bytes asks nvCOMP for the scratch their frames
+    need (``GetTempSizeSync``) instead of its bound: zstd chunks of :data:`EXACT_SCRATCH_FROM` bytes or more,
+    in a call of :data:`EXACT_SCRATCH_BATCH` bytes or more, or in any call where the caller asks (``exact``:
+    a read whose windows were planned at the bound learns the ratio for the next read's windows).
+
+    Examples:
+        >>> mib = 1 << 20
+        >>> wants_exact_scratch("zstd", [4 * mib] * 4), wants_exact_scratch("zstd", [4 * mib] * 4, exact=True)
+        (False, True)
+        >>> wants_exact_scratch("zstd", [4 * mib] * 16), wants_exact_scratch("lz4", [4 * mib] * 16, exact=True)
+        (True, False)
+    """
+    if fmt != "zstd" or not sizes or max(sizes) < EXACT_SCRATCH_FROM:
+        return False
+    return exact or sum(sizes) >= EXACT_SCRATCH_BATCH
+
+
 def _temp_bytes(
-    lib: ctypes.CDLL, fmt: str, n: int, sizes: list[int], base: int, row: int, status: Any, stream: Any
+    lib: ctypes.CDLL, fmt: str, n: int, sizes: list[int], base: int, row: int, status: Any, stream: Any,
+    exact: bool = False,
 ) -> int:
-    """Scratch bytes for one decode call: nvCOMP's bound, or for large zstd chunks in a large call
-    (:data:`EXACT_SCRATCH_FROM`, :data:`EXACT_SCRATCH_BATCH`) what their frames need (``GetTempSizeSync``; the bound where that call refuses)."""
+    """Scratch bytes for one decode call: nvCOMP's bound, or what the frames need where
+    :func:`wants_exact_scratch` says (the bound where that call refuses)."""
     name = _NAME[fmt]
     most, total = max(sizes), sum(sizes)
     bound = ctypes.c_size_t(0)
@@ -186,25 +207,25 @@ def _temp_bytes(
         fmt,
     )
     sync = getattr(lib, f"nvcompBatched{name}DecompressGetTempSizeSync", None)
-    if fmt != "zstd" or most < EXACT_SCRATCH_FROM or total < EXACT_SCRATCH_BATCH or sync is None:
+    if sync is None or not wants_exact_scratch(fmt, sizes, exact):
         return int(bound.value)
-    exact = ctypes.c_size_t(0)
+    need = ctypes.c_size_t(0)
     rc = sync(
         base,
         base + row,
         n,
         most,
-        ctypes.byref(exact),
+        ctypes.byref(need),
         total,
         _Opts(),
         int(status.data.ptr),
         ctypes.c_void_p(stream.ptr),
     )
-    if rc != 0 or not 0 < exact.value <= bound.value:
+    if rc != 0 or not 0 < need.value <= bound.value:
         return int(bound.value)  # an unparsable frame fails in the decode itself, with its index
     key = (fmt, most)
-    _seen[key] = max(_seen.get(key, 0.0), exact.value / max(total, 1))
-    return int(exact.value)
+    _seen[key] = max(_seen.get(key, 0.0), need.value / max(total, 1))
+    return int(need.value)
 
 
 def _check(status: int, what: str, fmt: str) -> None:
@@ -212,9 +233,10 @@ def _check(status: int, what: str, fmt: str) -> None:
         raise CapiError(f"nvCOMP {_NAME[fmt]} {what} returned status {status}")
 
 
-def decode_into(fmt: str, table: DecodeTable) -> np.ndarray:
+def decode_into(fmt: str, table: DecodeTable, exact_scratch: bool = False) -> np.ndarray:
     """Decode the payloads of ``table`` into their slots on the current CuPy stream, the GIL released while
-    the device works; the scratch memory from CuPy's current allocator.
+    the device works; the scratch memory from CuPy's current allocator (``exact_scratch``: as the frames
+    need it, whatever the call's size: :func:`wants_exact_scratch`).
 
     Returns:
         each payload's decoded size (host ``int64``).
@@ -239,7 +261,7 @@ def decode_into(fmt: str, table: DecodeTable) -> np.ndarray:
     name = _NAME[fmt]
     row = d_meta.strides[0]
     base = int(d_meta.data.ptr)
-    temp_bytes = _temp_bytes(lib, fmt, n, table.out_sizes, base, row, d_status, stream)
+    temp_bytes = _temp_bytes(lib, fmt, n, table.out_sizes, base, row, d_status, stream, exact_scratch)
     temp = cp.empty(max(temp_bytes, 1), dtype=cp.uint8)
     _check(
         getattr(lib, f"nvcompBatched{name}DecompressAsync")(

@@ -113,13 +113,17 @@ def test_a_host_failure_is_raised_after_the_workers_stop() -> None:
 
 @pytest.fixture
 def host_device(monkeypatch: pytest.MonkeyPatch) -> dict[str, Counter[int]]:
-    """nvCOMP as numcodecs over each item (counting the output offsets it decoded into), copies as numpy."""
-    seen: dict[str, Counter[int]] = {"nvcomp_items": Counter(), "h2d": Counter()}
+    """nvCOMP as numcodecs over each item (counting the output offsets it decoded into, and per call whether
+    it asked for the frames' exact scratch), copies as numpy."""
+    seen: dict[str, Counter[int]] = {"nvcomp_items": Counter(), "h2d": Counter(), "exact_scratch": Counter()}
 
     def decode_into(
-        fmt: str, src: Any, s_off: list[int], s_len: list[int], out: Any, o_off: list[int], o_len: list[int]
+        fmt: str, src: Any, s_off: list[int], s_len: list[int], out: Any, o_off: list[int], o_len: list[int],
+        exact_scratch: bool = False,
     ) -> None:
         assert fmt == "zstd"
+        calls = seen["exact_scratch"]
+        calls[len(calls)] = int(exact_scratch)  # call number -> 1 where it asked
         for a, m, b, n in zip(s_off, s_len, o_off, o_len):
             dec = numcodecs.Zstd().decode(bytes(src[a : a + m]))
             assert len(dec) == n  # one frame per item: its size is the frame's own
@@ -194,6 +198,8 @@ def test_split_lands_every_chunk_in_its_slot(
     by_host = {slots[off] for off in copies}
     assert by_device.isdisjoint(by_host) and by_device | by_host == set(slots.values())
     assert 4 in by_host  # a frame without a content size: only the host can place it
+    asked = host_device["exact_scratch"]
+    assert asked[0] == 1 and sum(asked.values()) == 1  # the first nvCOMP call learns the frames' scratch, no other
     for i in by_device:  # every frame of a device chunk was one nvCOMP item
         table = gsplit.chunk_frames(np.frombuffer(stored[i] or b"", np.uint8), len(raws[i]))
         assert table is not None

@@ -141,3 +141,24 @@ def test_large_zstd_chunks_get_the_scratch_their_frames_need() -> None:
     ratio = nvcomp_capi.scratch_ratio("zstd", n)
     assert 0 < ratio < nvcomp_capi.BOUND_SCRATCH, ratio
     assert nvcomp_capi.scratch_ratio("zstd", n // 4) == nvcomp_capi.BOUND_SCRATCH  # other chunks: the bound
+
+
+def test_a_small_call_asked_for_the_exact_scratch_learns_the_ratio() -> None:
+    """A 16 MiB call of 4 MiB zstd chunks keeps the bound unless asked (a split read's first batch asks): then
+    it decodes with the scratch the frames need, to the same bytes, and the ratio is kept for window sizing."""
+    import cupy as cp
+
+    from gdsstore.gpu import nvcomp_capi
+
+    rng = np.random.default_rng(3)
+    raws = [np.round(rng.standard_normal(1 << 20, dtype="f4"), 2).tobytes() for _ in range(4)]
+    n = len(raws[0])
+    nvcomp_capi._seen.clear()
+    for exact in (False, True):
+        src, offs, lens = _batch(_payloads("zstd", raws))
+        out = cp.zeros(4 * n, cp.uint8)
+        table = nvcomp_capi.DecodeTable(src, offs, lens, out, [i * n for i in range(4)], [n] * 4)
+        assert nvcomp_capi.decode_into("zstd", table, exact_scratch=exact).tolist() == [n] * 4
+        assert out.get().tobytes() == b"".join(raws)
+        learned = nvcomp_capi.scratch_ratio("zstd", n)
+        assert (learned < nvcomp_capi.BOUND_SCRATCH) == exact, learned
