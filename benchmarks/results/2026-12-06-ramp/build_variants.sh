@@ -4,6 +4,7 @@
 #   noramp  the same with the ramp starting at the wave's concurrency (ramp.rs START = 4096, the one change)
 #   old     the ramp of 5375749 (time to headers, a step kept at a 1.2x rise, idle = any gap)
 #   prev    the ramp before edcc3e5 (back from idle at START, not at a quarter of the kept limit)
+#   resume  back from idle at the kept limit itself (ramp.rs AFTER_IDLE = 1, the one change)
 # NAMES (default "cur noramp old") picks which to build.
 # Run from the project root; then: .venv/bin/python benchmarks/results/2026-12-06-ramp/ramp_ab.py cur,noramp,old 5
 set -euo pipefail
@@ -15,6 +16,7 @@ for name in ${NAMES:-cur noramp old}; do
   case $name in
     noramp) sed -i 's/^const START: usize = 2;/const START: usize = 4096;/' "$v/src_$name/src/ramp.rs" ;;
     old) git show 5375749:native/src/ramp.rs > "$v/src_$name/src/ramp.rs" ;;
+    resume) sed -i 's/^const AFTER_IDLE: usize = 4;/const AFTER_IDLE: usize = 1;/' "$v/src_$name/src/ramp.rs" ;;
     prev) git show edcc3e5~1:native/src/ramp.rs > "$v/src_$name/src/ramp.rs" ;;
   esac
   (cd "$v/src_$name" && cargo build --release -q)
