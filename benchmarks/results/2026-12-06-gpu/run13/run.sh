@@ -20,7 +20,7 @@ timeout 140 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" -rs te
   tests/engine tests/adapters/test_zarr_store_gpu.py >"$out/gpu_tests.txt" 2>&1
 echo "rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed|Error" "$out/gpu_tests.txt" | cut -c1-300 | tail -n 12
 echo "== budget probe ($(date +%T))"
-timeout 60 python3 $here/probe_budget_learn.py /root/probe 0 2>&1 | tail -n 2
+timeout 60 python3 $here/probe_budget_learn.py /root/probe 4294967296 2>&1 | tail -n 2
 for b in 1073741824 4294967296; do timeout 45 python3 $here/probe_budget_learn.py /root/probe $b 2>&1 | tail -n 5 | cut -c1-400; done \
   | tee "$out/budget_probe.txt"
 for pass in 1 2; do for v in cur noramp resume; do
