@@ -15,6 +15,7 @@ with numpy arrays posing as device memory.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 import threading
@@ -30,11 +31,11 @@ from gdsstore.engine import cuda
 from gdsstore.engine.landing import Landed, empty_slots, slot_layout
 from gdsstore.engine.pool import engine_pool
 from gdsstore.gpu import codecs as _codecs
-from gdsstore.gpu import nvcomp, staging
+from gdsstore.gpu import nvcomp, nvcomp_capi, staging
 from gdsstore.gpu.zstd_frames import FrameTable, split_frames
 
 __all__ = [
-    "DEVICE_FRAME_RATE", "DEVICE_ROUND_FLOOR", "DEVICE_SLOTS", "HOST_THREAD_RATE", "SplitDecode", "SplitQueue", "SplitRun",
+    "DEVICE_FRAME_RATE", "DEVICE_ROUND_FLOOR", "DEVICE_SLOTS", "HOST_THREAD_RATE", "LEARN_CHUNKS", "SplitDecode", "SplitQueue", "SplitRun",
     "caller_event", "chunk_frames", "decode_split", "device_share", "host_to_device", "run_split",
 ]
 
@@ -50,6 +51,9 @@ DEVICE_FRAME_RATE = 380e6
 DEVICE_ROUND_FLOOR = 0.07
 #: Frames nvCOMP decodes at once at that rate: about one per streaming multiprocessor (an H100 has 132).
 DEVICE_SLOTS = 132
+#: Chunks whose frames a read that nvCOMP takes no part of has nvCOMP parse for the scratch they need (learned
+#: once per chunk size and process: the next reads' windows are planned with it instead of nvCOMP's bound).
+LEARN_CHUNKS = 16
 
 
 def device_share(
@@ -154,12 +158,14 @@ def run_split(
     decode_host: Callable[[int], None],
     decode_device: Callable[[list[int]], None] | None,
     share: Callable[[range], int],
+    aside: Callable[[], None] | None = None,
 ) -> SplitRun:
     """Decode chunks ``0..n-1`` once each: the device takes a batch from the front of a :class:`SplitQueue`
     (``decode_device(ids)``, ``share(rest)`` chunks of those left) before ``threads`` host workers on the engine's
     pool start taking them one at a time from the back (``decode_host(i)``), and another batch each time it
     frees, while ``share`` gives it any. ``decode_device`` ``None`` (no nvCOMP): the host alone. A device batch
-    that fails goes to the host.
+    that fails goes to the host. ``aside``: the calling thread's work while the workers decode, where the
+    device takes no first batch (its failure only skips it).
 
     Raises:
         Exception: the first error of a host decode, once every worker has stopped.
@@ -185,6 +191,9 @@ def run_split(
     workers: list[Future[None]] = [pool.submit(host_worker) for _ in range(width)] if pool else []
     failed: list[int] = []
     try:
+        if aside is not None and decode_device is not None and not ids:
+            with contextlib.suppress(Exception):  # what it learns is for later reads; this one goes on without
+                aside()
         while decode_device is not None and ids and not stop.is_set():
             try:
                 decode_device(ids)
@@ -274,8 +283,21 @@ def decode_split(
     def share(rest: range) -> int:
         return device_share(sizes[rest.start : rest.stop], nbytes[rest.start : rest.stop], threads)
 
+    def learn() -> None:
+        # nvCOMP decodes none of this read: its windows were planned with nvCOMP's scratch bound (hence so few
+        # chunks per call), so the next read's are planned with what the frames of a few chunks need: those of
+        # the largest frames, as the ratio is kept per largest frame (nvcomp_capi.scratch_ratio).
+        ks = sorted((k for k in order if frames[k] is not None), key=lambda k: -_largest(frames[k]))[:LEARN_CHUNKS]
+        if ks:
+            _learn_scratch(staged, present, frames, ks)
+
+    most = max((_largest(t) for t in frames), default=0)
+    unlearned = nvcomp_capi.scratch_ratio("zstd", most) >= nvcomp_capi.BOUND_SCRATCH
     try:
-        run = run_split(len(order), threads, on_host, on_device if device else None, share)
+        run = run_split(
+            len(order), threads, on_host, on_device if device else None, share,
+            aside=learn if unlearned and nvcomp_capi.library() is not None else None,
+        )
     finally:
         host.release()
     run.device = [order[q] for q in run.device]
@@ -296,6 +318,29 @@ def _frame_items(
     decoded = np.concatenate([t.decoded for t in tables if t is not None])
     keep = decoded > 0  # a frame of no content writes nothing
     return src[keep].tolist(), sizes[keep].tolist(), dst[keep].tolist(), decoded[keep].tolist()
+
+
+def _largest(frames: FrameTable | None) -> int:
+    """The decoded size of a chunk's largest frame (0: none nvCOMP can take)."""
+    return 0 if frames is None else int(frames.decoded.max(initial=0))
+
+
+def _learn_scratch(staged: Landed, present: np.ndarray, frames: Sequence[FrameTable | None], ks: list[int]) -> None:
+    """Copy chunks ``ks``'s stored bytes to the device and ask nvCOMP for the scratch their frames need
+    (:func:`gdsstore.gpu.nvcomp_capi.learn_scratch`), without decoding them."""
+    cp = _codecs._cupy()
+    tables = [t for t in (frames[k] for k in ks) if t is not None]
+    views = [np.asarray(staged.view(int(present[k]))) for k in ks]
+    starts = np.cumsum([0] + [v.nbytes for v in views[:-1]])
+    src = cp.asarray(np.concatenate(views))
+    offsets = np.concatenate([a + t.offsets for a, t in zip(starts, tables)])
+    decoded = np.concatenate([t.decoded for t in tables])
+    keep = decoded > 0
+    table = nvcomp_capi.DecodeTable(
+        src, offsets[keep].tolist(), np.concatenate([t.sizes for t in tables])[keep].tolist(),
+        None, [0] * int(keep.sum()), decoded[keep].tolist(),
+    )
+    nvcomp_capi.learn_scratch("zstd", table)
 
 
 def caller_event(out: Any) -> Any:

@@ -33,6 +33,7 @@ __all__ = [
     "CapiError",
     "DecodeTable",
     "decode_into",
+    "learn_scratch",
     "library",
     "scratch_ratio",
     "wants_exact_scratch",
@@ -231,6 +232,31 @@ def _temp_bytes(
 def _check(status: int, what: str, fmt: str) -> None:
     if status != 0:
         raise CapiError(f"nvCOMP {_NAME[fmt]} {what} returned status {status}")
+
+
+def learn_scratch(fmt: str, table: DecodeTable) -> float:
+    """Ask nvCOMP for the scratch the payloads of ``table`` need (``GetTempSizeSync``: a parse of their frames
+    on the device), without decoding them, and keep its ratio to their decoded bytes for window sizing
+    (:func:`scratch_ratio`): a read whose chunks nvCOMP decodes none of still plans the next read's windows
+    with it. ``table.out`` and ``table.out_offsets`` are not used.
+
+    Returns:
+        the ratio (nvCOMP's bound where :func:`wants_exact_scratch` says no, or nvCOMP refused the parse).
+    """
+    import cupy as cp
+
+    lib = library()
+    assert lib is not None
+    n = len(table.src_offsets)
+    meta = np.empty((2, n), dtype=np.uint64)
+    meta[0] = np.uint64(int(table.src.data.ptr)) + np.asarray(table.src_offsets, dtype=np.uint64)
+    meta[1] = np.asarray(table.src_sizes, dtype=np.uint64)
+    d_meta = cp.asarray(meta)
+    d_status = cp.zeros(n, dtype=cp.int32)
+    stream = cp.cuda.get_current_stream()
+    base, row = int(d_meta.data.ptr), d_meta.strides[0]
+    need = _temp_bytes(lib, fmt, n, table.out_sizes, base, row, d_status, stream, exact=True)
+    return need / max(sum(table.out_sizes), 1)
 
 
 def decode_into(fmt: str, table: DecodeTable, exact_scratch: bool = False) -> np.ndarray:

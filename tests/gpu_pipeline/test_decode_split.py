@@ -23,7 +23,7 @@ from gdsstore.gpu import codecs as gcodecs
 from gdsstore.gpu import decode as gdecode
 from gdsstore.gpu import decode_split as gsplit
 from gdsstore.gpu import execute as gexec
-from gdsstore.gpu import nvcomp, staging
+from gdsstore.gpu import nvcomp, nvcomp_capi, staging
 from gdsstore.gpu import pipeline as gpipe
 from gdsstore.gpu import windows as gwindows
 from gdsstore.policy import Decision
@@ -134,7 +134,7 @@ def host_device(monkeypatch: pytest.MonkeyPatch) -> dict[str, Counter[int]]:
         out[out_offset : out_offset + n] = host.host[offset : offset + n]
         seen["h2d"][out_offset] += 1
 
-    monkeypatch.setattr(gcodecs, "_cupy", lambda: types.SimpleNamespace(empty=np.empty, uint8=np.uint8))
+    monkeypatch.setattr(gcodecs, "_cupy", lambda: types.SimpleNamespace(empty=np.empty, uint8=np.uint8, asarray=np.asarray))
     monkeypatch.setattr(staging, "to_device", lambda st: st.host.copy())
     monkeypatch.setattr(nvcomp, "decode_batch_into", decode_into)
     monkeypatch.setattr(  # host buffers (the CPU codec's fallback) keep their CPU route
@@ -206,6 +206,42 @@ def test_split_lands_every_chunk_in_its_slot(
         assert {int(raw.offsets[i]) + d for d in table.decoded_offsets.tolist()} <= set(items)
     routes = {ev.route for ev in t.events if ev.op == "decode"}
     assert by_device and by_host and routes == {"gpu-decode", "cpu-codec"}  # both decoders took chunks
+
+
+def test_a_split_nvcomp_takes_no_part_in_learns_the_frames_scratch(
+    host_device: dict[str, Counter[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the model gives nvCOMP none of a split read (its windows were planned at nvCOMP's scratch bound),
+    nvCOMP parses the frames of a few chunks for the scratch they need while the host's threads decode them all:
+    once, since the next read's windows are planned with what it learned."""
+    monkeypatch.setattr(gsplit, "DEVICE_ROUND_FLOOR", 1e9)  # the host alone is always sooner
+    monkeypatch.setattr(gsplit, "LEARN_CHUNKS", 3)
+    monkeypatch.setattr(nvcomp_capi, "library", lambda: object())
+    monkeypatch.setattr(nvcomp_capi, "_seen", {})
+    asked: list[nvcomp_capi.DecodeTable] = []
+
+    def learn(fmt: str, table: nvcomp_capi.DecodeTable) -> float:
+        asked.append(table)
+        nvcomp_capi._seen[(fmt, max(table.out_sizes))] = 1.5
+        return 1.5
+
+    monkeypatch.setattr(nvcomp_capi, "learn_scratch", learn)
+    raws, stored = _chunks((64, 32))
+    st = landing.from_host_buffers(
+        [None if b is None else np.frombuffer(b, np.uint8) for b in stored], pinned=False
+    )
+    for _ in range(2):
+        with gdsstore.config.set({"num_threads": 3}):
+            raw = gdecode.decode_on_device(_chain(), [_spec((64, 32))] * 9, st)
+        for i in (0, 1, 2, 3, 4, 5, 6, 8):
+            assert bytes(raw.item(i)) == raws[i]
+    assert not host_device["nvcomp_items"] and len(asked) == 1
+    # the 3 chunks of the largest frames nvCOMP could take (5, 6, 8: one frame each), each decoding to its size
+    table = asked[0]
+    assert table.out_sizes == [len(raws[5])] * 3
+    src = np.asarray(table.src)
+    for a, m, n in zip(table.src_offsets, table.src_sizes, table.out_sizes):
+        assert len(numcodecs.Zstd().decode(bytes(src[a : a + m]))) == n
 
 
 def test_split_without_nvcomp_decodes_on_the_host(host_device: dict[str, Counter[int]]) -> None:

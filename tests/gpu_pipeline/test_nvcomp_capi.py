@@ -162,3 +162,17 @@ def test_a_small_call_asked_for_the_exact_scratch_learns_the_ratio() -> None:
         assert out.get().tobytes() == b"".join(raws)
         learned = nvcomp_capi.scratch_ratio("zstd", n)
         assert (learned < nvcomp_capi.BOUND_SCRATCH) == exact, learned
+
+
+def test_learn_scratch_parses_the_frames_without_decoding() -> None:
+    """A split read that nvCOMP takes no part in still learns the scratch its 4 MiB zstd frames need."""
+    from gdsstore.gpu import nvcomp_capi
+
+    rng = np.random.default_rng(4)
+    raws = [np.round(rng.standard_normal(1 << 20, dtype="f4"), 2).tobytes() for _ in range(4)]
+    n = len(raws[0])
+    nvcomp_capi._seen.clear()
+    src, offs, lens = _batch(_payloads("zstd", raws))
+    ratio = nvcomp_capi.learn_scratch("zstd", nvcomp_capi.DecodeTable(src, offs, lens, None, [0] * 4, [n] * 4))
+    assert 0 < ratio < nvcomp_capi.BOUND_SCRATCH
+    assert nvcomp_capi.scratch_ratio("zstd", n) == ratio
