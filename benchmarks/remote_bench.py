@@ -346,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
                 for label, s in [
                     ("ranges of 16 MiB in 8 MiB slots", {"remote.max_range_size": 16 << 20}),
                     ("whole ranges in 32 MiB slots", {"bounce_buffer_size": 32 << 20}),
+                    ("ranges of 4 MiB", {"remote.max_range_size": 4 << 20}),
+                    ("32 ranges in flight", {"remote.concurrency": 32}),
                 ]:
                     contenders.append((f"gdsstore ({label})", gdsstore_reader(url, cp, args.size, s)))
                 contenders.append(("gdsstore (defaults, host memory)", gdsstore_reader(url, None, args.size)))

@@ -4,7 +4,6 @@ entry points (see :mod:`.entry_points`) and real servers on loopback."""
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,10 +20,10 @@ WEBHDFS_USER = "alice"
 
 
 @pytest.fixture(scope="session")
-def entry_points_dir() -> str:
+def entry_points_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The folder with this checkout's entry points that the environment lacks (``tests/conftest.py``
-    exposed it at start-up; an empty folder when gdsstore is installed from this pyproject.toml)."""
-    return expose_missing_entry_points() or tempfile.mkdtemp(prefix="gdsstore-no-entry-points-")
+    exposed it at start-up; an empty folder of pytest's own when gdsstore is installed from this pyproject.toml)."""
+    return expose_missing_entry_points() or str(tmp_path_factory.mktemp("no-entry-points"))
 
 
 @pytest.fixture(scope="session")
