@@ -18,8 +18,9 @@
 //! a second later); the limit at which answers came that late is not tried again for `STALLED_FOR`. A step's
 //! new requests go out one more per answer, never as a burst of connects. Rounds in which no request waited
 //! for the limit say nothing of the server and are not counted, and a store that goes idle (nothing in flight
-//! for `IDLE`) comes back from a quarter of the last limit it kept (`AFTER_IDLE`, at least `START`), doubling
-//! each round up to it (a step not measured is not kept). Bodies are not counted: a request leaves the ramp when its answer's headers arrive.
+//! for `IDLE`) comes back at the limit it kept where that is `FEW` or more and the idle was short
+//! (`RESUME_WITHIN`), else from a quarter of it (`AFTER_IDLE`, at least `START`), doubling each round up to it
+//! (a step not measured is not kept). Bodies are not counted: a request leaves the ramp when its answer's headers arrive.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,8 +48,13 @@ const SLOW: Duration = Duration::from_secs(1);
 const STALLED_FOR: Duration = Duration::from_secs(30);
 /// Rounds at one limit after a failed step before the next is tried.
 const PROBE: u32 = 8;
-/// A store back from idle starts at this fraction of the last limit it kept (at least `START`).
+/// A store back from a long idle starts at this fraction of the last limit it kept (at least `START`).
 const AFTER_IDLE: usize = 4;
+/// A store idle for less than this comes back at the limit it kept, where that is `FEW` or more: its pool still
+/// holds the connections that limit used (reqwest keeps idle ones 90 s, nginx 75 s, Apache 5 s; one the
+/// server closed is opened again, by a server that took that many at once), so no burst of connects
+/// goes out to a small backlog, which would not have let the limit reach `FEW`.
+const RESUME_WITHIN: Duration = Duration::from_secs(15);
 /// A store with nothing in flight for this long is idle. Callers that send one request at a time (zarr's
 /// own pipeline: one `get` per chunk from a few threads) leave none in flight between answers for far less.
 const IDLE: Duration = Duration::from_secs(1);
@@ -158,12 +164,19 @@ impl Ramp {
     pub async fn enter(self: &Arc<Self>) -> Option<Ticket> {
         {
             let mut s = self.lock();
-            if s.in_flight == 0 && s.last_answer.elapsed() >= IDLE {
-                // Idle until now: the server may have closed every connection, and a burst of new ones is
-                // what overflows a small backlog. Back to a quarter of what kept up (a few for a small server,
+            let idle = s.last_answer.elapsed();
+            if s.in_flight == 0 && idle >= IDLE {
+                // Idle until now. After a short idle a limit of `FEW` or more comes back whole (`RESUME_WITHIN`:
+                // a reader with gaps between its reads, dask tasks, xarray variables, paid a ramp per read). After
+                // a long one the server may have closed every connection, and a burst of new ones is what
+                // overflows a small backlog: back to a quarter of what kept up (a few for a small server,
                 // enough for an object store to answer at speed), doubling each round up to it (as TCP
                 // restarts its window after idle); a step not measured is not kept.
-                let back = (s.kept / AFTER_IDLE).max(START);
+                let back = if s.kept >= FEW && idle < RESUME_WITHIN {
+                    s.kept
+                } else {
+                    (s.kept / AFTER_IDLE).max(START)
+                };
                 self.set_limit(&mut s, back);
                 Self::restart(&mut s);
             }
@@ -487,7 +500,7 @@ mod tests {
     }
 
     #[test]
-    fn comes_back_from_a_quarter_of_the_kept_limit_after_idle() {
+    fn comes_back_at_the_kept_limit_after_a_short_idle_and_from_a_quarter_after_a_long_one() {
         let ramp = Ramp::new(256);
         assert!(drive(&ramp, 2000, 256, Server::Paced).0 >= 128);
         let kept = ramp.lock().kept;
@@ -497,6 +510,10 @@ mod tests {
             tokio::time::sleep(IDLE * 2).await;
             ramp.enter().await.unwrap().settle(Answer::Gone);
         });
+        assert_eq!(ramp.limit(), kept);
+        let long_ago = Instant::now().checked_sub(RESUME_WITHIN * 2).unwrap();
+        ramp.lock().last_answer = long_ago;
+        rt.block_on(async { ramp.enter().await.unwrap().settle(Answer::Gone) });
         assert_eq!(ramp.limit(), kept / AFTER_IDLE);
         assert!(drive(&ramp, 2000, 256, Server::Paced).0 >= 128);
     }
