@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run 16 of 2026-12-06 (fourth session): runs 14 and 15 in one call (device starts failed for half an hour): the
 # GPU tests of the decode split and nvCOMP's C API; run 13's 1 GiB-budget probe (the split now learns nvCOMP's
-# scratch where nvCOMP takes no part); run 15's phases probe and one single-object sweep; then run 14's ramp A/B
-# passes "cur" and "resume" on the remote zarr rows. Cores as in run 13 (noramp left out: the carry limit).
+# scratch where nvCOMP takes no part); run 14's ramp A/B passes "cur" and "resume" on the remote zarr rows; then
+# run 15's phases probe and one single-object sweep (last: the call may be cut short). Cores as in run 13 (noramp left out: the carry limit).
 #   source .gpu/prelude.sh; mkdir -p /tmp/tree && tar xzf .gpu/tree.tar.gz -C /tmp/tree && ln -sfn $PWD/.gpu /tmp/tree/.gpu &&
 #   cd /tmp/tree && export PYTHONPATH=/tmp/tree:$PYTHONPATH PATH=$PWD/.gpu/bin:$PATH && OUT=$OUT bash benchmarks/results/2026-12-06-gpu/run16/run.sh
 set -uo pipefail
@@ -19,9 +19,10 @@ echo "== budget probe ($(date +%T))"
 probe=$here/run13/probe_budget_learn.py
 timeout 50 python3 $probe /root/probe 4294967296 2>&1 | tail -n 1
 for b in 1073741824 4294967296; do timeout 40 python3 $probe /root/probe $b 2>&1 | tail -n 5 | cut -c1-300; done | tee "$out/budget_probe.txt"
+OUT=$out PASSES="cur resume" bash $here/run14/run.sh
 echo "== phases ($(date +%T))"
 timeout 100 python3 $here/run15/probe_remote_phases.py 2>&1 | tee "$out/phases.txt" | cut -c1-200
 echo "== one 1 GiB object, sweep ($(date +%T))"
 timeout 80 python3 benchmarks/remote_bench.py --server nginx --repeat 5 --sweep --out "$out/single" >"$out/single.log" 2>&1
 echo "rc=$?"; grep -E "^(gdsstore|kvikio RemoteFile, 16)" "$out/single.log" | cut -c1-100
-OUT=$out PASSES="cur resume" bash $here/run14/run.sh
+rm -rf "$out"/remote_zarr_*.log "$out"/single  # 8 files come back: the tables and logs above
