@@ -7,8 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # benchmarks/
 root, budget = Path(sys.argv[1]), int(sys.argv[2])
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # benchmarks/
 sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "tests"))
-import gdsstore  # noqa: E402
-import zarr  # noqa: E402
-from remote_zarr_bench import Nginx, NginxS3, write  # noqa: E402
+import zarr
+from remote_zarr_bench import Nginx, NginxS3, write
+
+import gdsstore
 
 device = "--host" not in sys.argv
 rows = [("HTTP 256 KiB", Nginx, (256, 256), False), ("HTTP 256 KiB zstd", Nginx, (256, 256), True),
@@ -35,7 +36,7 @@ for name, kind, chunks, zstd in rows:
                 cupy.cuda.runtime.deviceSynchronize()
             dt = time.perf_counter() - t0
         parts = {}
-        for (op, route, reason), v in t.by_reason().items():
+        for (op, route, _reason), v in t.by_reason().items():
             key = f"{op}/{route}"
             p = parts.setdefault(key, [0, 0.0])
             p[0] += v["requests"]
