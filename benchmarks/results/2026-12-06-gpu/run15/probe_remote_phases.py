@@ -19,13 +19,16 @@ import gdsstore
 device = "--host" not in sys.argv
 rows = [("HTTP 256 KiB", Nginx, (256, 256), False), ("HTTP 256 KiB zstd", Nginx, (256, 256), True),
         ("S3 64 KiB", NginxS3, (128, 128), False)]
+only = os.environ.get("PROBE_ROWS")  # a comma-separated choice of the rows' names
 for name, kind, chunks, zstd in rows:
+    if only and name not in only.split(","):
+        continue
     root = tempfile.mkdtemp()
     srv = kind(root, 8)
     local = os.path.join(root, "bench", "a.zarr") if kind is NginxS3 else os.path.join(root, "a.zarr")
     ref = write(local, (8192, 8192), chunks, None, zstd)
     url = srv.url("a.zarr")
-    for gap in (0.0, 0.0, 0.0, 1.5, 1.5, 1.5):
+    for gap in [float(g) for g in os.environ.get("PROBE_GAPS", "0,0,0,1.5,1.5,1.5").split(",")]:
         time.sleep(gap)
         with gdsstore.enable_gpu(buffers=device), gdsstore.trace() as t:
             t0 = time.perf_counter()
@@ -38,9 +41,10 @@ for name, kind, chunks, zstd in rows:
         parts = {}
         for (op, route, _reason), v in t.by_reason().items():
             key = f"{op}/{route}"
-            p = parts.setdefault(key, [0, 0.0])
-            p[0] += v["requests"]
-            p[1] += v["seconds"]
-        phases = ", ".join(f"{k} {n} req {s * 1e3:.1f} ms" for k, (n, s) in sorted(parts.items()))
+            p = parts.setdefault(key, [0, 0, 0.0])
+            p[0] += v["ops"]
+            p[1] += v["requests"]
+            p[2] += v["seconds"]
+        phases = ", ".join(f"{k} {o}x {n} req {s * 1e3:.1f} ms" for k, (o, n, s) in sorted(parts.items()))
         print(f"{name}, gap {gap}: {ref.nbytes / dt / 1e9:.2f} GB/s, {dt * 1e3:.1f} ms; {phases}", flush=True)
     srv.close()
