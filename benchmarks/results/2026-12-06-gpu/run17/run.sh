@@ -6,13 +6,14 @@
 # 1 GiB-budget zstd row with nvCOMP alone (learned scratch) against the split forced, on the same instance.
 #   source .gpu/prelude.sh; mkdir -p /tmp/tree && tar xzf .gpu/tree.tar.gz -C /tmp/tree && ln -sfn $PWD/.gpu /tmp/tree/.gpu &&
 #   cd /tmp/tree && export PYTHONPATH=/tmp/tree:$PYTHONPATH PATH=$PWD/.gpu/bin:$PATH && OUT=$OUT bash benchmarks/results/2026-12-06-gpu/run17/run.sh
+# (BUDGETS and ROWS narrow the first part: the device time left was short.)
 set -uo pipefail
 out=${OUT:-run17-out}; mkdir -p "$out"
 export PYTHONPATH="$PWD/.gpu/py:$PWD/tests:${PYTHONPATH:-}" PATH="$PWD/.gpu/bin:$PATH"
 gunzip -c .gpu/core_cur.so.gz > gdsstore/_core.abi3.so
-for b in 4294967296 1073741824 536870912 268435456; do
+for b in ${BUDGETS:-4294967296 1073741824 536870912 268435456}; do
   echo "== gpu.memory_budget $((b >> 20)) MiB ($(date +%T))"
-  GDSSTORE_GPU__MEMORY_BUDGET=$b PROBE_ROWS="HTTP 256 KiB,HTTP 256 KiB zstd,S3 64 KiB" PROBE_GAPS=0,0,0 \
+  GDSSTORE_GPU__MEMORY_BUDGET=$b PROBE_ROWS="${ROWS:-HTTP 256 KiB,HTTP 256 KiB zstd,S3 64 KiB}" PROBE_GAPS=0,0,0 \
     timeout 60 python3 benchmarks/results/2026-12-06-gpu/run15/probe_remote_phases.py 2>&1 | cut -c1-260
 done | tee "$out/windows.txt"
 # The 1 GiB-budget row on this instance: nvCOMP alone once the first read learned the scratch (as committed), the
