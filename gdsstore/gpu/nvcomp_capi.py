@@ -234,6 +234,21 @@ def _check(status: int, what: str, fmt: str) -> None:
         raise CapiError(f"nvCOMP {_NAME[fmt]} {what} returned status {status}")
 
 
+def _device_meta(table: DecodeTable, decoding: bool) -> Any:
+    """The call's arrays as the rows of one device array, in one copy: the payloads' pointers and sizes, and
+    where ``decoding``, their decoded sizes and their slots' pointers."""
+    import cupy as cp
+
+    n = len(table.src_offsets)
+    meta = np.empty((4 if decoding else 2, n), dtype=np.uint64)
+    meta[0] = np.uint64(int(table.src.data.ptr)) + np.asarray(table.src_offsets, dtype=np.uint64)
+    meta[1] = np.asarray(table.src_sizes, dtype=np.uint64)
+    if decoding:
+        meta[2] = np.asarray(table.out_sizes, dtype=np.uint64)
+        meta[3] = np.uint64(int(table.out.data.ptr)) + np.asarray(table.out_offsets, dtype=np.uint64)
+    return cp.asarray(meta)
+
+
 def learn_scratch(fmt: str, table: DecodeTable) -> float:
     """Ask nvCOMP for the scratch the payloads of ``table`` need (``GetTempSizeSync``: a parse of their frames
     on the device), without decoding them, and keep its ratio to their decoded bytes for window sizing
@@ -248,10 +263,7 @@ def learn_scratch(fmt: str, table: DecodeTable) -> float:
     lib = library()
     assert lib is not None
     n = len(table.src_offsets)
-    meta = np.empty((2, n), dtype=np.uint64)
-    meta[0] = np.uint64(int(table.src.data.ptr)) + np.asarray(table.src_offsets, dtype=np.uint64)
-    meta[1] = np.asarray(table.src_sizes, dtype=np.uint64)
-    d_meta = cp.asarray(meta)
+    d_meta = _device_meta(table, decoding=False)
     d_status = cp.zeros(n, dtype=cp.int32)
     stream = cp.cuda.get_current_stream()
     base, row = int(d_meta.data.ptr), d_meta.strides[0]
@@ -275,13 +287,8 @@ def decode_into(fmt: str, table: DecodeTable, exact_scratch: bool = False) -> np
     lib = library()
     assert lib is not None
     n = len(table.src_offsets)
-    meta = np.empty((4, n), dtype=np.uint64)
-    meta[0] = np.uint64(int(table.src.data.ptr)) + np.asarray(table.src_offsets, dtype=np.uint64)
-    meta[1] = np.asarray(table.src_sizes, dtype=np.uint64)
-    meta[2] = np.asarray(table.out_sizes, dtype=np.uint64)
-    meta[3] = np.uint64(int(table.out.data.ptr)) + np.asarray(table.out_offsets, dtype=np.uint64)
     stream = cp.cuda.get_current_stream()
-    d_meta = cp.asarray(meta)  # one copy of the four pointer/size arrays
+    d_meta = _device_meta(table, decoding=True)
     d_got = cp.empty(n, dtype=cp.uint64)
     d_status = cp.zeros(n, dtype=cp.int32)
     name = _NAME[fmt]
