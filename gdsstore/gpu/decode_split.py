@@ -260,6 +260,8 @@ def decode_split(
     order = sorted(range(len(frames)), key=lambda k: frames[k] is None)
     after = caller_event(out)
     dev_staged: list[Any] = []
+    most = max((_largest(t) for t in frames), default=0)
+    unlearned = nvcomp_capi.scratch_ratio("zstd", most) >= nvcomp_capi.BOUND_SCRATCH
 
     def on_host(q: int) -> None:
         k = order[q]
@@ -273,9 +275,10 @@ def decode_split(
             dev_staged.append(to_device(staged))
         ks = [order[q] for q in qs]
         src_off, src_len, dst_off, dst_len = _frame_items(staged, present, frames, ks, out_off)
-        # The first batch learns the scratch the frames need: this read's windows were planned with nvCOMP's
-        # bound (hence so few chunks per call that it was split), the next read's are planned with what it learns.
-        nvcomp.decode_batch_into("zstd", dev_staged[0], src_off, src_len, out, dst_off, dst_len, exact_scratch=first)
+        # The first batch learns the scratch the frames need where the process has not: this read's windows were
+        # planned with nvCOMP's bound (hence so few chunks per call that it was split), the next read's with it.
+        exact = first and unlearned
+        nvcomp.decode_batch_into("zstd", dev_staged[0], src_off, src_len, out, dst_off, dst_len, exact_scratch=exact)
 
     sizes = [None if (t := frames[k]) is None else t.decoded for k in order]
     nbytes = [int(want[k]) for k in order]
@@ -291,8 +294,6 @@ def decode_split(
         if ks:
             _learn_scratch(staged, present, frames, ks)
 
-    most = max((_largest(t) for t in frames), default=0)
-    unlearned = nvcomp_capi.scratch_ratio("zstd", most) >= nvcomp_capi.BOUND_SCRATCH
     try:
         run = run_split(
             len(order), threads, on_host, on_device if device else None, share,

@@ -208,6 +208,23 @@ def test_split_lands_every_chunk_in_its_slot(
     assert by_device and by_host and routes == {"gpu-decode", "cpu-codec"}  # both decoders took chunks
 
 
+def test_a_process_that_knows_the_scratch_asks_no_nvcomp_call_for_it(
+    host_device: dict[str, Counter[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gsplit, "DEVICE_ROUND_FLOOR", 0.0)
+    raws, stored = _chunks((64, 32))
+    most = max(len(r) for r in raws)  # the largest frame: the single-frame chunks' whole size
+    monkeypatch.setattr(nvcomp_capi, "_seen", {("zstd", most): 1.5})
+    st = landing.from_host_buffers(
+        [None if b is None else np.frombuffer(b, np.uint8) for b in stored], pinned=False
+    )
+    with gdsstore.config.set({"num_threads": 3}):
+        raw = gdecode.decode_on_device(_chain(), [_spec((64, 32))] * 9, st)
+    assert all(bytes(raw.item(i)) == raws[i] for i in (0, 1, 2, 3, 4, 5, 6, 8))
+    asked = host_device["exact_scratch"]
+    assert asked and sum(asked.values()) == 0  # nvCOMP took chunks, and no call asked for the frames' scratch
+
+
 def test_a_split_nvcomp_takes_no_part_in_learns_the_frames_scratch(
     host_device: dict[str, Counter[int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
