@@ -274,7 +274,7 @@ def decode_split(
         if first:
             dev_staged.append(to_device(staged))
         ks = [order[q] for q in qs]
-        src_off, src_len, dst_off, dst_len = _frame_items(staged, present, frames, ks, out_off)
+        src_off, src_len, dst_off, dst_len = _frame_items([frames[k] for k in ks], staged.offsets[present[ks]], out_off[ks])
         # The first batch learns the scratch the frames need where the process has not: this read's windows were
         # planned with nvCOMP's bound (hence so few chunks per call that it was split), the next read's with it.
         exact = first and unlearned
@@ -307,16 +307,16 @@ def decode_split(
 
 
 def _frame_items(
-    staged: Landed, present: np.ndarray, frames: Sequence[FrameTable | None], ks: list[int], out_off: np.ndarray
+    tables: Sequence[FrameTable | None], src_base: np.ndarray, dst_base: np.ndarray
 ) -> tuple[list[int], list[int], list[int], list[int]]:
-    """One nvCOMP item per frame of chunks ``ks``: ``(source offsets, sizes, output offsets, decoded sizes)``."""
-    tables = [frames[k] for k in ks]
-    assert all(t is not None for t in tables)  # device_share never hands the device such a chunk
-    base = staged.offsets[present[ks]]
-    src = np.concatenate([b + t.offsets for b, t in zip(base, tables) if t is not None])
-    dst = np.concatenate([out_off[k] + t.decoded_offsets for k, t in zip(ks, tables) if t is not None])
-    sizes = np.concatenate([t.sizes for t in tables if t is not None])
-    decoded = np.concatenate([t.decoded for t in tables if t is not None])
+    """One nvCOMP item per frame of the chunks of ``tables`` (each chunk's stored bytes at ``src_base``, its
+    decoded bytes at ``dst_base``): ``(source offsets, sizes, output offsets, decoded sizes)``."""
+    frames = [t for t in tables if t is not None]
+    assert len(frames) == len(tables)  # nvCOMP is never handed a chunk it cannot take frame by frame
+    src = np.concatenate([b + t.offsets for b, t in zip(src_base, frames)])
+    dst = np.concatenate([b + t.decoded_offsets for b, t in zip(dst_base, frames)])
+    sizes = np.concatenate([t.sizes for t in frames])
+    decoded = np.concatenate([t.decoded for t in frames])
     keep = decoded > 0  # a frame of no content writes nothing
     return src[keep].tolist(), sizes[keep].tolist(), dst[keep].tolist(), decoded[keep].tolist()
 
@@ -330,18 +330,11 @@ def _learn_scratch(staged: Landed, present: np.ndarray, frames: Sequence[FrameTa
     """Copy chunks ``ks``'s stored bytes to the device and ask nvCOMP for the scratch their frames need
     (:func:`gdsstore.gpu.nvcomp_capi.learn_scratch`), without decoding them."""
     cp = _codecs._cupy()
-    tables = [t for t in (frames[k] for k in ks) if t is not None]
     views = [np.asarray(staged.view(int(present[k]))) for k in ks]
     starts = np.cumsum([0] + [v.nbytes for v in views[:-1]])
+    src_off, src_len, _, decoded = _frame_items([frames[k] for k in ks], starts, np.zeros(len(ks), np.int64))
     src = cp.asarray(np.concatenate(views))
-    offsets = np.concatenate([a + t.offsets for a, t in zip(starts, tables)])
-    decoded = np.concatenate([t.decoded for t in tables])
-    keep = decoded > 0
-    table = nvcomp_capi.DecodeTable(
-        src, offsets[keep].tolist(), np.concatenate([t.sizes for t in tables])[keep].tolist(),
-        None, [0] * int(keep.sum()), decoded[keep].tolist(),
-    )
-    nvcomp_capi.learn_scratch("zstd", table)
+    nvcomp_capi.learn_scratch("zstd", nvcomp_capi.DecodeTable(src, src_off, src_len, None, [0] * len(decoded), decoded))
 
 
 def caller_event(out: Any) -> Any:
