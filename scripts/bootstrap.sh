@@ -5,6 +5,9 @@
 # a stamp file records the hashes of pyproject.toml and of the core's sources, and the extras installed
 # (an editable install takes Python edits as they are made, Rust edits only when built again). Extras only accumulate (the union of what was installed and what is asked for), so running
 # the demo and the tests in turn installs once, not each time.
+# Usage: bash scripts/bootstrap.sh [-- COMMAND...]: COMMAND (scripts/test.sh: the linters) runs once the Python
+# packages are installed, while the core still compiles (else after the set-up), and its exit status is the
+# script's where the set-up succeeded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LC_ALL=C  # one sort order for the extras lists compared below
@@ -60,6 +63,12 @@ to_major() {  # $1: extras, $2: 12, 13 or nothing -> $1 with the short names as 
 
 # --python: the interpreter a new .venv would be made with.
 if [ "${1:-}" = --python ]; then find_python; exit 0; fi
+meanwhile=()  # the command after --
+if [ "${1:-}" = -- ]; then shift; meanwhile=("$@"); fi
+run_meanwhile() {  # the command given after --, if any; its status in $meanwhile_status
+  meanwhile_status=0
+  [ "${#meanwhile[@]}" = 0 ] || "${meanwhile[@]}" || meanwhile_status=$?
+}
 
 core_hash() {  # the native core's sources: a change builds it again
   (cd native && find Cargo.toml Cargo.lock src -type f -print0 | sort -z | xargs -0 sha1sum) | sha1sum | cut -c1-12
@@ -84,7 +93,8 @@ major=$(major_of "$want,$have")
 want=$(to_major "$want" "$major")
 missing=$(comm -23 <(tr , '\n' <<<"$want" | sed '/^$/d') <(tr , '\n' <<<"$have" | sed '/^$/d'))
 if [ "$have_hash" = "$hash" ] && [ -z "$missing" ]; then
-  exit 0  # installed, with every extra asked for
+  run_meanwhile  # installed, with every extra asked for
+  exit "$meanwhile_status"
 fi
 extras=$(extras_list "$have,$want")
 # No explicit CUDA extra yet: keep the major of what is in .venv (installed by hand, or an older stamp).
@@ -98,22 +108,35 @@ fi
 command -v cargo >/dev/null 2>&1 || { echo "bootstrap: cargo not found: gdsstore's native core is Rust," \
   "built by pip; install the toolchain (https://rustup.rs) and run this again" >&2; exit 1; }
 echo "bootstrap: installing gdsstore${extras:+[$extras]} into .venv (the native core compiles meanwhile)"
-# The core compiles while pip downloads; pip's build (maturin) then waits for it and finds it compiled.
+# The core compiles while the Python packages download and install; pip's build (maturin) then finds it compiled.
 core_log=$(mktemp)
 bash scripts/build_core.sh --build-only >"$core_log" 2>&1 &
 core_pid=$!
+wait_core() {  # the core's build; its log shown where it failed
+  local s=0
+  wait "$core_pid" || s=$?
+  [ "$s" = 0 ] || cat "$core_log" >&2
+  rm -f "$core_log"
+  return "$s"
+}
 status=0
-# uv (from PyPI) installs the same packages as pip in about a third of the time; pip where uv cannot.
-if ! { .venv/bin/python -m pip install -q uv \
-       && .venv/bin/python -m uv pip install -q --python .venv/bin/python -e ".${extras:+[$extras]}"; }; then
+# uv (from PyPI) installs the same packages as pip in about a third of the time: first the dependencies alone
+# (then the command given runs beside the compile), then the package itself. pip where uv cannot.
+extra_flags=()
+for e in $(tr , ' ' <<<"$extras"); do extra_flags+=(--extra "$e"); done
+if .venv/bin/python -m pip install -q uv \
+   && .venv/bin/python -m uv pip install -q --python .venv/bin/python -r pyproject.toml "${extra_flags[@]}"; then
+  run_meanwhile
+  wait_core || status=$?
+  [ "$status" != 0 ] || .venv/bin/python -m uv pip install -q --python .venv/bin/python --no-deps -e . \
+    || .venv/bin/python -m pip install -q --no-deps -e . || status=$?
+else
   echo "bootstrap: uv could not install; pip does"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}" || status=$?
+  wait_core || { [ "$status" != 0 ] || status=1; }
+  [ "$status" != 0 ] || run_meanwhile
 fi
-if ! wait "$core_pid"; then
-  cat "$core_log" >&2
-  [ "$status" != 0 ] || status=1
-fi
-rm -f "$core_log"
 [ "$status" = 0 ] || exit "$status"
 echo "v3 $hash $extras" >"$stamp"
+exit "$meanwhile_status"

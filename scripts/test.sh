@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: set-up (venv, Python deps and the package with its native core, nginx for the HTTP
-# tests), the native core's checks (scripts/build_core.sh: cargo fmt, clippy, unit tests), lint (ruff),
-# types (mypy), then pytest on two workers: unit, property, conformance (zarr StoreTests, fsspec abstract suites), servers over loopback (moto S3, nginx, our WebHDFS
+# tests), lint (ruff), types (mypy) and import contracts while the core compiles (scripts/lint.sh), the native
+# core's checks (scripts/build_core.sh: cargo fmt, clippy, unit tests), then pytest on one worker per core and one more: unit, property, conformance (zarr StoreTests, fsspec abstract suites), servers over loopback (moto S3, nginx, our WebHDFS
 # and fault-injecting servers), docs build (Sphinx, -W -n, notebooks executed, the site left in
 # docs/_build/html), the built site checked in headless Chromium, docs code blocks. GPU tests skip here
 # with their reason; on a GPU machine: pytest -m gpu.
@@ -10,9 +10,10 @@ cd "$(dirname "$0")/.."
 # The suite starts hundreds of interpreters (subprocess tests, servers, kernels, workers): with bytecode
 # written once, each loads zarr, botocore or moto from it instead of compiling their sources again.
 unset PYTHONDONTWRITEBYTECODE
-# The set-up compiles the native core while pip downloads the Python packages (scripts/bootstrap.sh).
-GDSSTORE_EXTRAS=${GDSSTORE_EXTRAS:-test,docs,s3,cufile} bash scripts/bootstrap.sh
-# cargo's checks of the core run while the system packages install, ruff, mypy, lint-imports and pytest run.
+# The set-up compiles the native core while the Python packages install (scripts/bootstrap.sh); the linters
+# (scripts/lint.sh: ruff, mypy, lint-imports) run once those are in, beside the compile's last crates.
+GDSSTORE_EXTRAS=${GDSSTORE_EXTRAS:-test,docs,s3,cufile} bash scripts/bootstrap.sh -- bash scripts/lint.sh
+# cargo's checks of the core run while the system packages install and pytest runs.
 core_log=$(mktemp)
 trap 'rm -f "$core_log"' EXIT
 bash scripts/build_core.sh --checks-only >"$core_log" 2>&1 &
@@ -40,9 +41,6 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
 fi
 
 export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
-echo "== ruff"; ruff check .
-echo "== mypy"; mypy
-echo "== lint-imports"; lint-imports --no-cache
 python -c 'from gdsstore.engine import native; assert native.load() is not None, native.unavailable_reason()'
 # The core's checks finish while pytest runs: pytest waits on servers, subprocesses and the network much of the
 # time, so the two share the 2 cores better than one after the other. A failed check fails the command after.
@@ -53,15 +51,17 @@ core_checks() {
   cat "$core_log"
   [ "$core_status" = 0 ] || { echo "test: the native core's checks failed (above)" >&2; return "$core_status"; }
 }
-# Two workers on the 2-core machine (pytest-xdist), a whole test file per worker so each file's servers and
-# module fixtures are made once. Tests count events, never seconds: speed lives in benchmarks/.
-# With arguments, one run with them (`bash scripts/test.sh tests/docs -n 0`: serial).
+# One pytest-xdist worker more than the cores (3 on the 2-core machine): with as many as the cores, a sixth of
+# the CPU sat idle while workers waited on servers and subprocesses, and the suite took a fifth longer. A whole
+# test file per worker, so each file's servers and module fixtures are made once. Tests count events, never
+# seconds: speed lives in benchmarks/. With arguments, one run with them (`bash scripts/test.sh tests/docs -n 0`).
+workers=$(( $(nproc) + 1 ))
 pytest_status=0
 if [ "$#" -gt 0 ]; then
-  pytest -p no:cacheprovider -n auto --dist loadfile "$@" || pytest_status=$?
+  pytest -p no:cacheprovider -n "$workers" --dist loadfile "$@" || pytest_status=$?
 else
-  echo "== pytest (2 workers)"
-  pytest -p no:cacheprovider -n auto --dist loadfile || pytest_status=$?
+  echo "== pytest ($workers workers)"
+  pytest -p no:cacheprovider -n "$workers" --dist loadfile || pytest_status=$?
 fi
 core_checks
 exit "$pytest_status"

@@ -73,9 +73,12 @@ core.write_objects(st, ["PUT s3://bkt/obj"], ["obj"], buf, [(0, size)], create=F
 
 def _interrupt(script: str, args: list[str], started: Callable[[], bool]) -> subprocess.CompletedProcess[str]:
     """Run ``script`` in a child, send it SIGINT once ``started()`` (the server saw its requests), and wait
-    for it to exit (killed, and the test failed, after EXIT_GUARD seconds)."""
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+    for it to exit (killed, and the test failed, after EXIT_GUARD seconds). The child has Python's own SIGINT
+    handler, as at a terminal, whatever the test runner inherited: one started in the background of a
+    non-interactive shell (``nohup pytest &``) ignores SIGINT, and a child would inherit that."""
+    code = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n" + textwrap.dedent(script)
+    child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
     try:
         deadline = time.monotonic() + 60
         while not started():

@@ -39,8 +39,27 @@ def _repo(tmp_path: Path) -> Path:
     return repo
 
 
-def _bootstrap(repo: Path, extras: str, status: int = 0, uv_status: int | None = None) -> list[str]:
-    """Run the script asking for ``extras``; the ``install -e`` targets it installed (``uv`` or ``pip``)."""
+def _installs(calls: list[str]) -> list[str]:
+    """The editable installs in the installers' log, each as ``.[extras]``: pip's ``install -e .[extras]``, or
+    uv's dependencies (``-r pyproject.toml --extra ...``) followed by the package (``--no-deps -e .``)."""
+    out, deps = [], ""
+    for c in calls:
+        words = c.split()
+        if "-r" in words:
+            deps = ",".join(words[i + 1] for i, w in enumerate(words) if w == "--extra")
+        elif "-e" in words:
+            target = words[-1]
+            out.append(target if target != "." or not deps else f".[{deps}]")
+    return out
+
+
+def _bootstrap(
+    repo: Path, extras: str, status: int = 0, uv_status: int | None = None, command: tuple[str, ...] = (),
+    exit_status: int | None = None,
+) -> list[str]:
+    """Run the script asking for ``extras`` (``command`` given after ``--``), the installers exiting with ``status``
+    (uv: ``uv_status``); the editable installs it made (``uv`` or ``pip``). It exits with ``exit_status``
+    (default ``status``)."""
     log = repo / "pip.log"
     log.unlink(missing_ok=True)
     env = {
@@ -50,11 +69,11 @@ def _bootstrap(repo: Path, extras: str, status: int = 0, uv_status: int | None =
         **({"FAKE_UV_STATUS": str(uv_status)} if uv_status is not None else {}),
     }
     out = subprocess.run(
-        ["bash", str(repo / "scripts" / "bootstrap.sh")], env=env, capture_output=True, text=True, timeout=60
+        ["bash", str(repo / "scripts" / "bootstrap.sh"), *(["--", *command] if command else [])],
+        env=env, capture_output=True, text=True, timeout=60,
     )
-    assert out.returncode == status, out.stderr
-    calls = log.read_text().splitlines() if log.exists() else []
-    return [c.split()[-1] for c in calls if " -e " in c]
+    assert out.returncode == (status if exit_status is None else exit_status), out.stderr
+    return _installs(log.read_text().splitlines() if log.exists() else [])
 
 
 def test_demo_and_tests_in_turn_install_once(tmp_path: Path) -> None:
@@ -74,7 +93,7 @@ def test_uv_installs_and_pip_takes_over_where_it_cannot(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     assert _bootstrap(repo, "test") == [".[test]"]
     assert (repo / "pip.log").read_text().splitlines()[-1].startswith("uv pip install")
-    assert _bootstrap(repo, "s3", uv_status=1) == [".[s3,test]", ".[s3,test]"]  # uv failed, then pip
+    assert _bootstrap(repo, "s3", uv_status=1) == [".[s3,test]"]  # uv failed (its dependencies), then pip
     assert (repo / "pip.log").read_text().splitlines()[-1].startswith("pip install")
     assert _bootstrap(repo, "s3") == []  # installed: the stamp says so
 
@@ -125,3 +144,20 @@ def test_changed_core_sources_reinstall(tmp_path: Path) -> None:
         fh.write("\n// a change to the core\n")
     assert _bootstrap(repo, "test") == [".[test]"]  # an editable install builds the extension again
     assert (repo / "build_core.log").read_text().split() == ["--build-only", "--build-only"]
+
+
+def test_a_command_runs_between_the_dependencies_and_the_package(tmp_path: Path) -> None:
+    """``bootstrap.sh -- CMD`` (the test command's linters): CMD runs once the dependencies are installed, while the
+    core compiles, and before the package is; alone where nothing is to install; its exit status is the script's."""
+    repo = _repo(tmp_path)
+    log = repo / "pip.log"
+    ok, fails = (("sh", "-c", f'echo "command" >> {log}; exit {n}') for n in (0, 5))
+    assert _bootstrap(repo, "test", command=ok) == [".[test]"]
+    calls = log.read_text().splitlines()
+    assert [c.split()[0] for c in calls[-3:]] == ["uv", "command", "uv"], calls
+    assert "-r" in calls[-3].split() and "-e" in calls[-1].split()  # after the dependencies, before the package
+    assert _bootstrap(repo, "test", command=ok) == []
+    assert log.read_text().split() == ["command"]  # installed: the command alone
+    assert _bootstrap(repo, "test", command=fails, exit_status=5) == []
+    assert _bootstrap(repo, "s3", command=fails, exit_status=5) == [".[s3,test]"]  # a failed command: installed
+    assert _bootstrap(repo, "s3") == []  # and the stamp says so

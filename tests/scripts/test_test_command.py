@@ -1,7 +1,7 @@
 """``scripts/test.sh``, the test command: what the tools it starts find in their environment.
 
-The real script runs on a copy of the repository's layout whose set-up, core build and tools (ruff, mypy,
-lint-imports, pytest, python) only log what they found: what is under test is the command's sequence and
+The real scripts (test.sh, and lint.sh, which the set-up runs) run on a copy of the repository's layout whose set-up,
+core build and tools (ruff, mypy, lint-imports, pytest, python) only log what they found: what is under test is the command's sequence and
 environment, not the tools (nothing is installed or built).
 """
 
@@ -25,10 +25,13 @@ def _repo(tmp_path: Path) -> tuple[Path, Path]:
     """A copy of the layout test.sh runs in, and the directory of stand-ins for the system's tools."""
     repo, bin_dir, log = tmp_path / "repo", tmp_path / "bin", tmp_path / "tools.log"
     (repo / "scripts").mkdir(parents=True)
-    (repo / "scripts" / "test.sh").write_text((ROOT / "scripts" / "test.sh").read_text())
+    for name in ("test.sh", "lint.sh"):
+        (repo / "scripts" / name).write_text((ROOT / "scripts" / name).read_text())
     (repo / ".venv" / "bin").mkdir(parents=True)
     for name in ("bootstrap.sh", "build_core.sh"):
         _logging_tool(repo / "scripts" / name, log)
+    with (repo / "scripts" / "bootstrap.sh").open("a") as fh:  # then the command it is given after --
+        fh.write('[ "${1:-}" != -- ] || { shift; exec "$@"; }\n')
     for name in TOOLS:
         _logging_tool(repo / ".venv" / "bin" / name, log)
     bin_dir.mkdir()
