@@ -62,7 +62,8 @@ if [ "$#" -gt 0 ]; then
   pytest -p no:cacheprovider -n "$workers" --dist loadfile "$@" || pytest_status=$?
 else
   echo "== pytest ($workers workers)"
-  pytest -p no:cacheprovider -n "$workers" --dist loadfile || pytest_status=$?
+  # the slowest tests listed at the end: where the command's minutes go, in every CI log
+  pytest -p no:cacheprovider -n "$workers" --dist loadfile --durations=25 || pytest_status=$?
 fi
 core_checks
 exit "$pytest_status"
