@@ -108,7 +108,8 @@ fi
 command -v cargo >/dev/null 2>&1 || { echo "bootstrap: cargo not found: gdsstore's native core is Rust," \
   "built by pip; install the toolchain (https://rustup.rs) and run this again" >&2; exit 1; }
 echo "bootstrap: installing gdsstore${extras:+[$extras]} into .venv (the native core compiles meanwhile)"
-# The core compiles while the Python packages download and install; pip's build (maturin) then finds it compiled.
+# The core compiles while the Python packages download and install; the package's build (maturin) then finds its
+# dependencies compiled (pyo3 and the crate compile again: maturin builds for its own build environment's Python).
 core_log=$(mktemp)
 bash scripts/build_core.sh --build-only >"$core_log" 2>&1 &
 core_pid=$!

@@ -54,9 +54,9 @@ core_checks() {
 }
 # One pytest-xdist worker more than the cores (3 on the 2-core machine): with as many as the cores, a sixth of
 # the CPU sat idle while workers waited on servers and subprocesses (pytest alone with warm caches: 296 s against
-# 360; in the whole command, within the machine's noise). A whole
-# test file per worker, so each file's servers and module fixtures are made once. Tests count events, never
-# seconds: speed lives in benchmarks/. With arguments, one run with them (`bash scripts/test.sh tests/docs -n 0`).
+# 360; in the whole command, within the machine's noise). A whole test file per worker, so each file's servers
+# and module fixtures are made once. Tests count events, never seconds: speed lives in benchmarks/. With
+# arguments, one run with them (`bash scripts/test.sh tests/docs -n 0`).
 workers=$(( $(nproc) + 1 ))
 pytest_status=0
 if [ "$#" -gt 0 ]; then
