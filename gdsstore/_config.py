@@ -307,6 +307,13 @@ class Settings:
         The trace says `decode/gpu-decode "nvCOMP batched zstd, beside the CPU: ..."` and `decode/cpu-codec
         "beside nvCOMP: ..."`. 0: such reads decode on the CPU alone.""",
     )  # fmt: skip
+    gpu_wave_copy_bytes: int = _setting(
+        "gpu.wave_copy_bytes", 16 << 20, _int(0),
+        """A GPU pipeline read of remote chunks copies its wave's bytes to the device in parts of about this many
+        bytes, each once all of its requests have landed, while the rest of the wave is in flight: the copy of a
+        window no longer starts after its last byte arrived ([GPU pipeline](gpu-pipeline.md)). The trace says
+        `h2d/pinned-copy "N copies, M of them during the wave"`. 0: one copy of the whole window after its wave.""",
+    )  # fmt: skip
     pause_gc: bool = _setting(
         "pause_gc", True, _bool,
         """Pause Python's cyclic garbage collector for each zarr read or write through gdsstore's pipeline (one

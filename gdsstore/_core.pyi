@@ -1,6 +1,6 @@
 """gdsstore's native I/O core (Rust over object_store): one call per wave of remote GETs, the GIL released."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 class Store:
@@ -37,6 +37,8 @@ def read_table(
     *,
     concurrency: int = 256,
     timeout: float = 30.0,
+    segments: Any = None,
+    on_segment: Callable[[int, bool], None] | None = None,
 ) -> tuple[list[str | None], list[str | None] | None, list[tuple[int, str, int, str]]]:
     """GET every path of ``table`` into ``buffer[slots[i]:slots[i] + caps[i]]``. ``table`` has the attributes of
     ``gdsstore.engine.remote.core.PieceTable``: ``paths``; ``starts``, ``ends``, ``expect``, ``slots`` and
@@ -53,7 +55,11 @@ def read_table(
     server's certificate was refused: not worth another attempt), unsupported (object_store cannot take the
     item; read it another way), invalid, panic. Requests to one store wait for their answers a few at a time at
     first, more while the server keeps up. Ctrl-C (SIGINT) stops the wave within a tick (50 ms) and raises
-    ``KeyboardInterrupt`` once every request is over: nothing writes into ``buffer`` after the call returns."""
+    ``KeyboardInterrupt`` once every request is over: nothing writes into ``buffer`` after the call returns.
+    ``segments`` (int64, the row each run of items ends before: increasing, the last the number of paths) and
+    ``on_segment``, both or neither: ``on_segment(k, ok)`` is called on the calling thread once every item of
+    run ``k`` is over (``ok``: all landed), each run once, the last before the call returns; one that raises
+    stops the wave as Ctrl-C does, and its exception is raised once every request is over."""
 
 def write_objects(
     store: Store,

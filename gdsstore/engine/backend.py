@@ -62,7 +62,8 @@ class Backend(abc.ABC):
     listable: bool = True
     #: Reads many keys in one wave of concurrent requests (:meth:`get_many`): the remote backends.
     waves: bool = False
-    #: :meth:`land` can land straight on a GPU (through the bounce ring): local files.
+    #: :meth:`land` can land on a GPU: local files through the bounce ring, remote waves copied in parts as
+    #: they land (``gpu.wave_copy_bytes``).
     lands_on_device: bool = False
     #: The largest object of unknown size in the last wave, 0 before any; the next wave's room per object.
     room_hint: int = 0

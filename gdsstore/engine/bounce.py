@@ -17,17 +17,19 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine import cuda
 from gdsstore.engine.posix import pread_full, pwrite_full
 
 __all__ = [
-    "BounceRing", "DeviceSink", "DeviceTransfer", "PinnedPool", "Slots", "bounce_slots", "pinned_pool", "read_to_device",
+    "BounceRing", "DeviceCopy", "DeviceSink", "DeviceTransfer", "PinnedPool", "Slots", "bounce_slots", "pinned_pool", "read_to_device",
     "ring", "staging_size", "write_from_device",
 ]
 
@@ -335,6 +337,60 @@ def _drain(stream: Any) -> None:
     if stream is not None:
         with contextlib.suppress(Exception):
             stream.synchronize()
+
+
+class DeviceCopy:
+    """Spans of a host buffer copied to the same offsets of device memory on ``device`` as they become final,
+    on the calling thread's stream: a remote wave's parts while the rest of it is in flight
+    (:class:`~gdsstore.engine.remote.wave.WaveCopy`; ``part``: bytes of one). The first copy waits for the
+    kernels the caller had queued when this was made (the memory may be theirs, freed); :meth:`result`
+    waits for the copies. The device memory is allocated at the first copy, as large as the buffer."""
+
+    def __init__(self, device: int, part: int) -> None:
+        self.device = device
+        self.part = part
+        self._after: Any = cuda.current_event(device)
+        self._dev: Any = None
+        self._stream: Any = None
+        self._copies = 0
+
+    def copy(self, buf: Any, lo: int, hi: int) -> None:
+        if hi <= lo:
+            return
+        cp = cuda.cupy_or_none()
+        assert cp is not None
+        with cp.cuda.Device(self.device):
+            if self._dev is None or self._dev.size < buf.nbytes:
+                self.abandon()  # nothing may still write into the memory given back
+                self._dev = cp.empty(max(1, int(buf.nbytes)), dtype=cp.uint8)
+            if self._stream is None:
+                self._stream = cuda.thread_stream(self.device, after=self._after)
+            src = int(buf.ctypes.data) + lo
+            cuda.check_driver(
+                cuda.copy_calls().copy_htod(int(self._dev.data.ptr) + lo, src, hi - lo, self._stream.ptr),
+                "cuMemcpyHtoDAsync",
+            )
+        self._copies += 1
+
+    def result(self, nbytes: int, parts: int) -> Any:
+        """The device bytes ``[0, nbytes)`` once every copy is done (traced: ``parts`` of the copies were made
+        while the wave ran; the time is the wait for the rest)."""
+        t0 = time.perf_counter()
+        if self._stream is not None:
+            cuda.record_event(self._stream, blocking=True).synchronize()  # a sleeping wait: receivers run
+        if self._dev is None:
+            cp = cuda.cupy_or_none()
+            assert cp is not None
+            with cp.cuda.Device(self.device):
+                self._dev = cp.empty(max(1, nbytes), dtype=cp.uint8)
+        if nbytes:
+            _trace.record("h2d", "pinned-copy", f"{self._copies} copies, {parts} of them during the wave", nbytes,
+                          time.perf_counter() - t0, device=self.device)
+        return self._dev[:nbytes]
+
+    def abandon(self) -> None:
+        """Wait for the copies queued (after an error, or before the memory they write into is replaced)."""
+        _drain(self._stream)
 
 
 class DeviceSink:

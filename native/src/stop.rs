@@ -14,7 +14,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::runtime::Runtime;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 /// How often the waiting thread looks for an interrupt.
 const TICK: Duration = Duration::from_millis(50);
@@ -143,12 +143,45 @@ where
     F: Future<Output = T> + Send,
     T: Send,
 {
+    run_noting(py, rt, work, None::<Notes<()>>)
+}
+
+/// What the work tells the caller while it runs, and the caller's Python function that takes each note.
+pub type Notes<N> = (
+    mpsc::UnboundedReceiver<N>,
+    Box<dyn Fn(Python<'_>, N) -> PyResult<()> + Send + Sync>,
+);
+
+/// [`run`], with each note the work sends handed to `notes`' function on the calling thread (the GIL taken
+/// for it), in the order sent, the last ones before the call returns. A note's function that raises stops
+/// the work as an interrupt does, and its exception is raised once the work is over.
+pub fn run_noting<T, F, N>(
+    py: Python<'_>,
+    rt: &Runtime,
+    work: impl FnOnce(Stop) -> F,
+    notes: Option<Notes<N>>,
+) -> Result<PyResult<T>, ()>
+where
+    F: Future<Output = T> + Send,
+    T: Send,
+    N: Send,
+{
     let watch = match Watch::new(py) {
         Ok(w) => w,
         Err(e) => return Ok(Err(e)),
     };
     let (switch, stop) = Stop::new();
     let fut = work(stop);
+    let (mut rx, take) = match notes {
+        Some((rx, take)) => (Some(rx), Some(take)),
+        None => (None, None),
+    };
+    let take_note = |note: N| -> PyResult<()> {
+        match &take {
+            Some(f) => Python::with_gil(|py| f(py, note)),
+            None => Ok(()),
+        }
+    };
     py.allow_threads(|| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             rt.block_on(async {
@@ -156,7 +189,24 @@ where
                 let mut raised: Option<PyErr> = None;
                 loop {
                     tokio::select! {
-                        out = &mut fut => return raised.map_or(Ok(out), Err),
+                        out = &mut fut => {
+                            // Every note was sent before the work ended: those not taken yet are taken now.
+                            while let Some(note) = rx.as_mut().and_then(|r| r.try_recv().ok()) {
+                                if raised.is_none() {
+                                    raised = take_note(note).err();
+                                }
+                            }
+                            return raised.map_or(Ok(out), Err);
+                        }
+                        note = next_note(&mut rx), if raised.is_none() => match note {
+                            Some(note) => {
+                                if let Err(e) = take_note(note) {
+                                    let _ = switch.send(true);
+                                    raised = Some(e);
+                                }
+                            }
+                            None => rx = None, // every sender is gone: no more notes
+                        },
                         _ = tokio::time::sleep(TICK), if raised.is_none() => {
                             if let Err(e) = watch.check() {
                                 let _ = switch.send(true);
@@ -169,4 +219,12 @@ where
         }))
         .map_err(|_| ())
     })
+}
+
+/// The next note; never, where there are none to wait for.
+async fn next_note<N>(rx: &mut Option<mpsc::UnboundedReceiver<N>>) -> Option<N> {
+    match rx {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
 }

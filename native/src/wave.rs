@@ -8,11 +8,13 @@ use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use object_store::path::Path;
 use object_store::{Attribute, GetOptions, GetRange, GetResult, ObjectStore};
+use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::error::{CallError, Failure, Kind};
@@ -43,6 +45,69 @@ pub struct Outcome {
     pub etag: Option<String>,
     pub version: Option<String>,
     pub error: Option<Failure>,
+}
+
+/// A wave's pieces in consecutive runs (segments), each reported once every piece of it is over: the caller
+/// moves a segment's bytes on (to a GPU) while the rest of the wave is in flight.
+pub struct Segments {
+    /// The segment of each item of the wave (its plan's items, in order).
+    of_item: Vec<usize>,
+    /// Items of each segment not over yet.
+    left: Vec<AtomicUsize>,
+    /// Whether an item of each segment failed (or was refused before the wave).
+    failed: Vec<AtomicBool>,
+    tx: mpsc::UnboundedSender<Note>,
+}
+
+/// A segment that is over: its number, and whether every piece of it landed.
+pub type Note = (usize, bool);
+
+impl Segments {
+    /// The segments ending before rows `ends` (increasing, the last the number of rows) of the items at
+    /// table rows `rows` (the others were refused before the wave: their segments fail). A segment with no
+    /// item to wait for is over at once.
+    fn new(ends: &[usize], rows: &[usize], tx: mpsc::UnboundedSender<Note>) -> Self {
+        let segment_of = |row: usize| ends.partition_point(|&e| e <= row);
+        let of_item: Vec<usize> = rows.iter().map(|&r| segment_of(r)).collect();
+        let mut count = vec![0usize; ends.len()];
+        for &k in &of_item {
+            count[k] += 1;
+        }
+        let mut start = 0;
+        let failed = ends
+            .iter()
+            .zip(&count)
+            .map(|(&end, &c)| {
+                let refused = c < end - start; // rows of it that are no items
+                start = end;
+                AtomicBool::new(refused)
+            })
+            .collect::<Vec<_>>();
+        for (k, &c) in count.iter().enumerate() {
+            if c == 0 {
+                let _ = tx.send((k, !failed[k].load(Ordering::Relaxed)));
+            }
+        }
+        let left = count.into_iter().map(AtomicUsize::new).collect();
+        Segments {
+            of_item,
+            left,
+            failed,
+            tx,
+        }
+    }
+
+    /// Item `i` is over (`ok`: landed): its segment is reported when it was the last one.
+    fn over(&self, i: usize, ok: bool) {
+        let k = self.of_item[i];
+        if !ok {
+            self.failed[k].store(true, Ordering::SeqCst);
+        }
+        if self.left[k].fetch_sub(1, Ordering::AcqRel) == 1 {
+            // The receiver is gone only once the call is over: nobody to tell.
+            let _ = self.tx.send((k, !self.failed[k].load(Ordering::SeqCst)));
+        }
+    }
 }
 
 /// Write the body of `res` into the slot; the number of bytes it had. A body that breaks leaves its
@@ -184,6 +249,7 @@ pub async fn run(
     concurrency: usize,
     read_timeout: Duration,
     stop: Stop,
+    segments: Option<Arc<Segments>>,
 ) -> Vec<Outcome> {
     let n = items.len();
     let concurrency = concurrency.max(1);
@@ -210,6 +276,7 @@ pub async fn run(
             conn: built.connections.clone(),
             ramp: built.ramp.clone(),
             read_timeout,
+            segments: segments.clone(),
         };
         tasks.spawn(lane.run(width));
     }
@@ -268,6 +335,8 @@ struct Lane {
     /// The store's ramp of requests waiting for an answer.
     ramp: Arc<Ramp>,
     read_timeout: Duration,
+    /// Told of each request once it is over (its bytes landed, or not).
+    segments: Option<Arc<Segments>>,
 }
 
 impl Lane {
@@ -276,21 +345,26 @@ impl Lane {
     }
 
     async fn one(&self, i: usize, it: Item) -> (usize, Outcome) {
+        let out = self.request(it).await;
+        if let Some(s) = &self.segments {
+            s.over(i, out.error.is_none());
+        }
+        (i, out)
+    }
+
+    async fn request(&self, it: Item) -> Outcome {
         let permit = match connection(&self.conn).await {
             Ok(permit) => permit,
-            Err(f) => return (i, failed(f)),
+            Err(f) => return failed(f),
         };
         // Waiting for a place in the ramp is not the server's time: the timeouts start after it.
         let Some(ticket) = self.ramp.enter().await else {
-            return (i, failed(closed()));
+            return failed(closed());
         };
         let fetched = fetch(self.store.clone(), it, self.read_timeout, ticket);
         let out = AssertUnwindSafe(fetched).catch_unwind().await;
         drop(permit);
-        (
-            i,
-            out.unwrap_or_else(|_| failed(Failure::panic("the request failed inside the core"))),
-        )
+        out.unwrap_or_else(|_| failed(Failure::panic("the request failed inside the core")))
     }
 
     async fn run(self, width: usize) -> Vec<(usize, Outcome)> {
@@ -421,6 +495,7 @@ fn outcomes(
     buffer: &Bound<'_, PyAny>,
     concurrency: usize,
     timeout: f64,
+    segments: Option<(Vec<usize>, Py<PyAny>)>,
 ) -> PyResult<Vec<Outcome>> {
     let n = table.paths.len();
     let per_path = [
@@ -450,10 +525,25 @@ fn outcomes(
     let built = store.get()?;
     let rt = crate::runtime::get()?;
     let read_timeout = Duration::from_secs_f64(timeout);
+    let (segments, notes) = match segments {
+        Some((ends, on_segment)) => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let take = move |py: Python<'_>, (k, ok): Note| on_segment.call1(py, (k, ok)).map(drop);
+            let notes: crate::stop::Notes<Note> = (rx, Box::new(take));
+            (
+                Some(Arc::new(Segments::new(&ends, &index, tx))),
+                Some(notes),
+            )
+        }
+        None => (None, None),
+    };
     // `held` stays alive (and the memory exported) until the wave is over, interrupted or not.
-    let done = crate::stop::run(py, &rt, |stop| {
-        run(built, items, concurrency, read_timeout, stop)
-    })
+    let done = crate::stop::run_noting(
+        py,
+        &rt,
+        |stop| run(built, items, concurrency, read_timeout, stop, segments),
+        notes,
+    )
     .map_err(|_| CallError::Internal("gdsstore._core: the wave failed inside the core".into()))??;
     for (i, o) in index.into_iter().zip(done) {
         outs[i] = o;
@@ -465,7 +555,9 @@ fn outcomes(
 /// One wave of GETs given as a table of columns: no Python object per item but its path and ETag; see
 /// `gdsstore/_core.pyi`.
 #[pyfunction]
-#[pyo3(signature = (store, table, buffer, got, total, *, concurrency = 256, timeout = 30.0))]
+#[pyo3(signature = (
+    store, table, buffer, got, total, *, concurrency = 256, timeout = 30.0, segments = None, on_segment = None
+))]
 #[allow(clippy::too_many_arguments)]
 pub fn read_table<'py>(
     py: Python<'py>,
@@ -476,13 +568,16 @@ pub fn read_table<'py>(
     total: &Bound<'py, PyAny>,
     concurrency: usize,
     timeout: f64,
+    segments: Option<Bound<'py, PyAny>>,
+    on_segment: Option<Py<PyAny>>,
 ) -> PyResult<TableRows> {
     let n = table.paths.len();
     let (got_out, total_out) = (
         counts_out(WHO, "got", got, n)?,
         counts_out(WHO, "total", total, n)?,
     );
-    let outs = outcomes(py, store, table, buffer, concurrency, timeout)?;
+    let segments = segment_ends(py, n, segments, on_segment)?;
+    let outs = outcomes(py, store, table, buffer, concurrency, timeout, segments)?;
     got_out.copy_from_slice(py, &outs.iter().map(|o| o.got).collect::<Vec<_>>())?;
     total_out.copy_from_slice(py, &outs.iter().map(|o| o.total).collect::<Vec<_>>())?;
     let versioned = outs.iter().any(|o| o.version.is_some());
@@ -501,6 +596,39 @@ pub fn read_table<'py>(
     Ok((tags, versioned.then_some(ids), failed))
 }
 
+/// `segments` (the row each segment ends before: increasing, the last `n`) with the function told of each,
+/// both given or neither.
+fn segment_ends(
+    py: Python<'_>,
+    n: usize,
+    segments: Option<Bound<'_, PyAny>>,
+    on_segment: Option<Py<PyAny>>,
+) -> PyResult<Option<(Vec<usize>, Py<PyAny>)>> {
+    let (ends, on_segment) = match (segments, on_segment) {
+        (None, None) => return Ok(None),
+        (Some(ends), Some(f)) => (ends, f),
+        _ => {
+            return Err(CallError::Args(format!(
+                "{WHO}: `segments` and `on_segment` go together (give both, or neither)"
+            ))
+            .into())
+        }
+    };
+    let ends = PyBuffer::<i64>::get(&ends)?.to_vec(py)?;
+    let increasing = ends.windows(2).all(|w| w[0] < w[1]) && ends.first().is_none_or(|&e| e > 0);
+    if !increasing || ends.last().copied().unwrap_or(0) != n as i64 {
+        return Err(CallError::Args(format!(
+            "{WHO}: `segments` must be the increasing rows each segment ends before, the last {n} (the \
+             number of paths), got {ends:?}"
+        ))
+        .into());
+    }
+    Ok(Some((
+        ends.into_iter().map(|e| e as usize).collect(),
+        on_segment,
+    )))
+}
+
 /// [`read_table`]'s answer beside the counts it writes: each item's ETag, the version ids (None where no
 /// answer had one) and the failed items.
 type TableRows = (
@@ -508,3 +636,27 @@ type TableRows = (
     Option<Vec<Option<String>>>,
     Vec<ItemError>,
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notes(rx: &mut mpsc::UnboundedReceiver<Note>) -> Vec<Note> {
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    #[test]
+    fn a_segment_is_told_once_its_last_item_is_over() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        // rows 0..5 in segments [0, 2), [2, 3), [3, 5); row 2 refused before the wave (no item)
+        let s = Segments::new(&[2, 3, 5], &[0, 1, 3, 4], tx);
+        assert_eq!(notes(&mut rx), vec![(1, false)]); // nothing to wait for, and it failed
+        s.over(1, true);
+        s.over(3, false);
+        assert_eq!(notes(&mut rx), vec![]);
+        s.over(0, true);
+        assert_eq!(notes(&mut rx), vec![(0, true)]);
+        s.over(2, true);
+        assert_eq!(notes(&mut rx), vec![(2, false)]); // item 3 failed
+    }
+}

@@ -81,3 +81,32 @@ def test_concurrent_remote_reads_on_a_one_thread_pool(s3_opts: dict[str, Any]) -
         with ThreadPoolExecutor(4) as readers:
             got = list(readers.map(lambda i: ours[i * 16 : i * 16 + 16], range(4)))
     np.testing.assert_array_equal(np.concatenate(got), data)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("codec", ["none", "zstd", "shards"])
+def test_device_reads_copy_in_parts_during_the_wave(cp: Any, s3_opts: dict[str, Any], codec: str) -> None:
+    """Device buffers over S3: the wave's bytes reach the device in parts while the wave runs
+    (``gpu.wave_copy_bytes``, here 16 KiB: several parts), the same array as one copy after the wave (0)."""
+    data = np.random.default_rng(3).standard_normal((96, 64)).astype("f4")
+    url = f"s3://{BUCKET}/parts-{codec}"
+    kw: dict[str, Any] = {"compressors": [ZstdCodec()] if codec == "zstd" else None}
+    if codec == "shards":
+        kw["shards"] = (32, 64)
+    z = zarr.create_array(gdsstore.GDSStore(url, storage_options=s3_opts), shape=data.shape, chunks=(16, 16),
+                          dtype="f4", **kw)
+    z[:] = data
+    rows: dict[int, list[str]] = {}
+    on_device = {"gpu.host_decode_bytes": 0, "gpu.host_decode_chunks": 0}  # nvCOMP decodes, however few chunks
+    for part in (16 << 10, 0):
+        with gdsstore.config.set({"gpu.wave_copy_bytes": part, **on_device}), gdsstore.enable_gpu():
+            ours = zarr.open_array(gdsstore.GDSStore(url, read_only=True, storage_options=s3_opts), mode="r")
+            with gdsstore.trace() as t:
+                got = ours[:]
+                assert isinstance(got, cp.ndarray)
+                np.testing.assert_array_equal(cp.asnumpy(got), data)
+                np.testing.assert_array_equal(cp.asnumpy(ours[5:90:3, 7:60]), data[5:90:3, 7:60])
+        rows[part] = [e.reason for e in t.events if e.op == "h2d"]
+    assert rows[16 << 10] and all("during the wave" in r for r in rows[16 << 10]), rows
+    assert any(not r.startswith("1 copies") and ", 0 of them" not in r for r in rows[16 << 10]), rows
+    assert rows[0] and not any("during the wave" in r for r in rows[0]), rows

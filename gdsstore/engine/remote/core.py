@@ -309,7 +309,8 @@ def _rest(table: PieceTable, left: PieceTable, i: int, landed: int, total: int) 
 
 
 def read_table(store: Any, where: str, table: PieceTable, buffer: Any, *, retry: RetryPolicy, concurrency: int,
-               timeout: float, missing: bool = True) -> TableResult:
+               timeout: float, missing: bool = True, segments: np.ndarray | None = None,
+               on_segment: Callable[[int, bool], None] | None = None) -> TableResult:
     """Fetch every piece of ``table`` into ``buffer`` (a writable uint8 array): one call of the core with the
     columns, answered as columns (no Python object per piece but its path and ETag); the pieces that failed
     transiently are asked again, as a smaller table, for the bytes they have not landed yet.
@@ -318,7 +319,9 @@ def read_table(store: Any, where: str, table: PieceTable, buffer: Any, *, retry:
     of the paths, for messages (no secrets); slots must lie in ``buffer`` and not overlap; ``concurrency``:
     requests in flight; ``timeout``: seconds without an answer or a body byte; ``missing``: a piece whose object
     is missing (404) is listed in :attr:`TableResult.missing` (zarr's fill value, no exception made), else it
-    fails as the others do.
+    fails as the others do. ``segments`` (the row each run of pieces ends before, increasing, the last
+    ``len(table)``) and ``on_segment``: ``on_segment(k, ok)`` is called on this thread once every piece of run
+    ``k`` of the first attempt is over, ``ok`` where all landed (a :class:`PiecesStore` tells none).
 
     Returns:
         The pieces' sizes, ETags and failures for good: ``FileNotFoundError`` for 404, ``PermissionError``
@@ -330,15 +333,17 @@ def read_table(store: Any, where: str, table: PieceTable, buffer: Any, *, retry:
     left = table  # what is still to fetch of each piece: a copy once one failed
     why: dict[int, tuple[str | None, int, int]] = {}  # each failed piece's last kind, status and attempt
     errors: dict[int, BaseException] = {}
-    call: Callable[..., Answer] = store.read_table if isinstance(store, PiecesStore) else partial(
-        module().read_table, store)
+    native_call = None if isinstance(store, PiecesStore) else partial(module().read_table, store)
+    call: Callable[..., Answer] = native_call or store.read_table
 
     def attempt(todo: list[int], number: int) -> list[tuple[int, str, BaseException]]:
         nonlocal left
         rows = np.array(todo, np.int64)
         ask = left if number == 1 else left.take(rows)
         got, total = np.zeros(len(todo), np.int64), np.full(len(todo), -1, np.int64)
-        etags, versions, failures = call(ask, buffer, got, total, concurrency=concurrency, timeout=timeout)
+        told = {} if number > 1 or on_segment is None or native_call is None else {
+            "segments": segments, "on_segment": on_segment}
+        etags, versions, failures = call(ask, buffer, got, total, concurrency=concurrency, timeout=timeout, **told)
         if number == 1:
             out.size, out.total, out.etags, out.versions = got, total, etags, versions
             total[total == 0] = -1  # 0 tells nothing

@@ -23,7 +23,7 @@ import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -31,6 +31,7 @@ import gdsstore.trace as _trace
 from gdsstore import policy
 from gdsstore.engine import native
 from gdsstore.engine.backend import Backend
+from gdsstore.engine.bounce import DeviceCopy
 from gdsstore.engine.buffers import as_io_buffer
 from gdsstore.engine.landing import ALIGN as _ALIGN
 from gdsstore.engine.landing import MISSING_KEY as _MISSING
@@ -42,7 +43,7 @@ from gdsstore.engine.remote.reader import RemoteFile
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
 from gdsstore.engine.remote.room import WaveBuffer, pad, wave_buffer
 
-__all__ = ["WaveReads", "read_wave"]
+__all__ = ["WaveCopy", "WaveReads", "read_wave"]
 
 _NONE = -1  # in the request columns: no value (no limit, no expected size, not a suffix, no slot)
 
@@ -299,24 +300,94 @@ def _regrow(reqs: _Requests, table: core.PieceTable, ks: np.ndarray, big: list[t
     return again, ks[js]
 
 
+class WaveCopy(Protocol):
+    """Where a wave's bytes are copied while the wave runs (a GPU's memory:
+    :class:`~gdsstore.engine.bounce.DeviceCopy`): each part of about :attr:`part` bytes once all its requests
+    landed, the rest after the wave (:class:`_Parts`). The copies land at the bytes' offsets in the buffer."""
+
+    #: bytes of one part
+    part: int
+
+    def copy(self, buf: np.ndarray, lo: int, hi: int) -> None:
+        """Copy ``buf[lo:hi]`` to the same offsets of the target (a larger ``buf`` than before: a new target)."""
+
+    def result(self, nbytes: int, parts: int) -> Any:
+        """The target's first ``nbytes`` once every copy is done (``parts``: copied while the wave ran)."""
+
+    def abandon(self) -> None:
+        """The wave failed: wait for the copies in flight (nothing writes into the target after this)."""
+
+
+class _Parts:
+    """A wave's pieces (the rows of its first call's table) in runs of about ``copy.part`` bytes of slots, each
+    copied to ``copy`` once every piece of it landed (:meth:`told`); :meth:`finish` copies the rest: the runs
+    where a piece failed or came later (retries, a second call, an object that did not fit its room), and
+    bytes of the buffer no run holds. Every byte's last copy is made after it landed."""
+
+    def __init__(self, copy: WaveCopy, table: core.PieceTable, room: WaveBuffer) -> None:
+        self.copy, self.room, self.buf = copy, room, room.buf
+        caps = np.asarray(table.caps, np.int64)
+        slots = np.asarray(table.slots, np.int64)
+        n = len(caps)
+        if n == 0:
+            self.ends = self.lo = self.hi = np.zeros(0, np.int64)
+        else:
+            held = np.cumsum(caps)
+            cuts = np.searchsorted(held, np.arange(copy.part, int(held[-1]), max(1, copy.part)), "left") + 1
+            self.ends = np.unique(np.append(cuts[cuts < n], n))
+            starts = np.append(0, self.ends[:-1])
+            has = caps > 0  # a piece with no room lands later, elsewhere
+            self.lo = np.minimum.reduceat(np.where(has, slots, np.iinfo(np.int64).max), starts)
+            self.hi = np.maximum.reduceat(np.where(has, slots + caps, 0), starts)
+        self.copied = np.zeros(len(self.ends), bool)
+
+    def told(self, k: int, ok: bool) -> None:
+        """Run ``k`` is over: copied where every piece landed."""
+        if ok and self.room.buf is self.buf and self.lo[k] < self.hi[k]:
+            self.copy.copy(self.buf, int(self.lo[k]), int(self.hi[k]))
+            self.copied[k] = True
+
+    def finish(self) -> Any:
+        """Copy what no run copied; the target's bytes (:meth:`WaveCopy.result`)."""
+        buf, used = self.room.buf, self.room.used
+        if buf is not self.buf:  # moved to a larger buffer: its offsets are new
+            self.copy.copy(buf, 0, used)
+            return self.copy.result(used, 0)
+        spans = self.lo < self.hi
+        for k in np.flatnonzero(spans & ~self.copied).tolist():
+            self.copy.copy(buf, int(self.lo[k]), min(int(self.hi[k]), used))
+        at = 0  # bytes no run holds: room the second call used (a slot's padding is nobody's)
+        for lo, hi in sorted(zip(self.lo[spans].tolist(), self.hi[spans].tolist())):
+            if min(lo, used) - at >= _ALIGN:
+                self.copy.copy(buf, at, min(lo, used))
+            at = max(at, hi)
+        if at < used:
+            self.copy.copy(buf, at, used)
+        return self.copy.result(used, int(self.copied.sum()))
+
+
 def _core(backend: WaveReads, objects: Objects, reqs: _Requests, room: WaveBuffer, open_sized: int, where: str,
-          s: policy.Settings, errs: dict[int, BaseException], alloc: Alloc, free: Free) -> dict[str, str]:
+          s: policy.Settings, errs: dict[int, BaseException], alloc: Alloc, free: Free,
+          copy: WaveCopy | None = None) -> tuple[dict[str, str], _Parts | None]:
     """The wave: one call, and one more for objects larger than their room. Failures for good go into
-    ``errs``; returns the ETag of each object whose landed answers all carried one."""
+    ``errs``; returns the ETag of each object whose landed answers all carried one, and the parts copied to
+    ``copy`` while it ran."""
     root, store = backend.core, objects.store
     each = (room.cap - room.used) // max(1, open_sized) // _ALIGN * _ALIGN
     table, ks = _asks(objects, reqs, room, each, errs)
     retry = RetryPolicy.from_settings(s)
     calls: list[_Call] = []
+    parts = None if copy is None else _Parts(copy, table, room)
 
-    def call(table: core.PieceTable, ks: np.ndarray) -> core.TableResult:
+    def call(table: core.PieceTable, ks: np.ndarray, parts: _Parts | None = None) -> core.TableResult:
+        told = {} if parts is None else {"segments": parts.ends, "on_segment": parts.told}
         res = core.read_table(store, root.base, table, room.buf, retry=retry, concurrency=s.remote_wave_concurrency,
-                              timeout=core.request_timeout(s))
+                              timeout=core.request_timeout(s), **told)  # type: ignore[arg-type]
         _core_done(reqs, ks, res, errs, where)
         calls.append((ks, res))
         return res
 
-    res = call(table, ks)
+    res = call(table, ks, parts)
     big = [(j, r.total) for j, r in res.failed.items() if r.kind == "too_large" and r.total >= 0]
     if big:
         again, big_ks = _regrow(reqs, table, ks, big, room, alloc, free)
@@ -326,7 +397,7 @@ def _core(backend: WaveReads, objects: Objects, reqs: _Requests, room: WaveBuffe
                 reqs.got[k] = -1
                 errs[k] = RemoteIOError(f"{where}: {root.base}{reqs.keys[k]}: the object changed during the wave")
     _suffixes_of_small_objects(backend, reqs, calls, room, errs, alloc, free, where)
-    return _one_version(reqs, calls, errs)
+    return _one_version(reqs, calls, errs), parts
 
 
 def _suffixes_of_small_objects(backend: WaveReads, reqs: _Requests, calls: list[_Call], room: WaveBuffer,
@@ -397,6 +468,7 @@ def read_wave(
     max_bytes: int | None = None,
     errors: Literal["raise", "return"] = "raise",
     where: str = _WHERE,
+    copy: WaveCopy | None = None,
 ) -> Landed:
     """Read ``keys`` (whole, or ``ranges[i]`` of each) of a remote ``backend`` in one wave.
 
@@ -418,6 +490,8 @@ def read_wave(
         errors: ``"raise"`` the first failure, or ``"return"`` each in
             :attr:`Landed.errors <gdsstore.engine.landing.Landed.errors>`.
         where: the caller, for messages.
+        copy: where the bytes are copied while the wave runs, in parts (:class:`WaveCopy`, a GPU's memory):
+            the result's :attr:`Landed.dev <gdsstore.engine.landing.Landed.dev>`.
 
     Raises:
         OSError: a request failed for good (``errors="raise"``), naming its URL and the reason.
@@ -429,11 +503,17 @@ def read_wave(
     t0 = time.perf_counter()
     buf = wave_buffer(backend.room_hint, fixed, open_sized, room, alloc)
     errs: dict[int, BaseException] = {}
+    dev = None
     try:
-        etags = _core(backend, objects, reqs, buf, open_sized, where, s, errs, alloc, free) if len(reqs) else {}
+        etags, parts = _core(backend, objects, reqs, buf, open_sized, where, s, errs, alloc, free, copy) if len(
+            reqs) else ({}, None)
         if errs and errors == "raise":
             raise errs[min(errs)]
+        if copy is not None:
+            dev = parts.finish() if parts is not None else copy.result(0, 0)
     except BaseException:
+        if copy is not None:
+            copy.abandon()
         free(buf.owner)
         raise
     offsets, sizes = _place(reqs, len(keys))
@@ -443,7 +523,7 @@ def read_wave(
     if room is None and open_sized:
         backend.room_hint = int(reqs.got[reqs.slot < 0].max(initial=0))
     split = core.split_bytes if native.load() else None  # else Landed.all_bytes copies one by one
-    return Landed(buf.buf[: buf.used], offsets, sizes, buf.owner, requests=len(reqs), split=split, etags=etags,
+    return Landed(buf.buf[: buf.used], offsets, sizes, buf.owner, dev, requests=len(reqs), split=split, etags=etags,
                   errors=_item_errors(reqs, errs, len(keys)) if errors == "return" else None)
 
 
@@ -473,6 +553,7 @@ class WaveReads(Backend):
     """A remote backend: :meth:`get` of one object, :meth:`get_many` and :meth:`land` as one :func:`read_wave`."""
 
     waves = True
+    lands_on_device = True
     #: Where the backend's objects are (the native core's store, or WebHDFS's pieces reader), set once.
     core: CoreRoot
     #: The trace's route of the backend's reads (``"http"``, ``"s3"``, ``"webhdfs"``).
@@ -551,6 +632,12 @@ class WaveReads(Backend):
         self, table: AddressTable, alloc: Alloc, free: Free, *, device: int | None = None, room: int | None = None,
         where: str = "land()",
     ) -> Landed:
-        """The table in one wave (:func:`read_wave`); ``device`` is not taken (waves land in host memory)."""
+        """The table in one wave (:func:`read_wave`); on ``device`` (``gpu.wave_copy_bytes``): copied there in
+        parts as they land (:class:`~gdsstore.engine.bounce.DeviceCopy`), the ``Landed``'s ``dev``."""
+        part = policy.settings().gpu_wave_copy_bytes
+        copy = None
+        if device is not None and part:
+            copy = DeviceCopy(device, part)
         return read_wave(self, self.objects(table.keys, where), table.keys, table.byte_ranges(), alloc, free,
-                         expect=table.expect, exact=table.exact, room=room, max_bytes=table.max_request, where=where)
+                         expect=table.expect, exact=table.exact, room=room, max_bytes=table.max_request, where=where,
+                         copy=copy)
