@@ -102,16 +102,26 @@ def _gpu_config(device: bool) -> Any:
     return zarr.config.enable_gpu()
 
 
-def reader_gdsstore(url: str, srv: Server, device: bool) -> Callable[[], Any]:
+def reader_gdsstore(url: str, srv: Server, device: bool, settings: dict[str, Any] | None = None) -> Callable[[], Any]:
     import zarr
 
     import gdsstore
 
     def read() -> Any:
-        with gdsstore.enable_gpu(buffers=device):
+        with gdsstore.config.set(settings or {}), gdsstore.enable_gpu(buffers=device):
             return zarr.open_array(gdsstore.GDSStore(url, read_only=True, storage_options=srv.gds_options or None), mode="r")[:]
 
     return read
+
+
+def gdsstore_variant(spec: str) -> tuple[str, Callable[[str, Server, bool], Callable[[], Any]]]:
+    """A second gdsstore reader under other settings (``--gds-variant KEY=VALUE[,KEY=VALUE]``), interleaved
+    with the others in every round (an A/B on one instance); its label names the settings."""
+    settings = {}
+    for pair in spec.split(","):
+        key, value = pair.split("=", 1)
+        settings[key] = int(value) if value.lstrip("-").isdigit() else value
+    return f"gdsstore ({spec})", lambda url, srv, device: reader_gdsstore(url, srv, device, settings)
 
 
 def reader_fsspec(url: str, srv: Server, device: bool) -> Callable[[], Any]:
@@ -428,6 +438,8 @@ def main() -> None:
     p.add_argument("--zarr-concurrency", type=int, default=64)
     p.add_argument("--wave-concurrency", type=int, default=None, help="gdsstore remote.wave_concurrency")
     p.add_argument("--no-single", action="store_true", help="skip the single-object row")
+    p.add_argument("--gds-variant", action="append", default=[],
+                   help="also gdsstore under these settings, KEY=VALUE[,KEY=VALUE] (repeatable)")
     p.add_argument("--out", default=None, help="write the table (Markdown) here too")
     args = p.parse_args()
 
@@ -438,6 +450,9 @@ def main() -> None:
     zarr.config.set({"async.concurrency": args.zarr_concurrency})
     if args.wave_concurrency:
         gdsstore.config.set({"remote.wave_concurrency": args.wave_concurrency})
+    for spec in args.gds_variant:
+        label, make = gdsstore_variant(spec)
+        READERS[label] = make
     p_rows = GPU_ROWS if args.device else CPU_ROWS
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="remote-zarr-bench-") as tmp:
