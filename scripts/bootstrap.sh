@@ -108,8 +108,9 @@ fi
 command -v cargo >/dev/null 2>&1 || { echo "bootstrap: cargo not found: gdsstore's native core is Rust," \
   "built by pip; install the toolchain (https://rustup.rs) and run this again" >&2; exit 1; }
 echo "bootstrap: installing gdsstore${extras:+[$extras]} into .venv (the native core compiles meanwhile)"
-# The core compiles while the Python packages download and install; the package's build (maturin) then finds its
-# dependencies compiled (pyo3 and the crate compile again: maturin builds for its own build environment's Python).
+# The core compiles while the Python packages download and install; the package's build (maturin, in .venv beside
+# them, with .venv's Python as the core's compile had it) then finds everything compiled. In a build environment of
+# its own, maturin would compile pyo3 and the crate again for that environment's Python (14-22 s).
 core_log=$(mktemp)
 bash scripts/build_core.sh --build-only >"$core_log" 2>&1 &
 core_pid=$!
@@ -125,11 +126,14 @@ status=0
 # (then the command given runs beside the compile), then the package itself. pip where uv cannot.
 extra_flags=()
 for e in $(tr , ' ' <<<"$extras"); do extra_flags+=(--extra "$e"); done
-if .venv/bin/python -m pip install -q uv \
-   && .venv/bin/python -m uv pip install -q --python .venv/bin/python -r pyproject.toml "${extra_flags[@]}"; then
+# pyproject.toml's build requirements (maturin), installed with the dependencies
+mapfile -t build_requires < <(.venv/bin/python -c \
+  'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")')
+uv=(.venv/bin/python -m uv pip install -q --python .venv/bin/python)
+if .venv/bin/python -m pip install -q uv && "${uv[@]}" -r pyproject.toml "${extra_flags[@]}" "${build_requires[@]}"; then
   run_meanwhile
   wait_core || status=$?
-  [ "$status" != 0 ] || .venv/bin/python -m uv pip install -q --python .venv/bin/python --no-deps -e . \
+  [ "$status" != 0 ] || "${uv[@]}" --no-build-isolation --no-deps -e . || "${uv[@]}" --no-deps -e . \
     || .venv/bin/python -m pip install -q --no-deps -e . || status=$?
 else
   echo "bootstrap: uv could not install; pip does"

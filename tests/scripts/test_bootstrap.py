@@ -161,3 +161,14 @@ def test_a_command_runs_between_the_dependencies_and_the_package(tmp_path: Path)
     assert _bootstrap(repo, "test", command=fails, exit_status=5) == []
     assert _bootstrap(repo, "s3", command=fails, exit_status=5) == [".[s3,test]"]  # a failed command: installed
     assert _bootstrap(repo, "s3") == []  # and the stamp says so
+
+
+def test_the_package_builds_in_the_venv_beside_its_dependencies(tmp_path: Path) -> None:
+    """uv installs pyproject.toml's build requirements with the dependencies, and the package without a build
+    environment of its own: maturin then builds with .venv's Python, as the core's compile beside it did (in an
+    environment of its own it compiled pyo3 and the crate again)."""
+    repo = _repo(tmp_path)
+    assert _bootstrap(repo, "test") == [".[test]"]
+    deps, package = (c.split() for c in (repo / "pip.log").read_text().splitlines()[-2:])
+    assert "-r" in deps and any(w.startswith("maturin>=") for w in deps), deps
+    assert "--no-build-isolation" in package and package[-2:] == ["-e", "."], package
