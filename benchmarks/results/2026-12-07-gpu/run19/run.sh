@@ -3,7 +3,9 @@
 # core's read_table segments). PART=tests: the GPU tests of the remote pipeline and device reads, then run 15's
 # phases probe (three reads back to back per row) with parts of 16 MiB (the default), none (0: one copy after the
 # wave, as before) and 4 MiB, each in a fresh process. PART=bench: one pass of the remote zarr rows, every anchor
-# but s3fs, gdsstore under the default beside gdsstore with 0 and with 4 MiB parts, interleaved in every round.
+# but s3fs, gdsstore under the default beside gdsstore with one copy after the wave (gpu.wave_copy_bytes 0) and
+# with gpu.host_decode_chunks 65 (the 64 zstd chunks of 4 MiB split between the CPU and nvCOMP, not nvCOMP alone),
+# interleaved in every round.
 # From the project root on the GPU machine (carry .whl, .gpu; the core built from this commit in .gpu):
 #   source .gpu/prelude.sh; PART=tests OUT=$OUT bash benchmarks/results/2026-12-07-gpu/run19/run.sh
 set -uo pipefail
@@ -23,7 +25,7 @@ if [ "${PART:-tests}" = tests ]; then
 else
   echo "== bench ($(date +%T))"
   timeout 400 python3 benchmarks/remote_zarr_bench.py --device --servers nginx-s3,nginx --nginx-workers 8 --rounds 2 \
-    --no-single --gds-variant gpu.wave_copy_bytes=0 --gds-variant gpu.wave_copy_bytes=4194304 \
+    --no-single --gds-variant gpu.wave_copy_bytes=0 --gds-variant gpu.host_decode_chunks=65 \
     --out "$out/remote_zarr_${PASS:-1}.md" >"$out/remote_zarr_${PASS:-1}.log" 2>&1
   echo "rc=$?"; grep "^| nginx" "$out/remote_zarr_${PASS:-1}.md" | sed -E 's/, [0-9.]+ CPU-s\/GB//g; s/\| [^|]*$//' | cut -c1-400
 fi
