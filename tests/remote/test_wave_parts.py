@@ -13,7 +13,7 @@ import pytest
 from servers.faults import FaultServer
 
 from gdsstore.engine import native
-from gdsstore.engine.backend import backend_for
+from gdsstore.engine.backend import ByteRange, backend_for
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.retry import RetryPolicy
 from gdsstore.engine.remote.wave import read_wave
@@ -203,3 +203,31 @@ def test_a_failed_wave_abandons_its_copies(faults: FaultServer, objs: dict[str, 
     with pytest.raises(OSError, match="503"):
         run_wave(wave_of(faults, "503", "always"), list(objs), copy, np.full(len(objs), SIZE, np.int64))
     assert copy.abandoned
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mixed_waves_land_whole_in_the_copy(faults: FaultServer, seed: int) -> None:
+    """Whole objects (room after the fixed slots) and ranges (fixed slots) in one wave, in random order, some
+    answering 503 once, parts of random size: the runs' spans interleave and some fail, and the copy still
+    holds every item's bytes (against the objects)."""
+    rng = np.random.default_rng(seed)
+    data = {f"m{seed}/{i}": payload(int(rng.integers(1, 40_000)), seed=seed * 100 + i) for i in range(30)}
+    faults.objects.update(data)
+    keys, ranges, want = [], [], []
+    for name, body in data.items():
+        mode = "503/1" if rng.random() < 0.2 else "ok/0"
+        keys.append(f"{mode}/{name}")
+        if rng.random() < 0.5:
+            ranges.append(None)
+            want.append(body)
+        else:
+            a = int(rng.integers(0, len(body)))
+            b = int(rng.integers(a + 1, len(body) + 1))
+            ranges.append(ByteRange("range", a, b))
+            want.append(body[a:b])
+    backend = backend_for(f"http://127.0.0.1:{faults.port}")
+    copy = HostCopy(int(rng.integers(1, 100_000)), lambda buf, lo, hi: None)
+    landed = read_wave(backend, backend.objects(keys, "test"), keys, ranges, host, copy=copy)
+    for i, body in enumerate(want):
+        a, n = int(landed.offsets[i]), int(landed.sizes[i])
+        assert landed.dev[a : a + n].tobytes() == body == landed.host[a : a + n].tobytes(), keys[i]
