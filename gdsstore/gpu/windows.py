@@ -19,7 +19,7 @@ from gdsstore.gpu import codecs as _codecs
 from gdsstore.gpu import nvcomp_capi
 from gdsstore.gpu import plan as _plan
 from gdsstore.gpu.decode import CodecChain
-from gdsstore.gpu.memory import in_callers_allocator, trim_call_pool, window_budget
+from gdsstore.gpu.memory import device_free_bytes, in_callers_allocator, trim_call_pool, window_budget
 from gdsstore.gpu.plan import split_windows
 
 __all__ = ["read_windows", "run_windows", "window_bytes"]
@@ -49,12 +49,12 @@ def window_bytes(chain: CodecChain, device: bool, chunk_bytes: int = 0, alone: b
 
 
 def _device_free() -> int:
-    """The current device's free bytes (0 where there is no usable device: the smallest large window)."""
-    cp = _codecs._cupy()
-    if cp is None:
+    """The bytes the read may allocate on the current device (:func:`~gdsstore.gpu.memory.device_free_bytes`:
+    RMM's pool where it manages the device); 0 where there is no usable device (the smallest large window)."""
+    if _codecs._cupy() is None:
         return 0
     try:
-        return int(cp.cuda.runtime.memGetInfo()[0])
+        return device_free_bytes()
     except Exception:  # no usable device
         return 0
 

@@ -15,7 +15,7 @@ gunzip -c .gpu/core_parts.so.gz > gdsstore/_core.abi3.so
 if [ "${PART:-tests}" = tests ]; then
   echo "== GPU tests ($(date +%T))"
   timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" -rs tests/gpu_pipeline/test_remote_pipeline.py \
-    tests/remote/test_gpu_remote.py tests/adapters/test_zarr_store_gpu.py >"$out/gpu_tests.txt" 2>&1
+    tests/remote/test_gpu_remote.py tests/adapters/test_zarr_store_gpu.py tests/gpu_pipeline/test_memory_gpu.py >"$out/gpu_tests.txt" 2>&1
   echo "rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed|Error" "$out/gpu_tests.txt" | cut -c1-300 | tail -n 12
   for part in 16777216 0 4194304; do
     echo "== gpu.wave_copy_bytes $part ($(date +%T))"
