@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from servers.faults import FaultServer
 
+import gdsstore
 from gdsstore.engine import native
 from gdsstore.engine.backend import ByteRange, backend_for
 from gdsstore.engine.remote import core
@@ -231,3 +232,28 @@ def test_mixed_waves_land_whole_in_the_copy(faults: FaultServer, seed: int) -> N
     for i, body in enumerate(want):
         a, n = int(landed.offsets[i]), int(landed.sizes[i])
         assert landed.dev[a : a + n].tobytes() == body == landed.host[a : a + n].tobytes(), keys[i]
+
+
+@pytest.mark.parametrize(("mode", "fail_at"), [("ok", 2), ("503", 5)])
+def test_a_copy_that_fails_leaves_the_wave_to_the_copy_after_it(faults: FaultServer, objs: dict[str, bytes],
+                                                                   mode: str, fail_at: int) -> None:
+    """A copy that raises during the wave (the 2nd), or after it (every object answers 503 once: the 5th of the
+    copies made after the wave):
+    the wave still lands every byte in its buffer, without the copy's target (``dev`` None: the caller copies
+    the window as it does without parts), the copies in flight waited for, and the trace says why."""
+    keys = list(objs)
+    calls = [0]
+
+    def check(buf: np.ndarray, lo: int, hi: int) -> None:
+        calls[0] += 1
+        if calls[0] == fail_at:
+            raise RuntimeError("no device")
+
+    copy = HostCopy(64 << 10, check)
+    backend = wave_of(faults, mode, 1)
+    with gdsstore.trace() as t:
+        landed = run_wave(backend, keys, copy, np.full(len(keys), SIZE, np.int64))
+    assert landed.dev is None and copy.abandoned
+    assert [landed.view(i).tobytes() for i in range(len(keys))] == list(objs.values())
+    (row,) = [e for e in t.events if e.op == "h2d"]
+    assert row.route == "parts-off" and "RuntimeError: no device" in row.reason

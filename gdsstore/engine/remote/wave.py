@@ -340,15 +340,33 @@ class _Parts:
             self.lo = np.minimum.reduceat(np.where(has, slots, np.iinfo(np.int64).max), starts)
             self.hi = np.maximum.reduceat(np.where(has, slots + caps, 0), starts)
         self.copied = np.zeros(len(self.ends), bool)
+        self.failed: Exception | None = None
 
     def told(self, k: int, ok: bool) -> None:
         """Run ``k`` is over: copied where every piece landed."""
-        if ok and self.room.buf is self.buf and self.lo[k] < self.hi[k]:
-            self.copy.copy(self.buf, int(self.lo[k]), int(self.hi[k]))
+        if ok and self.failed is None and self.room.buf is self.buf and self.lo[k] < self.hi[k]:
+            try:
+                self.copy.copy(self.buf, int(self.lo[k]), int(self.hi[k]))
+            except Exception as exc:  # the wave goes on; its bytes stay in the buffer (:meth:`finish`)
+                self.failed = exc
+                return
             self.copied[k] = True
 
     def finish(self) -> Any:
-        """Copy what no run copied; the target's bytes (:meth:`WaveCopy.result`)."""
+        """Copy what no run copied; the target's bytes (:meth:`WaveCopy.result`), or None where a copy failed:
+        the bytes are then the buffer's alone, and the caller copies them as it would without parts (traced)."""
+        if self.failed is None:
+            try:
+                return self._rest()
+            except Exception as exc:
+                self.failed = exc
+        self.copy.abandon()
+        _trace.record("h2d", "parts-off", f"a copy during the wave failed ({type(self.failed).__name__}: "
+                      f"{self.failed}): the window is copied after it", 0, 0.0)
+        return None
+
+    def _rest(self) -> Any:
+        """:meth:`finish` while every copy goes through."""
         buf, used = self.room.buf, self.room.used
         if buf is not self.buf:  # moved to a larger buffer: its offsets are new
             self.copy.copy(buf, 0, used)
