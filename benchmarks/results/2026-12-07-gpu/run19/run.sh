@@ -14,7 +14,7 @@ export PYTHONPATH="$PWD/.gpu/py:$PWD/tests:${PYTHONPATH:-}" PATH="$PWD/.gpu/bin:
 gunzip -c .gpu/core_parts.so.gz > gdsstore/_core.abi3.so
 echo "== GPU tests ($(date +%T))"
 timeout 60 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" -rs tests/gpu_pipeline/test_remote_pipeline.py \
-  tests/remote/test_gpu_remote.py tests/engine/test_device_copy.py >"$out/gpu_tests.txt" 2>  tests/remote/test_gpu_remote.py >"$out/gpu_tests.txt" 2>&11
+  tests/remote/test_gpu_remote.py tests/engine/test_device_copy.py >"$out/gpu_tests.txt" 2>&1
 echo "rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed|Error" "$out/gpu_tests.txt" | cut -c1-300 | tail -n 12
 for part in 16777216 0; do
   echo "== gpu.wave_copy_bytes $part ($(date +%T))"
