@@ -376,12 +376,12 @@ class DeviceCopy:
         """The device bytes ``[0, nbytes)`` once every copy is done (traced: ``parts`` of the copies were made
         while the wave ran; the time is the wait for the rest)."""
         t0 = time.perf_counter()
-        if self._stream is not None:
-            cuda.record_event(self._stream, blocking=True).synchronize()  # a sleeping wait: receivers run
-        if self._dev is None:
-            cp = cuda.cupy_or_none()
-            assert cp is not None
-            with cp.cuda.Device(self.device):
+        cp = cuda.cupy_or_none()
+        assert cp is not None
+        with cp.cuda.Device(self.device):  # the event of the stream's device, whichever is current here
+            if self._stream is not None:
+                cuda.record_event(self._stream, blocking=True).synchronize()  # a sleeping wait: receivers run
+            if self._dev is None:
                 self._dev = cp.empty(max(1, nbytes), dtype=cp.uint8)
         if nbytes:
             _trace.record("h2d", "pinned-copy", f"{self._copies} copies, {parts} of them during the wave", nbytes,

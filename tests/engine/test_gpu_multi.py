@@ -50,3 +50,18 @@ def test_writes_from_each_device(cp, two_gpus, tmp_path: Path) -> None:  # type:
         with gdsstore.open(p, "wb") as f:
             f.write(src)
         assert np.array_equal(np.fromfile(p, dtype=np.uint32), np.arange(1 << 20, dtype=np.uint32))
+
+
+def test_a_wave_copy_lands_on_its_device_whichever_is_current(cp, two_gpus) -> None:  # type: ignore[no-untyped-def]
+    """``DeviceCopy`` (a remote wave's parts) for the last device, made and finished while device 0 is current."""
+    from gdsstore.engine.bounce import DeviceCopy
+
+    data = np.random.default_rng(3).integers(0, 256, 1 << 20, dtype=np.uint8)
+    dev = two_gpus - 1
+    with cp.cuda.Device(0):
+        copy = DeviceCopy(dev, 1 << 18)
+        copy.copy(data, 0, 1 << 19)
+        copy.copy(data, 1 << 19, data.size)
+        out = copy.result(data.size, 2)
+    assert out.device.id == dev
+    assert np.array_equal(cp.asnumpy(out), data)
