@@ -172,10 +172,7 @@ where
     };
     let (switch, stop) = Stop::new();
     let fut = work(stop);
-    let (mut rx, take) = match notes {
-        Some((rx, take)) => (Some(rx), Some(take)),
-        None => (None, None),
-    };
+    let (mut rx, take) = notes.unzip();
     let take_note = |note: N| -> PyResult<()> {
         match &take {
             Some(f) => Python::with_gil(|py| f(py, note)),

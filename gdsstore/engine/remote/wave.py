@@ -397,10 +397,10 @@ def _core(backend: WaveReads, objects: Objects, reqs: _Requests, room: WaveBuffe
     calls: list[_Call] = []
     parts = None if copy is None else _Parts(copy, table, room)
 
-    def call(table: core.PieceTable, ks: np.ndarray, parts: _Parts | None = None) -> core.TableResult:
-        told = {} if parts is None else {"segments": parts.ends, "on_segment": parts.told}
+    def call(table: core.PieceTable, ks: np.ndarray, told: _Parts | None = None) -> core.TableResult:
         res = core.read_table(store, root.base, table, room.buf, retry=retry, concurrency=s.remote_wave_concurrency,
-                              timeout=core.request_timeout(s), **told)  # type: ignore[arg-type]
+                              timeout=core.request_timeout(s), segments=None if told is None else told.ends,
+                              on_segment=None if told is None else told.told)
         _core_done(reqs, ks, res, errs, where)
         calls.append((ks, res))
         return res
