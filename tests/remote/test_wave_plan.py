@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gdsstore.engine.keys import check_key, plain_keys
@@ -231,7 +231,7 @@ def test_places_match_the_rule_one_item_at_a_time(keys: list[str], ranged: list[
 def _verdict(check: Any, key: Any) -> Any:
     try:
         return check(key, "test")
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, FileNotFoundError) as exc:
         return type(exc)
 
 
@@ -244,10 +244,22 @@ def test_plain_keys_are_keys_the_check_accepts(keys: list[str]) -> None:
         assert all(_verdict(check_remote_key, k) == k for k in keys)
 
 
+def _backends() -> list[Any]:
+    from gdsstore.engine.remote.s3 import S3Backend
+
+    s3 = {"endpoint_url": "http://127.0.0.1:9", "key": "k", "secret": "s", "client_kwargs": {"region_name": "us-east-1"}}
+    return [HTTPBackend("http://127.0.0.1:9/root"), S3Backend("s3://b/root", s3), S3Backend("s3://b", s3)]
+
+
+@pytest.mark.parametrize("which", range(3), ids=["http", "s3-prefix", "s3-bucket"])
 @settings(max_examples=300, deadline=None)
 @given(keys=st.lists(_KEY, max_size=12))
-def test_object_paths_of_a_wave_are_each_keys_path(keys: list[str]) -> None:
-    backend = HTTPBackend("http://127.0.0.1:9/root")
+@example(keys=["c/0", "a/"]).via("plain, but no object key")
+@example(keys=["c/0", ""]).via("plain, but no object key")
+def test_object_paths_of_a_wave_are_each_keys_path(which: int, keys: list[str]) -> None:
+    """One scan of plain keys gives each key's :meth:`core_path`, as the check of each does (nothing is sent:
+    port 9 answers nothing)."""
+    backend = _backends()[which]
     got = [p if isinstance(p, str) else type(p) for p in backend.object_paths(keys, "test")]
     assert got == [_verdict(backend.core_path, k) for k in keys]
 

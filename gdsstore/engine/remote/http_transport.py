@@ -18,7 +18,6 @@ from gdsstore.engine.remote.keys import (
     check_header_values,
     check_remote_key,
     key_to_url_path,
-    plain_remote_keys,
 )
 from gdsstore.engine.remote.redact import redact_url
 from gdsstore.engine.remote.wave import WaveReads
@@ -95,11 +94,9 @@ class HTTPBackend(WaveReads):
     def core_path(self, key: str, where: str) -> str:
         return self.core.prefix + check_remote_key(key, where)
 
-    def object_paths(self, keys: Sequence[str], where: str) -> list[str | BaseException]:
+    def plain_object_paths(self, keys: Sequence[str]) -> list[str]:
         # docstring inherited
-        if plain_remote_keys(keys):  # every key passes check_remote_key: one scan instead of one check each
-            return [self.core.prefix + key for key in keys]
-        return super().object_paths(keys, where)
+        return [self.core.prefix + key for key in keys]
 
     def source(self, key: str, where: str) -> core.CoreSource:
         return core.CoreSource(self.core, self.core_path(key, where), f"{self.url}/{key_to_url_path(key, where)}",

@@ -39,6 +39,7 @@ from gdsstore.engine.landing import AddressTable, Alloc, Free, Landed, slot_layo
 from gdsstore.engine.ranges import ByteRange, coalesce_ranges
 from gdsstore.engine.remote import core
 from gdsstore.engine.remote.core import CoreRoot, CoreSource
+from gdsstore.engine.remote.keys import plain_remote_keys
 from gdsstore.engine.remote.reader import RemoteFile
 from gdsstore.engine.remote.retry import RemoteIOError, RetryPolicy
 from gdsstore.engine.remote.room import WaveBuffer, pad, wave_buffer
@@ -581,9 +582,16 @@ class WaveReads(Backend):
     def core_path(self, key: str, where: str) -> str:
         """The object path of ``key`` for the core (raises ``ValueError`` for a refused key)."""
 
+    def plain_object_paths(self, keys: Sequence[str]) -> list[str] | None:
+        """:meth:`core_path` of each key, for keys that :func:`~gdsstore.engine.remote.keys.plain_remote_keys`
+        passes, without a check each; None where some key needs :meth:`core_path` (the default)."""
+        return None
+
     def object_paths(self, keys: Sequence[str], where: str) -> list[str | BaseException]:
         """:meth:`core_path` of each key, or the exception that refused it (``TypeError``, ``ValueError``,
-        ``FileNotFoundError``): a wave asks for thousands at once."""
+        ``FileNotFoundError``): a wave asks for thousands at once, so plain keys take one scan of them all."""
+        if plain_remote_keys(keys) and (paths := self.plain_object_paths(keys)) is not None:
+            return paths  # type: ignore[return-value]  # (lists are invariant; nothing appends to it)
         out: list[str | BaseException] = []
         for key in keys:
             try:

@@ -49,6 +49,12 @@ class S3Backend(WaveReads):
             raise FileNotFoundError(f"{where}: {key!r} is not an object key")
         return full
 
+    def plain_object_paths(self, keys: Sequence[str]) -> list[str] | None:
+        # docstring inherited
+        if not all(key and key[-1] != "/" for key in keys):  # core_path refuses these: no object key
+            return None
+        return [f"{self.prefix}/{key}" for key in keys] if self.prefix else list(keys)
+
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile
         from gdsstore.engine.remote.writer import RemoteWriteFile, check_remote_mode
