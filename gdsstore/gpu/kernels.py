@@ -20,11 +20,16 @@ __all__ = [
     "ADLER_MAX_ROW",
     "BLOCK",
     "MAX_DIMS",
+    "MIN_RUN",
+    "SEG",
     "adler32_device",
+    "contiguous_runs",
     "crc32c_blocked",
     "crc32c_device",
+    "fill_pattern",
     "scatter_arrays",
     "scatter_blocks",
+    "scatter_meta",
     "shift_matrix",
 ]
 
@@ -82,6 +87,60 @@ def crc32c_blocked(data: bytes | np.ndarray, block: int = BLOCK) -> int:
 _KERNELS = r"""
 #define MAXD 8
 #define META (3 + 3 * MAXD)
+#define RUN_META (4 + 3 * MAXD)
+#define SEG 4096
+
+// n bytes from s (none: the pattern) to d, one lane of a warp every 32nd T.
+template <typename T>
+__device__ void copy_run(char* d, const char* s, long long n, int lane, T pattern) {
+    T* dv = (T*)d;
+    const long long nv = n / (long long)sizeof(T);
+    if (s) {
+        const T* sv = (const T*)s;
+        for (long long i = lane; i < nv; i += 32) dv[i] = sv[i];
+    } else {
+        for (long long i = lane; i < nv; i += 32) dv[i] = pattern;
+    }
+}
+
+// One grid row (blockIdx.y) per block made of runs: `rows` runs of `run` contiguous bytes in both views,
+// the runs placed by the outer axes (extent 1 where folded into the run). Each warp copies one run's
+// segment of up to SEG bytes at a time, 16 bytes a lane where the addresses allow: the index arithmetic
+// is per run, not per element.
+extern "C" __global__ void scatter_runs(const long long* meta, int ndim, unsigned long long pattern) {
+    const long long* m = meta + (long long)blockIdx.y * RUN_META;
+    const char* src = (const char*)m[0];
+    char* dst = (char*)m[1];
+    const long long rows = m[2], run = m[3];
+    const long long nseg = (run + SEG - 1) / SEG;
+    const long long items = rows * nseg;
+    const int lane = threadIdx.x & 31;
+    const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+    const unsigned lo32 = (unsigned)pattern, hi32 = (unsigned)(pattern >> 32);
+    for (long long w = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); w < items; w += warps) {
+        long long r = w / nseg;
+        const long long lo = (w - r * nseg) * SEG;
+        long long so = 0, dof = 0;
+        for (int d = ndim - 1; d >= 0 && r; --d) {
+            const long long ext = m[4 + d];
+            if (ext == 1) continue;
+            const long long i = r % ext;
+            r /= ext;
+            so += i * m[4 + MAXD + d];
+            dof += i * m[4 + 2 * MAXD + d];
+        }
+        const long long n = run - lo < SEG ? run - lo : SEG;
+        char* d_ = dst + dof + lo;
+        const char* s_ = src ? src + so + lo : 0;
+        const unsigned long long a = (unsigned long long)d_ | (unsigned long long)s_ | (unsigned long long)n;
+        if ((a & 15) == 0) copy_run<uint4>(d_, s_, n, lane, make_uint4(lo32, hi32, lo32, hi32));
+        else if ((a & 7) == 0) copy_run<unsigned long long>(d_, s_, n, lane, pattern);
+        else if ((a & 3) == 0) copy_run<unsigned int>(d_, s_, n, lane, lo32);
+        else if ((a & 1) == 0) copy_run<unsigned short>(d_, s_, n, lane, (unsigned short)lo32);
+        else copy_run<unsigned char>(d_, s_, n, lane, (unsigned char)lo32);
+    }
+}
+
 // One grid row (blockIdx.y) per block of elements to move: a strided source view (a decoded chunk,
 // or none: the fill value) into a strided destination view (the output array), any rank <= MAXD.
 extern "C" __global__ void scatter_blocks(const long long* meta, int ndim, int itemsize,
@@ -261,7 +320,11 @@ def adler32_device(rows: Any) -> Any:
 
 #: Highest array rank :func:`scatter_blocks` takes.
 MAX_DIMS = 8
-_META = 3 + 3 * MAX_DIMS
+#: Bytes one warp of ``scatter_runs`` copies at a time (``SEG`` in the kernel).
+SEG = 4096
+#: Blocks whose contiguous runs are at least this long go to ``scatter_runs`` (a warp a run); shorter runs
+#: (narrow chunks, strided selections: runs of one element) to ``scatter_blocks`` (a thread an element).
+MIN_RUN = 128
 
 #: ``(src_ptr or 0 for the fill value, dst_ptr, shape, src_strides, dst_strides)``; strides in bytes.
 Block = tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
@@ -301,29 +364,97 @@ def scatter_arrays(
     fill: bytes,
 ) -> None:
     """:func:`scatter_blocks` with the blocks given as arrays (one row per block; ``shape`` and the
-    strides are ``n x ndim``), so that callers build them vectorized."""
-    cp = cuda.cupy_or_none()
-    assert cp is not None
-    n = len(src)
-    if not n:
+    strides are ``n x ndim``), so that callers build them vectorized. Blocks made of long contiguous runs
+    (:func:`contiguous_runs`, at least :data:`MIN_RUN` bytes) are copied a run per warp, the others an
+    element per thread: two launches at most."""
+    if not len(src):
         return
     if itemsize not in (1, 2, 4, 8):
         raise ValueError(f"scatter_arrays(): itemsize must be 1, 2, 4 or 8, got {itemsize}")
     ndim = int(shape.shape[1])
     if ndim > MAX_DIMS:
         raise ValueError(f"scatter_arrays(): rank {ndim} > {MAX_DIMS}")
-    meta = np.zeros((n, _META), dtype=np.int64)
-    meta[:, 0] = src  # device pointers fit in 63 bits
-    meta[:, 1] = dst
-    meta[:, 2] = shape.prod(axis=1)
-    meta[:, 3 : 3 + ndim] = shape
-    meta[:, 3 + MAX_DIMS : 3 + MAX_DIMS + ndim] = src_strides
-    meta[:, 3 + 2 * MAX_DIMS : 3 + 2 * MAX_DIMS + ndim] = dst_strides
-    most = int(meta[:, 2].max())
-    fill_u64 = np.uint64(int.from_bytes(fill[:itemsize].ljust(8, b"\0"), "little"))
-    fn = _module().get_function("scatter_blocks")
-    threads = 256
-    gx = max(1, min((most + threads - 1) // threads, 1024))
-    for start in range(0, n, 65535):
+    runs, blocks = scatter_meta(src, dst, shape, src_strides, dst_strides, itemsize)
+    if len(runs):
+        pattern = np.uint64(int.from_bytes(fill_pattern(fill, itemsize), "little"))
+        most = int((runs[:, 2] * -(-runs[:, 3] // SEG)).max())  # warps' items (run segments) of the largest block
+        _launch("scatter_runs", runs, max(1, min(-(-most // 8), 1024)), (np.int32(ndim), pattern))  # 8 warps a block
+    if len(blocks):
+        fill_u64 = np.uint64(int.from_bytes(fill[:itemsize].ljust(8, b"\0"), "little"))
+        most = int(blocks[:, 2].max())
+        _launch("scatter_blocks", blocks, max(1, min(-(-most // 256), 1024)), (np.int32(ndim), np.int32(itemsize), fill_u64))
+
+
+def fill_pattern(fill: bytes, itemsize: int) -> bytes:
+    """The fill value's 8 bytes as ``scatter_runs`` writes them: one element repeated (any 8-byte aligned
+    part of a run starts an element).
+
+    Examples:
+        >>> fill_pattern(b"\\x01\\x02", 2).hex()
+        '0102010201020102'
+    """
+    return fill[:itemsize] * (8 // itemsize)
+
+
+def scatter_meta(
+    src: np.ndarray, dst: np.ndarray, shape: np.ndarray, src_strides: np.ndarray, dst_strides: np.ndarray,
+    itemsize: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The two kernels' tables (int64, a row per block): blocks of runs of at least :data:`MIN_RUN` bytes
+    for ``scatter_runs`` (``src, dst, runs, run bytes``, then the outer extents, source and destination
+    strides, :data:`MAX_DIMS` each), the others for ``scatter_blocks`` (``src, dst, elements``, then the
+    extents and strides)."""
+    ndim = shape.shape[1]
+    run, outer = contiguous_runs(src, shape, src_strides, dst_strides, itemsize)
+    by_run = run >= MIN_RUN
+    tables = []
+    for rows, head, ext in ((by_run, [run], outer), (~by_run, [], shape)):
+        t = np.zeros((int(rows.sum()), 3 + len(head) + 3 * MAX_DIMS), dtype=np.int64)
+        t[:, 0] = src[rows]  # device pointers fit in 63 bits
+        t[:, 1] = dst[rows]
+        t[:, 2] = ext[rows].prod(axis=1)
+        for k, col in enumerate(head):
+            t[:, 3 + k] = col[rows]
+        at = 3 + len(head)
+        for k, a in enumerate((ext, src_strides, dst_strides)):
+            t[:, at + k * MAX_DIMS : at + k * MAX_DIMS + ndim] = a[rows]
+        tables.append(t)
+    return tables[0], tables[1]
+
+
+def _launch(name: str, meta: np.ndarray, gx: int, args: tuple[Any, ...]) -> None:
+    """``name`` over the blocks of ``meta`` (one grid row each, 65535 a launch) on the current stream, 256
+    threads a block."""
+    cp = cuda.cupy_or_none()
+    assert cp is not None
+    fn = _module().get_function(name)
+    for start in range(0, len(meta), 65535):
         part = cp.asarray(meta[start : start + 65535])
-        fn((gx, part.shape[0]), (threads,), (part, np.int32(ndim), np.int32(itemsize), fill_u64))
+        fn((gx, part.shape[0]), (256,), (part, *args))
+
+
+def contiguous_runs(
+    src: np.ndarray, shape: np.ndarray, src_strides: np.ndarray, dst_strides: np.ndarray, itemsize: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each block as runs of contiguous bytes in both views (a fill block, ``src`` 0, in its destination
+    alone): the bytes of one run, and the outer extents that place the runs (``shape`` with the axes folded
+    into the run set to 1). The innermost axes fold while each one's strides are the run so far; axes of
+    extent 1 always fold. A block of no contiguous axis has runs of ``itemsize`` bytes.
+
+    Examples:
+        >>> run, outer = contiguous_runs(np.array([1]), np.array([[4, 8]]), np.array([[32, 4]]),
+        ...                              np.array([[400, 4]]), 4)
+        >>> run.tolist(), outer.tolist()  # a 4 x 8 float32 chunk into rows of 100 floats: 4 runs of 32 bytes
+        ([32], [[4, 1]])
+    """
+    run = np.full(len(shape), itemsize, dtype=np.int64)
+    outer = shape.copy()
+    folding = np.ones(len(shape), dtype=bool)
+    fill = src == 0
+    for d in range(shape.shape[1] - 1, -1, -1):
+        ext = shape[:, d]
+        fits = (ext == 1) | ((fill | (src_strides[:, d] == run)) & (dst_strides[:, d] == run))
+        folding &= fits
+        run = np.where(folding, run * ext, run)
+        outer[:, d] = np.where(folding, 1, ext)
+    return run, outer

@@ -121,7 +121,7 @@ def decode_scatter(
     route = scatter(chunk_blocks(ptrs, layout, geometry, out_ptr), itemsize, fill_bytes(specs[0]))
     sync()
     nbytes = sum(raw_nbytes(sp) for sp in specs)
-    why = "one launch per window" if route == "gpu-kernel" else "few blocks: 2-D copies, no kernel"
+    why = "one launch per window and kind of block" if route == "gpu-kernel" else "few blocks: 2-D copies, no kernel"
     _trace.record("scatter", route, why, nbytes, time.perf_counter() - t0)
     return ptrs
 
