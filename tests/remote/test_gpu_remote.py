@@ -65,6 +65,20 @@ def test_device_read_never_wrong_bytes(cp: Any, faults: FaultServer) -> None:
     assert np.all(cp.asnumpy(part) == 0xA5)
 
 
+@pytest.mark.parametrize("ranges", [1, 3], ids=["one-range", "three-ranges"])
+def test_device_whole_read_larger_than_a_slot_from_a_server_without_ranges(cp: Any, faults: FaultServer,
+                                                                         ranges: int) -> None:
+    """A whole object read into device memory from a server that ignores Range, larger than the ring's slots
+    (which would cut even one range into ranged requests): read once more in one request, through host memory."""
+    faults.objects["g.bin"] = DATA
+    small = {"task_size": len(DATA) // ranges, "remote.max_range_size": len(DATA) // ranges,
+             "bounce_buffer_size": 256 << 10}  # slots of half a range: ranged requests whatever the ranges
+    with gdsstore.config.set(small), gdsstore.open(faults.url("g.bin", "ignore-range", "always")) as f:
+        whole = cp.full(f.size, 0xA5, dtype=cp.uint8)
+        assert f.read(whole) == len(DATA)
+    assert bytes(cp.asnumpy(whole)) == DATA
+
+
 def test_device_reads_nginx(cp: Any, nginx: NginxServer) -> None:
     with open(os.path.join(nginx.root, "gpu.bin"), "wb") as f:
         f.write(DATA)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import gdsstore.trace as _trace
 from gdsstore import policy
+from gdsstore.engine import cuda, landing
 from gdsstore.engine.buffers import IOBuffer, as_io_buffer, check_request
 from gdsstore.engine.file import BaseFile
 from gdsstore.engine.pool import completed, run_pieces
@@ -89,11 +90,40 @@ class RemoteFile(BaseFile):
         d = policy.decide_remote(scheme=self._source.scheme, device=b.is_device, nbytes=avail, s=s)
         traced = _trace.recorder("read", d.route, f"{core.wave_reason(s, fetch.store)}; {d.reason}", self.url, b.device)
         ranges = split_ranges(offset, avail, policy.remote_range_size(avail, s))
+        after = cuda.current_event(b.device) if b.device is not None else None  # taken on the calling thread
         first = self._run(b, ranges, offset, s, traced, fetch)
-        if offset == 0 and avail == self._size and len(ranges) > 1:
-            # The whole object, asked in ranges: a server that ignores Range still serves it in one request.
-            return _RangeFallback(first, lambda: self._run(b, [RangeRequest(0, avail)], 0, s, traced, fetch))
+        if offset == 0 and avail == self._size:
+            # The whole object, asked in ranges (several, or a device buffer's ring slots): a server that ignores
+            # Range still serves it in one request.
+            return _RangeFallback(first, lambda: self._read_whole(b, avail, s, traced, fetch, after))
         return first
+
+    def _read_whole(self, b: IOBuffer, avail: int, s: policy.Settings,
+                    on_done: Callable[[int, BaseException | None], None] | None, fetch: _RangeFetch,
+                    after: Any) -> Future[int]:
+        """The whole object in one request without a Range header: into ``b``, or for a device buffer into host
+        memory and then one copy after ``after`` (the ring's slots would cut it into ranges again)."""
+        whole = [RangeRequest(0, avail)]
+        if b.device is None:
+            return self._run(b, whole, 0, s, on_done, fetch)
+        device, dst = b.device, b.ptr
+        host, owner = landing.alloc_host(avail, True)
+
+        def copied(n: int, exc: BaseException | None) -> None:
+            failed: BaseException | None = None
+            try:
+                if exc is None:
+                    cuda.memcpy_htod(device, dst, host.ctypes.data, n, after)
+            except BaseException as err:  # the read's future fails with it
+                failed = err
+            finally:
+                landing.release_host(owner)
+            if on_done:
+                on_done(n, exc or failed)
+            if failed is not None:
+                raise failed
+
+        return self._run(as_io_buffer(host, writable=True, where="RemoteFile.pread()"), whole, 0, s, copied, fetch)
 
     def _run(self, b: IOBuffer, ranges: list[RangeRequest], base: int, s: policy.Settings,
              on_done: Callable[[int, BaseException | None], None] | None, fetch: _RangeFetch) -> Future[int]:
