@@ -19,7 +19,6 @@ import contextlib
 import gc
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -232,7 +231,7 @@ def read_chunks(
         names = [batch[i][0].path for i in w]  # errors name the chunk
         if geometry is not None and layout is not None:
             rows = geometry.rows(slice(w.start, w.stop))
-            ptrs = decode_scatter(chain, specs, staged, layout, rows, out_ptr, time.perf_counter(), names)
+            ptrs = decode_scatter(chain, specs, staged, layout, rows, out_ptr, names)
             for k in np.flatnonzero(ptrs).tolist():
                 results[w[k]] = GetResult(status="present")
             return

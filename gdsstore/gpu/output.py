@@ -109,13 +109,14 @@ def decode_scatter(
     layout: Layout,
     geometry: ChunkGeometry,
     out_ptr: int,
-    t0: float,
     names: Sequence[str] | None = None,
 ) -> np.ndarray:
     """One window of a kernel-scattered read: decode its chunks on the device, then copy every
     chunk's block into the output in one launch (waited for: the window's buffers are freed next;
-    traced). Returns the decoded chunks' device pointers, 0 for a missing chunk (presence only)."""
+    traced, from the decode's end: the copy to the device and the decode have rows of their own).
+    Returns the decoded chunks' device pointers, 0 for a missing chunk (presence only)."""
     raw = _decode.decode_on_device(chain, specs, staged, names)
+    t0 = time.perf_counter()
     ptrs = raw.ptrs()
     itemsize = specs[0].dtype.to_native_dtype().itemsize
     route = scatter(chunk_blocks(ptrs, layout, geometry, out_ptr), itemsize, fill_bytes(specs[0]))

@@ -9,7 +9,6 @@ zarr's ``scatter_chunk`` (:func:`_assemble_shards`).
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -230,9 +229,8 @@ def _scatter_shards(
         scatter((fills[0], fills[1] + out_ptr, *fills[2:]), itemsize, fill_bytes(inner_spec))
 
     def process(w: range, staged: Landed) -> None:
-        t0 = time.perf_counter()
         sub, ids = _members(plan, w, staged)
-        decode_scatter(chain, [inner_spec] * len(ids), sub, layout, geometry.rows(ids), out_ptr, t0)
+        decode_scatter(chain, [inner_spec] * len(ids), sub, layout, geometry.rows(ids), out_ptr)
 
     run_windows(windows, read, process, Landed.release)
     sync()
