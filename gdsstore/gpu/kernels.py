@@ -27,6 +27,7 @@ __all__ = [
     "crc32c_blocked",
     "crc32c_device",
     "fill_pattern",
+    "launch_scatter",
     "scatter_arrays",
     "scatter_blocks",
     "scatter_meta",
@@ -374,15 +375,21 @@ def scatter_arrays(
     ndim = int(shape.shape[1])
     if ndim > MAX_DIMS:
         raise ValueError(f"scatter_arrays(): rank {ndim} > {MAX_DIMS}")
-    runs, blocks = scatter_meta(src, dst, shape, src_strides, dst_strides, itemsize)
+    launch_scatter(*scatter_meta(src, dst, shape, src_strides, dst_strides, itemsize), ndim, itemsize, fill)
+
+
+def launch_scatter(runs: np.ndarray, elements: np.ndarray, ndim: int, itemsize: int, fill: bytes) -> None:
+    """Launch ``scatter_runs`` and ``scatter_blocks`` over the tables of :func:`scatter_meta` on the current
+    stream."""
     if len(runs):
         pattern = np.uint64(int.from_bytes(fill_pattern(fill, itemsize), "little"))
         most = int((runs[:, 2] * -(-runs[:, 3] // SEG)).max())  # warps' items (run segments) of the largest block
         _launch("scatter_runs", runs, max(1, min(-(-most // 8), 1024)), (np.int32(ndim), pattern))  # 8 warps a block
-    if len(blocks):
+    if len(elements):
         fill_u64 = np.uint64(int.from_bytes(fill[:itemsize].ljust(8, b"\0"), "little"))
-        most = int(blocks[:, 2].max())
-        _launch("scatter_blocks", blocks, max(1, min(-(-most // 256), 1024)), (np.int32(ndim), np.int32(itemsize), fill_u64))
+        most = int(elements[:, 2].max())
+        _launch("scatter_blocks", elements, max(1, min(-(-most // 256), 1024)),
+                (np.int32(ndim), np.int32(itemsize), fill_u64))
 
 
 def fill_pattern(fill: bytes, itemsize: int) -> bytes:
