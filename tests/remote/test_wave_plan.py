@@ -246,12 +246,14 @@ def test_plain_keys_are_keys_the_check_accepts(keys: list[str]) -> None:
 
 def _backends() -> list[Any]:
     from gdsstore.engine.remote.s3 import S3Backend
+    from gdsstore.engine.remote.webhdfs import WebHDFSBackend
 
     s3 = {"endpoint_url": "http://127.0.0.1:9", "key": "k", "secret": "s", "client_kwargs": {"region_name": "us-east-1"}}
-    return [HTTPBackend("http://127.0.0.1:9/root"), S3Backend("s3://b/root", s3), S3Backend("s3://b", s3)]
+    return [HTTPBackend("http://127.0.0.1:9/root"), S3Backend("s3://b/root", s3), S3Backend("s3://b", s3),
+            WebHDFSBackend("webhdfs://127.0.0.1:9/root", {"user": "u"}), WebHDFSBackend("webhdfs://127.0.0.1:9", {"user": "u"})]
 
 
-@pytest.mark.parametrize("which", range(3), ids=["http", "s3-prefix", "s3-bucket"])
+@pytest.mark.parametrize("which", range(5), ids=["http", "s3-prefix", "s3-bucket", "webhdfs-dir", "webhdfs-root"])
 @settings(max_examples=300, deadline=None)
 @given(keys=st.lists(_KEY, max_size=12))
 @example(keys=["c/0", "a/"]).via("plain, but no object key")

@@ -12,7 +12,7 @@ import json
 import os
 import posixpath
 import time
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -291,6 +291,10 @@ class WebHDFSBackend(WaveReads):
         """The HDFS path of ``key`` (percent-encoded whole by :meth:`WebHDFSClient.request`)."""
         check_remote_key(key, where)
         return self._dir(key.rstrip("/"))
+
+    def plain_object_paths(self, keys: Sequence[str]) -> list[str]:
+        # docstring inherited
+        return [self._dir(key.rstrip("/")) for key in keys]
 
     def _dir(self, rel: str) -> str:
         return f"{self._root}/{rel}" if rel else (self._root or "/")
