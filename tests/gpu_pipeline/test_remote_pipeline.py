@@ -1,8 +1,11 @@
-"""The pipeline over a remote GDSStore (moto S3 on 127.0.0.1): batched reads through the engine."""
+"""The pipeline over a remote GDSStore (moto S3 on 127.0.0.1; nginx for the device reads, which run on the GPU
+machine, where moto is not): batched reads through the engine."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +36,21 @@ def s3_opts() -> Iterator[dict[str, Any]]:
         )
         client.create_bucket(Bucket=BUCKET)
         yield dict(opts)
+    finally:
+        srv.close()
+
+
+@pytest.fixture(scope="module")
+def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from servers.nginx import NginxServer, nginx_binary
+
+    if nginx_binary() is None:
+        pytest.skip("nginx is not installed here (apt-get install nginx-light)")
+    root = tmp_path_factory.mktemp("www")
+    os.chmod(root, 0o755)
+    srv = NginxServer(str(root))
+    try:
+        yield srv
     finally:
         srv.close()
 
@@ -85,22 +103,23 @@ def test_concurrent_remote_reads_on_a_one_thread_pool(s3_opts: dict[str, Any]) -
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("codec", ["none", "zstd", "shards"])
-def test_device_reads_copy_in_parts_during_the_wave(cp: Any, s3_opts: dict[str, Any], codec: str) -> None:
-    """Device buffers over S3: the wave's bytes reach the device in parts while the wave runs
+def test_device_reads_copy_in_parts_during_the_wave(cp: Any, nginx: Any, codec: str) -> None:
+    """Device buffers over HTTP (nginx): the wave's bytes reach the device in parts while the wave runs
     (``gpu.wave_copy_bytes``, here 16 KiB: several parts), the same array as one copy after the wave (0)."""
     data = np.random.default_rng(3).standard_normal((96, 64)).astype("f4")
-    url = f"s3://{BUCKET}/parts-{codec}"
+    name = f"parts-{codec}"
     kw: dict[str, Any] = {"compressors": [ZstdCodec()] if codec == "zstd" else None}
     if codec == "shards":
         kw["shards"] = (32, 64)
-    z = zarr.create_array(gdsstore.GDSStore(url, storage_options=s3_opts), shape=data.shape, chunks=(16, 16),
+    z = zarr.create_array(gdsstore.GDSStore(str(Path(nginx.root) / name)), shape=data.shape, chunks=(16, 16),
                           dtype="f4", **kw)
     z[:] = data
+    url = nginx.url(name)
     rows: dict[int, list[str]] = {}
     on_device = {"gpu.host_decode_bytes": 0, "gpu.host_decode_chunks": 0}  # nvCOMP decodes, however few chunks
     for part in (16 << 10, 0):
         with gdsstore.config.set({"gpu.wave_copy_bytes": part, **on_device}), gdsstore.enable_gpu():
-            ours = zarr.open_array(gdsstore.GDSStore(url, read_only=True, storage_options=s3_opts), mode="r")
+            ours = zarr.open_array(gdsstore.GDSStore(url, read_only=True), mode="r")
             with gdsstore.trace() as t:
                 got = ours[:]
                 assert isinstance(got, cp.ndarray)

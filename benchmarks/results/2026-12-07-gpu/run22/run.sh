@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Run 22 (prepared 2026-12-07, not yet run): the scatter's two kernels told apart (benchmarks/scatter_bench.py: 1 GiB
-# outputs, blosc's byte segments, launches timed apart from the call), the GPU tests of the scatter and of remote
-# device reads (the whole-object fallback through host memory), one 1 GiB object against kvikio, and one pass of the
-# remote zarr rows (four rounds). From the project root on the GPU machine (carry .whl, .gpu; the core of c1f0fae or
-# later in .gpu/core_parts.so.gz):
+# Run 22 (prepared 2026-12-07, not yet run): the scatter's two kernels told apart (benchmarks/scatter_bench.py:
+# 1 GiB outputs, blosc's byte segments, launches timed apart from the call); the GPU tests of the scatter, of remote
+# device reads (the whole-object fallback through host memory) and of the copy in parts (over nginx); one 1 GiB
+# object against kvikio; one pass of the remote zarr rows (four rounds). From the project root on the GPU machine
+# (carry .whl, .gpu; the core of c1f0fae or later in .gpu/core_parts.so.gz):
 #   source .gpu/prelude.sh; OUT=$OUT bash benchmarks/results/2026-12-07-gpu/run22/run.sh
 set -uo pipefail
 out=${OUT:-run22-out}; mkdir -p "$out"
@@ -11,7 +11,8 @@ export PYTHONPATH="$PWD/.gpu/py:$PWD/tests:${PYTHONPATH:-}" PATH="$PWD/.gpu/bin:
 gunzip -c .gpu/core_parts.so.gz > gdsstore/_core.abi3.so
 echo "== GPU tests ($(date +%T))"
 timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" -rs tests/gpu_pipeline/test_scatter_runs.py \
-  tests/remote/test_gpu_remote.py tests/gpu_pipeline/test_blosc.py >"$out/gpu_tests.txt" 2>&1
+  tests/remote/test_gpu_remote.py tests/gpu_pipeline/test_blosc.py tests/gpu_pipeline/test_remote_pipeline.py \
+  >"$out/gpu_tests.txt" 2>&1
 echo "rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/gpu_tests.txt" | cut -c1-300 | tail -n 8
 echo "== scatter ($(date +%T))"
 timeout 150 python3 benchmarks/scatter_bench.py --rounds 7 2>&1 | tee "$out/scatter.md" | cut -c1-300
