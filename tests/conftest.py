@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import fsspec
 import pytest
 from servers.moto_s3 import MotoServer
+from servers.nginx import NginxServer, nginx_binary
 
 from gdsstore._optional import install_hint
 from gdsstore.engine import cuda
@@ -61,6 +63,26 @@ def moto() -> Iterator[MotoServer]:
     """One moto S3 server on loopback for the whole session (tests/servers/moto_s3.py)."""
     pytest.importorskip("moto.server")
     srv = MotoServer()
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+@pytest.fixture(scope="session")
+def nginx_root(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The directory :func:`nginx` serves (readable by nginx's workers)."""
+    root = tmp_path_factory.mktemp("www")
+    os.chmod(root, 0o755)
+    return str(root)
+
+
+@pytest.fixture(scope="session")
+def nginx(nginx_root: str) -> Iterator[NginxServer]:
+    """nginx on loopback serving :func:`nginx_root`, one for the session."""
+    if nginx_binary() is None:
+        pytest.skip("nginx is not installed here (apt-get install nginx-light); the HTTP tests against it skip")
+    srv = NginxServer(nginx_root)
     try:
         yield srv
     finally:

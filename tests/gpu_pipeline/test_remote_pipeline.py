@@ -3,7 +3,6 @@ machine, where moto is not): batched reads through the engine."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,21 +35,6 @@ def s3_opts() -> Iterator[dict[str, Any]]:
         )
         client.create_bucket(Bucket=BUCKET)
         yield dict(opts)
-    finally:
-        srv.close()
-
-
-@pytest.fixture(scope="module")
-def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from servers.nginx import NginxServer, nginx_binary
-
-    if nginx_binary() is None:
-        pytest.skip("nginx is not installed here (apt-get install nginx-light)")
-    root = tmp_path_factory.mktemp("www")
-    os.chmod(root, 0o755)
-    srv = NginxServer(str(root))
-    try:
-        yield srv
     finally:
         srv.close()
 

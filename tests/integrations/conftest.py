@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from servers.moto_s3 import MotoServer
-from servers.nginx import NginxServer, nginx_binary
 from servers.webhdfs import WebHDFSServer
 
 from .entry_points import REPO, declared_entry_points, expose_missing_entry_points
@@ -58,19 +57,6 @@ def s3_options(moto: MotoServer) -> dict[str, Any]:
     )
     client.create_bucket(Bucket="xr-bucket")
     return dict(opts)
-
-
-@pytest.fixture(scope="session")
-def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NginxServer]:
-    if nginx_binary() is None:
-        pytest.skip("nginx is not installed here (apt-get install nginx-light); the HTTP tests against it skip")
-    root = tmp_path_factory.mktemp("www")
-    os.chmod(root, 0o755)
-    srv = NginxServer(str(root))
-    try:
-        yield srv
-    finally:
-        srv.close()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import pytest
 from servers.faults import FaultServer
 from servers.moto_s3 import MotoServer
 from servers.net import Blackhole, free_port, stop_process, wait_port
-from servers.nginx import NginxServer, nginx_binary
 from servers.webhdfs import WebHDFSServer
 
 import gdsstore
@@ -155,24 +154,6 @@ def moto_auth() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         stop_process(proc)
-
-
-@pytest.fixture(scope="session")
-def nginx_root(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("www")
-    os.chmod(root, 0o755)
-    return str(root)
-
-
-@pytest.fixture(scope="session")
-def nginx(nginx_root: str) -> Iterator[NginxServer]:
-    if nginx_binary() is None:
-        pytest.skip("nginx is not installed here (apt-get install nginx-light); the HTTP tests against it skip")
-    srv = NginxServer(nginx_root)
-    try:
-        yield srv
-    finally:
-        srv.close()
 
 
 @pytest.fixture(scope="session")
