@@ -1,8 +1,8 @@
 """The read planner (gdsstore.gpu.plan), without a GPU: every plan is checked against numpy indexing of a
 reference array, with zarr's own indexers giving the chunk grid's projections.
 
-The scatter kernel is emulated over the same pointers and byte strides it would get on the device, so
-a wrong offset, stride, count or fill block shows up as wrong elements.
+The scatter kernels' tables run on host memory over the same pointers and byte strides they would get on the
+device (tests/scatter_twin.py), so a wrong offset, stride, count or fill block shows up as wrong elements.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scatter_twin import scatter_on_host, strided_view
 from zarr.core.chunk_grids import ChunkGrid
 from zarr.core.indexing import get_indexer
 
@@ -23,20 +24,9 @@ from gdsstore.gpu.memory import WINDOW_SHARE
 FILL = -7
 
 
-def _view(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: Any) -> np.ndarray:
-    size = np.dtype(dtype).itemsize
-    span = sum((n - 1) * s for n, s in zip(shape, strides)) + size
-    base = np.frombuffer((ctypes.c_char * span).from_address(ptr), dtype=np.uint8).view(dtype)
-    return np.lib.stride_tricks.as_strided(base, shape, strides)
-
-
 def _emulate_scatter(blocks: plan.Blocks, dtype: Any, fill: Any) -> None:
-    """What the scatter kernel does, block by block, on host memory."""
-    for src, dst, shape, sst, dstr in zip(*(b.tolist() for b in blocks)):
-        if 0 in shape:
-            continue
-        d = _view(dst, tuple(shape), tuple(dstr), dtype)
-        d[...] = fill if src == 0 else _view(src, tuple(shape), tuple(sst), dtype)
+    """What the scatter kernels do with ``blocks``, on host memory (tests/scatter_twin.py)."""
+    scatter_on_host(blocks, np.dtype(dtype).itemsize, np.asarray(fill, dtype).tobytes())
 
 
 @st.composite
@@ -94,7 +84,7 @@ def test_c_order_layout_of_transposes_views_the_stored_bytes(shape: list[int], d
     for order in orders:  # what the transpose codecs write, in encode order
         stored = np.ascontiguousarray(stored.transpose(order))
     layout = plan.c_order_layout(shape, 4, orders)
-    np.testing.assert_array_equal(_view(stored.ctypes.data, *layout, "i4"), chunk)
+    np.testing.assert_array_equal(strided_view(stored.ctypes.data, *layout, "i4"), chunk)
 
 
 @settings(max_examples=80, deadline=None)
@@ -110,7 +100,7 @@ def test_select_strided_equals_numpy_slicing(case: Any, transpose: bool) -> None
     ref = arr[sel]
     assert new_shape == ref.shape
     if ref.size:
-        np.testing.assert_array_equal(_view(ptr, new_shape, new_strides, "i8"), ref)
+        np.testing.assert_array_equal(strided_view(ptr, new_shape, new_strides, "i8"), ref)
 
 
 def test_select_strided_refuses_other_selectors() -> None:
