@@ -90,11 +90,12 @@ class RemoteFile(BaseFile):
         d = policy.decide_remote(scheme=self._source.scheme, device=b.is_device, nbytes=avail, s=s)
         traced = _trace.recorder("read", d.route, f"{core.wave_reason(s, fetch.store)}; {d.reason}", self.url, b.device)
         ranges = split_ranges(offset, avail, policy.remote_range_size(avail, s))
-        after = cuda.current_event(b.device) if b.device is not None else None  # taken on the calling thread
         first = self._run(b, ranges, offset, s, traced, fetch)
         if offset == 0 and avail == self._size:
             # The whole object, asked in ranges (several, or a device buffer's ring slots): a server that ignores
-            # Range still serves it in one request.
+            # Range still serves it in one request. Its copy to the device waits for the caller's kernels queued
+            # by now (the event is taken here, on the calling thread).
+            after = cuda.current_event(b.device) if b.device is not None else None
             return _RangeFallback(first, lambda: self._read_whole(b, avail, s, traced, fetch, after))
         return first
 
