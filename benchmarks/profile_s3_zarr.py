@@ -63,15 +63,50 @@ def main() -> None:
     z[:] = src
     n = (args.side // args.chunk) ** 2
 
+    from gdsstore.gpu import execute
+    from gdsstore.gpu.pipeline import GDSCodecPipeline
+
+    spent: dict[str, float] = {}  # seconds of the last read: where its wall went, stage by stage
+
+    def timed(name: str, fn: Any) -> Any:
+        def run(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+        return run
+
+    def timed_async(name: str, fn: Any) -> Any:
+        async def run(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return await fn(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+        return run
+
+    execute.one_call = timed("gdsstore's call (thread)", execute.one_call)  # type: ignore[assignment]
+    GDSCodecPipeline.read = timed_async("pipeline.read (loop)", GDSCodecPipeline.read)  # type: ignore[method-assign]
+
     def read() -> Any:
+        spent.clear()
+        t0 = time.perf_counter()
         with gdsstore.enable_gpu(buffers=args.device):
             store = gdsstore.GDSStore(srv.url("a.zarr"), read_only=True, storage_options=srv.gds_options)
-            out = zarr.open_array(store, mode="r")[:]
+            arr = zarr.open_array(store, mode="r")
+            t1 = time.perf_counter()
+            out = arr[:]
         if args.device:
             import cupy as cp
 
             cp.cuda.get_current_stream().synchronize()
+        t2 = time.perf_counter()
+        spent["open_array"], spent["a[:] (zarr and gdsstore)"] = t1 - t0, t2 - t1
         return out
+
+    def stages() -> str:
+        return ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in spent.items())
 
     lines: list[str] = []
     gc_time = [0.0, 0, 0.0]  # seconds in collections, full (generation 2) collections, the start of one
@@ -98,7 +133,7 @@ def main() -> None:
         lines.append(
             f"{src.nbytes / t / 1e9:.2f} GB/s, {t / n * 1e6:.1f} us/chunk wall, "
             f"{c / n * 1e6:.1f} us/chunk CPU (all threads), garbage collection {gc_time[0] * 1e3:.1f} ms "
-            f"({gc_time[1]} full)"
+            f"({gc_time[1]} full); {stages()}"
         )
     with gdsstore.trace() as tr:
         read()
