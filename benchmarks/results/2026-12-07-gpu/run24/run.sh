@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run 24: what runs 22 and 23 left out for lack of device time: one pass of the remote zarr rows (four interleaved
+# rounds, every anchor but s3fs) and the docs' GPU code blocks alone (pytest -m gpu tests/docs).
+# From the project root on the GPU machine (carry .whl, .gpu):
+#   source .gpu/prelude.sh; OUT=$OUT bash benchmarks/results/2026-12-07-gpu/run24/run.sh
+set -uo pipefail
+out=${OUT:-run24-out}; mkdir -p "$out"
+export PYTHONPATH="$PWD/.gpu/py:$PWD/tests:${PYTHONPATH:-}" PATH="$PWD/.gpu/bin:$PATH"
+gunzip -c .gpu/core_parts.so.gz > gdsstore/_core.abi3.so
+echo "== bench ($(date +%T))"
+timeout ${BENCH_SECONDS:-240} python3 benchmarks/remote_zarr_bench.py --device --servers nginx-s3,nginx --nginx-workers 8 \
+  --rounds 4 --no-single --out "$out/remote_zarr.md" >"$out/remote_zarr.log" 2>&1
+echo "rc=$?"; t="$out/remote_zarr.md"; [ -s "$t" ] || t="$out/remote_zarr.log"
+grep "^| nginx" "$t" | sed -E 's/, [0-9.]+ CPU-s\/GB//g; s/\| [^|]*$//' | cut -c1-400
+echo "== docs GPU blocks ($(date +%T))"
+timeout ${DOCS_SECONDS:-300} python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" -rs tests/docs \
+  >"$out/gpu_docs.txt" 2>&1
+echo "rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/gpu_docs.txt" | cut -c1-300 | tail -n 12
+echo "== done ($(date +%T))"
