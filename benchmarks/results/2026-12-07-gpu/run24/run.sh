@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run 24: what runs 22 and 23 left out for lack of device time: one pass of the remote zarr rows (four interleaved
-# rounds, every anchor but s3fs) and the docs' GPU code blocks alone (pytest -m gpu tests/docs).
-# From the project root on the GPU machine (carry .whl, .gpu):
+# rounds, every anchor but s3fs), one 1 GiB object against kvikio (whose wheels runs 22-23 lacked) and the docs'
+# GPU code blocks alone (pytest -m gpu tests/docs).
+# From the project root on the GPU machine (carry .whl with kvikio-cu13, libkvikio-cu13, rapids-logger, and .gpu):
 #   source .gpu/prelude.sh; OUT=$OUT bash benchmarks/results/2026-12-07-gpu/run24/run.sh
 set -uo pipefail
 out=${OUT:-run24-out}; mkdir -p "$out"
@@ -12,8 +13,12 @@ timeout ${BENCH_SECONDS:-240} python3 benchmarks/remote_zarr_bench.py --device -
   --rounds 4 --no-single --out "$out/remote_zarr.md" >"$out/remote_zarr.log" 2>&1
 echo "rc=$?"; t="$out/remote_zarr.md"; [ -s "$t" ] || t="$out/remote_zarr.log"
 grep "^| nginx" "$t" | sed -E 's/, [0-9.]+ CPU-s\/GB//g; s/\| [^|]*$//' | cut -c1-400
+echo "== single ($(date +%T))"
+timeout 100 python3 benchmarks/remote_bench.py --server nginx --repeat 5 --out "$out/single" >"$out/single.log" 2>&1
+echo "rc=$?"; grep -E "^(gdsstore|kvikio)" "$out/single.log" | cut -c1-120; rm -rf "$out/single"
+[ "${DOCS_SECONDS:-200}" != 0 ] || exit 0  # 0: no docs blocks (the device time left was short)
 echo "== docs GPU blocks ($(date +%T))"
-timeout ${DOCS_SECONDS:-300} python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" -rs tests/docs \
+timeout ${DOCS_SECONDS:-200} python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" -rs tests/docs \
   >"$out/gpu_docs.txt" 2>&1
 echo "rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/gpu_docs.txt" | cut -c1-300 | tail -n 12
 echo "== done ($(date +%T))"
