@@ -2,8 +2,9 @@
 ``a[:]`` of 4,096 chunks of 64 x 64 float32 from nginx on loopback under ``gdsstore.enable_pipeline()`` (host
 buffers), uncompressed and zstd, medians of ``--rounds`` reads, by phase:
 
-- ``entry``: ``GDSCodecPipeline.read`` on zarr's event loop, less zarr's own ``batch_info`` generator (zarr's
-  indexing and ``StorePath`` per chunk, reported apart as ``zarr batch``);
+- ``entry``: ``GDSCodecPipeline.read`` on zarr's event loop; zarr's own indexing and ``StorePath`` per chunk
+  (its ``_get_selection`` less the pipeline's read: zarr 3.4 builds its list of chunks before it calls the
+  pipeline, older zarr in the ``batch_info`` generator) are reported apart as ``zarr batch``, not gdsstore's;
 - ``plan``: the route, the fetcher, ``read_chunks``' own planning, the windows and the chunk geometry;
 - ``fetch``: the fetcher and ``land`` around the wave; ``wave``: ``read_wave``'s Python (the native call out);
 - ``decode``: the decode dispatch on the calling thread and in the engine's threads, less the zstd decode
@@ -124,6 +125,8 @@ def _output_paged_in(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _instrument() -> None:
+    import zarr.core.array as zarr_array
+
     from gdsstore.engine.remote import core, wave
     from gdsstore.gpu import decode, execute, fetch, output, pipeline
 
@@ -164,7 +167,7 @@ def _instrument() -> None:
         st = _stack()
         st.append(0.0)
         t0 = time.thread_time()
-        batch = list(batch_info)  # zarr's indexing and StorePaths, per chunk
+        batch = list(batch_info)  # a generator in zarr before 3.4: its indexing and StorePaths, per chunk
         zarr_batch = time.thread_time() - t0
         try:
             return await read(self, batch, *args, **kwargs)
@@ -176,8 +179,25 @@ def _instrument() -> None:
                 _spent["entry"] += took - inner - zarr_batch
                 _spent["zarr batch"] += zarr_batch
                 _spent["other threads"] += sum(after[k] - v for k, v in before.items() if k in after)
+                _in_read[0] += took - zarr_batch
 
     pipeline.GDSCodecPipeline.read = timed_read  # type: ignore[method-assign]
+    get_selection = zarr_array._get_selection
+
+    async def timed_get_selection(*args: Any, **kwargs: Any) -> Any:
+        # zarr 3.4 builds its list of chunks here, before it calls the pipeline: its share is this coroutine's
+        # CPU on the loop less the pipeline's read
+        was, t0 = _in_read[0], time.thread_time()
+        try:
+            return await get_selection(*args, **kwargs)
+        finally:
+            with _lock:
+                _spent["zarr batch"] += time.thread_time() - t0 - (_in_read[0] - was)
+
+    zarr_array._get_selection = timed_get_selection
+
+
+_in_read = [0.0]  # the loop's CPU-seconds in the pipeline's read so far (less a batch generator's)
 
 
 def _zstd_native(root: str) -> Callable[[], float]:
