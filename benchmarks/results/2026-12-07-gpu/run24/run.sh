@@ -10,13 +10,13 @@ export PYTHONPATH="$PWD/.gpu/py:$PWD/tests:${PYTHONPATH:-}" PATH="$PWD/.gpu/bin:
 gunzip -c .gpu/core_parts.so.gz > gdsstore/_core.abi3.so
 echo "== bench ($(date +%T))"
 timeout ${BENCH_SECONDS:-240} python3 benchmarks/remote_zarr_bench.py --device --servers nginx-s3,nginx --nginx-workers 8 \
-  --rounds 4 --no-single --out "$out/remote_zarr.md" >"$out/remote_zarr.log" 2>&1
+  --rounds ${ROUNDS:-4} --no-single --out "$out/remote_zarr.md" >"$out/remote_zarr.log" 2>&1
 echo "rc=$?"; t="$out/remote_zarr.md"; [ -s "$t" ] || t="$out/remote_zarr.log"
 grep "^| nginx" "$t" | sed -E 's/, [0-9.]+ CPU-s\/GB//g; s/\| [^|]*$//' | cut -c1-400
 echo "== single ($(date +%T))"
 # --sweep: gdsstore under other range and slot sizes and into host memory; a pinned account of 4 GiB holds every
 # contender's ring at once (at 1 GiB they freed and pinned each other's slots every round: docs/performance.md)
-GDSSTORE_PINNED_MEMORY_LIMIT=4294967296 timeout 120 python3 benchmarks/remote_bench.py --server nginx --repeat 5 --sweep \
+GDSSTORE_PINNED_MEMORY_LIMIT=4294967296 timeout ${SINGLE_SECONDS:-120} python3 benchmarks/remote_bench.py --server nginx --repeat ${REPEAT:-5} --sweep \
   --out "$out/single" >"$out/single.log" 2>&1
 echo "rc=$?"; grep -E "^(gdsstore|kvikio)" "$out/single.log" | cut -c1-120; rm -rf "$out/single"
 [ "${DOCS_SECONDS:-200}" != 0 ] || exit 0  # 0: no docs blocks (the device time left was short)
