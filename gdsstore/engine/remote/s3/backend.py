@@ -25,6 +25,7 @@ class S3Backend(WaveReads):
     def __init__(self, root: str, storage_options: dict[str, Any] | None = None) -> None:
         self.bucket, prefix = parse_s3_url(root)
         self.prefix = prefix.strip("/")
+        self._head = f"{self.prefix}/" if self.prefix else ""  # what every object key under the root starts with
         self.client = get_s3_client(dict(storage_options or {}))
         self.core = self.client.core_root(self.bucket)
 
@@ -36,7 +37,7 @@ class S3Backend(WaveReads):
         """The object key of ``rel`` (checked as a key where ``where`` names the caller)."""
         if where is not None:
             check_remote_key(rel, where)
-        return f"{self.prefix}/{rel}" if self.prefix else rel
+        return self._head + rel
 
     def source(self, key: str, where: str) -> S3Source:
         # docstring inherited
@@ -53,7 +54,8 @@ class S3Backend(WaveReads):
         # docstring inherited
         if not all(key and key[-1] != "/" for key in keys):  # core_path refuses these: no object key
             return None
-        return [f"{self.prefix}/{key}" for key in keys] if self.prefix else list(keys)
+        head = self._head
+        return [head + key for key in keys]
 
     def open(self, key: str, mode: str = "rb") -> Any:
         from gdsstore.engine.remote.reader import RemoteFile
@@ -107,8 +109,8 @@ class S3Backend(WaveReads):
         if prefix:
             check_key(prefix, where)
         rel = prefix if not children else prefix.rstrip("/") + "/" if prefix.rstrip("/") else ""
-        full = self._full(rel) if rel else (self.prefix + "/" if self.prefix else "")
-        cut = len(f"{self.prefix}/") if self.prefix else 0
+        full = self._full(rel) if rel else self._head
+        cut = len(self._head)
         objects, prefixes = core.list_objects(self.core, full, "/" if children else None)
         for key, size, mtime_ns, etag, _ in objects:
             yield ObjectInfo(key[cut:], size, "file", mtime_ns / 1e9 if mtime_ns else None, etag)
