@@ -57,5 +57,5 @@ def scatter_on_host(blocks: tuple[np.ndarray, ...], itemsize: int, fill: bytes) 
         if 0 in ext:
             continue
         out = strided_view(d, ext, d_st, dt)
-        out[...] = np.frombuffer(fill[:itemsize], dt)[0] if s == 0 else strided_view(s, ext, s_st, dt)
+        out[...] = np.frombuffer(pattern[:itemsize], dt)[0] if s == 0 else strided_view(s, ext, s_st, dt)
     return len(runs), len(elements)

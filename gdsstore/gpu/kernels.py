@@ -381,15 +381,15 @@ def scatter_arrays(
 def launch_scatter(runs: np.ndarray, elements: np.ndarray, ndim: int, itemsize: int, fill: bytes) -> None:
     """Launch ``scatter_runs`` and ``scatter_blocks`` over the tables of :func:`scatter_meta` on the current
     stream."""
+    # scatter_blocks writes the pattern's low itemsize bytes: the fill value either way
+    pattern = np.uint64(int.from_bytes(fill_pattern(fill, itemsize), "little"))
     if len(runs):
-        pattern = np.uint64(int.from_bytes(fill_pattern(fill, itemsize), "little"))
         most = int((runs[:, 2] * -(-runs[:, 3] // SEG)).max())  # warps' items (run segments) of the largest block
         _launch("scatter_runs", runs, max(1, min(-(-most // 8), 1024)), (np.int32(ndim), pattern))  # 8 warps a block
     if len(elements):
-        fill_u64 = np.uint64(int.from_bytes(fill[:itemsize].ljust(8, b"\0"), "little"))
         most = int(elements[:, 2].max())
         _launch("scatter_blocks", elements, max(1, min(-(-most // 256), 1024)),
-                (np.int32(ndim), np.int32(itemsize), fill_u64))
+                (np.int32(ndim), np.int32(itemsize), pattern))
 
 
 def fill_pattern(fill: bytes, itemsize: int) -> bytes:
