@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Run 24: what runs 22 and 23 left out for lack of device time: one pass of the remote zarr rows (four interleaved
 # rounds, every anchor but s3fs), one 1 GiB object against kvikio (whose wheels runs 22-23 lacked) and the docs'
-# GPU code blocks alone (pytest -m gpu tests/docs).
+# GPU code blocks alone (pytest -m gpu tests/docs); first the scatter's GPU tests (10ba323's fill encoding).
 # From the project root on the GPU machine (carry .whl with kvikio-cu13, libkvikio-cu13, rapids-logger, and .gpu):
 #   source .gpu/prelude.sh; OUT=$OUT bash benchmarks/results/2026-12-07-gpu/run24/run.sh
 set -uo pipefail
 out=${OUT:-run24-out}; mkdir -p "$out"
 export PYTHONPATH="$PWD/.gpu/py:$PWD/tests:${PYTHONPATH:-}" PATH="$PWD/.gpu/bin:$PATH"
 gunzip -c .gpu/core_parts.so.gz > gdsstore/_core.abi3.so
+echo "== scatter GPU tests ($(date +%T))"  # 10ba323 (one fill encoding for both kernels) had not run on a GPU
+timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests/gpu_pipeline/test_scatter_runs.py \
+  tests/gpu_pipeline -k "scatter or fill" >"$out/gpu_scatter_tests.txt" 2>&1
+echo "rc=$?"; tail -n 3 "$out/gpu_scatter_tests.txt"
 if [ "${BENCH_SECONDS:-240}" != 0 ]; then  # 0: no pass of the remote rows (the device time left was short)
   echo "== bench ($(date +%T))"
   timeout ${BENCH_SECONDS:-240} python3 benchmarks/remote_zarr_bench.py --device --servers nginx-s3,nginx --nginx-workers 8 \
