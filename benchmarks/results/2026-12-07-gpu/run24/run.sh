@@ -9,8 +9,7 @@ out=${OUT:-run24-out}; mkdir -p "$out"
 export PYTHONPATH="$PWD/.gpu/py:$PWD/tests:${PYTHONPATH:-}" PATH="$PWD/.gpu/bin:$PATH"
 gunzip -c .gpu/core_parts.so.gz > gdsstore/_core.abi3.so
 echo "== scatter GPU tests ($(date +%T))"  # 10ba323 (one fill encoding for both kernels) had not run on a GPU
-timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests/gpu_pipeline/test_scatter_runs.py \
-  tests/gpu_pipeline -k "scatter or fill" >"$out/gpu_scatter_tests.txt" 2>&1
+timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" tests/gpu_pipeline -k "scatter or fill" >"$out/gpu_scatter_tests.txt" 2>&1
 echo "rc=$?"; tail -n 3 "$out/gpu_scatter_tests.txt"
 if [ "${BENCH_SECONDS:-240}" != 0 ]; then  # 0: no pass of the remote rows (the device time left was short)
   echo "== bench ($(date +%T))"
