@@ -36,6 +36,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--chunk", type=int, default=128, help="chunk edge (128: 64 KiB chunks)")
     p.add_argument("--side", type=int, default=8192, help="array edge")
+    p.add_argument("--shard", type=int, default=0, help="shard edge (0: no shards)")
+    p.add_argument("--coalesce-max-bytes", type=int, default=0,
+                   help="zarr's array.sharding_coalesce_max_bytes (0: zarr's default, 16 MiB)")
     p.add_argument("--device", action="store_true", help="CuPy buffers (gdsstore.enable_gpu)")
     p.add_argument("--nginx-workers", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
@@ -56,12 +59,15 @@ def main() -> None:
         zarr.storage.LocalStore(path),
         shape=src.shape,
         chunks=(args.chunk, args.chunk),
+        shards=(args.shard, args.shard) if args.shard else None,
         dtype="f4",
         compressors=None,
         fill_value=0,
     )
     z[:] = src
     n = (args.side // args.chunk) ** 2
+    if args.coalesce_max_bytes:
+        zarr.config.set({"array.sharding_coalesce_max_bytes": args.coalesce_max_bytes})
 
     from gdsstore.gpu import execute
     from gdsstore.gpu.pipeline import GDSCodecPipeline
@@ -123,7 +129,9 @@ def main() -> None:
     assert np.array_equal(got.get() if args.device else got, src), "wrong bytes"
     lines.append(
         f"{n} chunks of {args.chunk}² float32 ({args.chunk * args.chunk * 4 >> 10} KiB), "
-        f"{'CuPy' if args.device else 'host'} buffers, nginx as S3 with {args.nginx_workers} workers"
+        + (f"in shards of {args.shard}² (coalesced reads of at most "
+           f"{zarr.config.get('array.sharding_coalesce_max_bytes') >> 20} MiB), " if args.shard else "")
+        + f"{'CuPy' if args.device else 'host'} buffers, nginx as S3 with {args.nginx_workers} workers"
     )
     for _ in range(args.rounds):
         gc_time[:2] = [0.0, 0]
