@@ -268,7 +268,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--latency", type=float, default=0.020, help="seconds; 0: no latency rows")
-    ap.add_argument("--loads", default="4096x16KiB,4096x256KiB,256x4MiB", help="comma-separated workloads")
+    ap.add_argument("--loads", default="4096x16KiB,4096x256KiB,256x4MiB", help="comma-separated workloads, N x SIZE (KiB or MiB): 4096x16KiB")
     ap.add_argument("--protocols", default="http", help="comma-separated: http, s3 (nginx as path-style S3)")
     ap.add_argument("--only", default="", help="comma-separated words: keep the contenders whose name holds one")
     ap.add_argument("--nginx-workers", type=int, default=2)
@@ -285,13 +285,14 @@ def main() -> None:
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]), "rounds": args.rounds,
         "nginx workers": args.nginx_workers,
     }
-    shapes = {"4096x16KiB": (4096, 16 << 10), "4096x64KiB": (4096, 64 << 10), "4096x256KiB": (4096, 256 << 10), "256x4MiB": (256, 4 << 20)}
+    units = {"KiB": 10, "MiB": 20}
     with tempfile.TemporaryDirectory() as root:
         os.chmod(root, 0o755)
         srv = NginxServer(root, workers=args.nginx_workers)
         try:
             for label in args.loads.split(","):
-                n, size = shapes[label]
+                count, _, size_text = label.partition("x")  # "4096x16KiB": 4,096 objects of 16 KiB
+                n, size = int(count), int(size_text[:-3]) << units[size_text[-3:]]
                 data = _write(os.path.join(root, BUCKET), label, n, size)
                 for proto in args.protocols.split(","):
                     readers = _contenders(srv.url(f"{BUCKET}/"), label, data, size, srv.url("") if proto == "s3" else None)
