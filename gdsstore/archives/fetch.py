@@ -38,7 +38,7 @@ import numpy as np
 from gdsstore import policy
 from gdsstore.archives.plan import ReadPlan, plan_reads
 from gdsstore.engine.backend import Backend, backend_for
-from gdsstore.engine.landing import AddressTable, Landed, alloc_host, request_size, slot_layout
+from gdsstore.engine.landing import ALIGN, AddressTable, Landed, alloc_host, slot_layout
 from gdsstore.engine.landing import land as land_table
 from gdsstore.engine.pool import map_all
 from gdsstore.errors import ArchiveChangedError, ChunkDecodeError
@@ -249,16 +249,25 @@ def land(targets: Targets, files: list[str], rp: ReadPlan, buf: np.ndarray, wher
     return read_pos, seen
 
 
+#: A wave's reads are cut into at least this many requests (each at least :data:`MIN_PIECE` bytes): a window's
+#: reads are few and large (one per file, its chunks coalesced), and one connection lands only a share of
+#: what many do (docs/performance.md).
+PIECES_PER_WAVE = 64
+MIN_PIECE = 1 << 20
+
+
 def pieces(nbytes: np.ndarray, total: int, most: int) -> tuple[int, np.ndarray, np.ndarray]:
-    """Reads of ``nbytes`` cut into requests of one size (:func:`~gdsstore.engine.landing.request_size` of
-    ``total`` and ``most``): ``(size, each request's read, its offset in it)``.
+    """Reads of ``nbytes`` cut into requests of one size (a multiple of :data:`ALIGN`, at most ``most``, about
+    ``total`` / :data:`PIECES_PER_WAVE` and at least :data:`MIN_PIECE`): ``(size, each request's read, its
+    offset in it)``.
 
     Examples:
         >>> size, read, at = pieces(np.array([3 << 20, 100]), 4 << 20, 32 << 20)
         >>> size >> 20, read.tolist(), [a >> 20 for a in at.tolist()]
         (1, [0, 0, 0, 1], [0, 1, 2, 0])
     """
-    size = request_size(total, most)
+    size = min(max(-(-total // PIECES_PER_WAVE), MIN_PIECE), max(most, ALIGN))
+    size = -(-size // ALIGN) * ALIGN
     counts = np.maximum(1, -(-nbytes // size))
     read = np.repeat(np.arange(len(nbytes)), counts)
     at = (np.arange(read.size) - (np.cumsum(counts) - counts)[read]) * size

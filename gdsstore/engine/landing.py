@@ -38,9 +38,7 @@ from gdsstore.engine.ranges import ByteRange
 
 __all__ = [
     "ALIGN",
-    "MIN_REQUEST",
     "MISSING_KEY",
-    "REQUESTS_PER_WAVE",
     "AddressTable",
     "BatchResult",
     "Landed",
@@ -51,32 +49,11 @@ __all__ = [
     "land",
     "land_objects",
     "release_host",
-    "request_size",
     "slot_layout",
 ]
 
 #: Slots start on a cache line (nvCOMP wants 8-16 bytes; 64 keeps every item on lines of its own).
 ALIGN = 64
-
-#: A wave's few large reads are cut into at least this many requests (each at least :data:`MIN_REQUEST` bytes,
-#: :func:`request_size`): one connection lands only a share of what many do (docs/performance.md).
-REQUESTS_PER_WAVE = 64
-MIN_REQUEST = 1 << 20
-
-
-def request_size(total: int, most: int) -> int:
-    """The bytes each request of a wave of ``total`` bytes carries at most, where its reads are few and large:
-    about ``total`` / :data:`REQUESTS_PER_WAVE`, at least :data:`MIN_REQUEST`, at most ``most``; a multiple of
-    :data:`ALIGN` (``most`` rounded up to one), so that a read's requests land one after another.
-
-    Examples:
-        >>> request_size(256 << 20, 32 << 20) >> 20, request_size(16 << 20, 32 << 20) >> 20
-        (4, 1)
-        >>> request_size(64 << 30, 16 << 20) >> 20
-        16
-    """
-    size = min(max(-(-total // REQUESTS_PER_WAVE), MIN_REQUEST), max(most, ALIGN))
-    return -(-size // ALIGN) * ALIGN
 
 #: The exceptions that mean "no such key" (zarr's missing chunk): a file or object that is not there, a
 #: directory where a key was asked for, a file where a directory of the key's path should be.

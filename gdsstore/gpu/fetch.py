@@ -15,9 +15,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gdsstore import policy
 from gdsstore.engine.backend import Backend
-from gdsstore.engine.landing import AddressTable, Landed, from_host_buffers, land, request_size
+from gdsstore.engine.landing import AddressTable, Landed, from_host_buffers, land
 from gdsstore.engine.ranges import ByteRange
 
 __all__ = ["EngineFetcher", "Fetcher", "StoreFetcher", "backend_of", "fetcher_for"]
@@ -46,11 +45,6 @@ class Fetcher:
         (the caller uses ``__call__``)."""
         return None
 
-    def read_limit(self, total: int, most: int) -> int:
-        """The most bytes one coalesced read of a read of ``total`` bytes carries, where zarr's coalescing says
-        ``most``: ``most`` itself, unless the fetcher lands few large reads faster cut smaller."""
-        return most
-
     def ranges(
         self,
         getters: Sequence[Any],
@@ -58,15 +52,13 @@ class Fetcher:
         stops: np.ndarray,
         pinned: bool,
         device: int | None = None,
-        max_request: int | None = None,
     ) -> Landed:
         """Byte ranges known to lie inside their objects (shard index entries); ``device``: landed on that
-        GPU where the fetcher can; ``max_request``: the most bytes a request that joins touching ranges
-        carries (None: the fetcher's own choice)."""
-        return self._exact(getters, starts, stops, pinned, device, max_request)
+        GPU where the fetcher can."""
+        return self._exact(getters, starts, stops, pinned, device)
 
     def _exact(self, getters: Sequence[Any], starts: np.ndarray, stops: np.ndarray, pinned: bool,
-               device: int | None, max_request: int | None) -> Landed:
+               device: int | None) -> Landed:
         """:meth:`ranges` here: as zarr's range requests, in host memory."""
         items: list[tuple[Any, ByteRange | None]] = [
             (getter, ByteRange("range", a, b))
@@ -124,17 +116,10 @@ class EngineFetcher(Fetcher):
         unknown = None if expect is not None else np.ones(len(keys), dtype=bool)
         return self._land(AddressTable(keys, expect=expect), unknown, pinned, device)
 
-    def read_limit(self, total: int, most: int) -> int:
-        """A remote backend's: at most :func:`~gdsstore.engine.landing.request_size` of ``total``, so that a
-        wave of few large reads (a shard's inner chunks coalesced) has many requests in flight."""
-        if not self.backend.waves:
-            return most
-        return min(most, request_size(total, policy.settings().remote_max_range_size))
-
     def _exact(self, getters: Sequence[Any], starts: np.ndarray, stops: np.ndarray, pinned: bool,
-               device: int | None, max_request: int | None) -> Landed:
+               device: int | None) -> Landed:
         """:meth:`ranges` here: no size lookups (remote: touching ranges of one object share a request)."""
-        table = AddressTable([getter.path for getter in getters], starts, stops, exact=True, max_request=max_request)
+        table = AddressTable([getter.path for getter in getters], starts, stops, exact=True)
         return self._land(table, None, pinned, device)
 
 

@@ -139,7 +139,6 @@ class ShardRead:
     inner_spec: ArraySpec
     layout: Layout | None  # set: device output, placed by the scatter kernel
     getters: list[Any]  # the byte getter of each coalesced read
-    max_request: int | None = None  # the most a coalesced read carries: a wave does not join touching ones past it
 
     def range_reads(self) -> list[tuple[Any, ByteRange]]:
         """Every coalesced read as ``(byte getter, byte range)``."""
@@ -148,15 +147,9 @@ class ShardRead:
 
 
 def plan_shard_read(
-    codec: ShardingCodec,
-    batch: list[BatchItem],
-    drop_axes: tuple[int, ...],
-    tables: list[np.ndarray | None],
-    fetch: Fetcher | None = None,
+    codec: ShardingCodec, batch: list[BatchItem], drop_axes: tuple[int, ...], tables: list[np.ndarray | None]
 ) -> ShardRead:
-    """Plan the inner-chunk reads of ``batch`` from its shards' index ``tables``, coalesced as zarr's
-    settings say, or into smaller reads where ``fetch`` lands them faster (:meth:`Fetcher.read_limit`: a remote
-    wave of a few shards' reads of 16 MiB has few requests in flight)."""
+    """Plan the inner-chunk reads of ``batch`` from its shards' index ``tables``."""
     spec0 = batch[0][1]
     device = is_device_spec(spec0)
     # private: the inner codecs evolved for the inner chunk spec; zarr has no public accessor
@@ -175,14 +168,11 @@ def plan_shard_read(
             for item, table in zip(batch, tables)
         ]
     config = spec0.config
-    gap, most = config.sharding_coalesce_max_gap_bytes, config.sharding_coalesce_max_bytes
-    plan = plan_shard_reads(shards, tables, gap, most)
-    nbytes = plan.read_stop - plan.read_start
-    limit = most if fetch is None else fetch.read_limit(int(nbytes.sum()), most)
-    if limit < most and int(nbytes.max(initial=0)) > limit:
-        plan = plan_shard_reads(shards, tables, gap, limit)
+    plan = plan_shard_reads(
+        shards, tables, config.sharding_coalesce_max_gap_bytes, config.sharding_coalesce_max_bytes
+    )
     getters = [batch[i][0] for i in plan.read_item.tolist()]
-    return ShardRead(tables, shards, plan, chain, inner_spec, layout, getters, limit)
+    return ShardRead(tables, shards, plan, chain, inner_spec, layout, getters)
 
 
 def read_shards(
@@ -191,7 +181,7 @@ def read_shards(
     """Read the inner chunks a selection touches in each shard, coalesced into few reads per shard,
     decode them window by window, and place them in ``out``."""
     tables = read_shard_indexes(codec, batch, fetch)
-    return run_shard_read(codec, plan_shard_read(codec, batch, drop_axes, tables, fetch), batch, out, drop_axes, fetch)
+    return run_shard_read(codec, plan_shard_read(codec, batch, drop_axes, tables), batch, out, drop_axes, fetch)
 
 
 def run_shard_read(
@@ -211,7 +201,7 @@ def run_shard_read(
 
     def read(w: range) -> Landed:
         sl = slice(w.start, w.stop)
-        return fetch.ranges(sr.getters[sl], plan.read_start[sl], plan.read_stop[sl], device, on_gpu, sr.max_request)
+        return fetch.ranges(sr.getters[sl], plan.read_start[sl], plan.read_stop[sl], device, on_gpu)
 
     if sr.layout is not None:
         _scatter_shards(plan, sr.shards, sr.chain, sr.inner_spec, sr.layout, batch, out, windows, read)

@@ -113,25 +113,3 @@ def test_device_reads_copy_in_parts_during_the_wave(cp: Any, nginx: Any, codec: 
     assert rows[16 << 10] and all("during the wave" in r for r in rows[16 << 10]), rows
     assert any(not r.startswith("1 copies") and ", 0 of them" not in r for r in rows[16 << 10]), rows
     assert rows[0] and not any("during the wave" in r for r in rows[0]), rows
-
-
-@pytest.mark.parametrize("zarr_most", [None, 512 << 10])
-def test_few_large_shard_reads_go_as_many_requests(nginx: Any, zarr_most: int | None) -> None:
-    """Four shards of 2 MiB, each one coalesced read under zarr's 16 MiB, go as eight requests of 1 MiB
-    (``request_size`` of the 8 MiB read: more in flight), which the wave does not join back; a smaller
-    ``array.sharding_coalesce_max_bytes`` of the user's is kept too (the wave joined its reads back before).
-    The bytes are zarr's own."""
-    data = np.random.default_rng(5).standard_normal((2048, 1024)).astype("f4")
-    name = f"few-shards-{zarr_most}"
-    z = zarr.create_array(gdsstore.GDSStore(str(Path(nginx.root) / name)), shape=data.shape, chunks=(128, 512),
-                          shards=(1024, 512), dtype="f4", compressors=None)
-    z[:] = data
-    settings = {} if zarr_most is None else {"array.sharding_coalesce_max_bytes": zarr_most}
-    with zarr.config.set(settings), gdsstore.enable_gpu(buffers=False):
-        ours = zarr.open_array(gdsstore.GDSStore(nginx.url(name), read_only=True), mode="r")
-        with gdsstore.trace() as t:
-            np.testing.assert_array_equal(ours[:], data)
-        np.testing.assert_array_equal(ours[100:1900:7, 3:1000], data[100:1900:7, 3:1000])
-    data_wave = max(t.events, key=lambda e: e.nbytes)
-    assert data_wave.nbytes == data.nbytes, str(t)
-    assert data_wave.requests == (8 if zarr_most is None else 16), str(t)
