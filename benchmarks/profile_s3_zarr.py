@@ -1,6 +1,6 @@
-"""Where the time of one S3 zarr read goes: a float32 8192² array in square chunks (128²: 64 KiB), written
-under nginx serving a directory as a path-style S3 endpoint, read whole through ``GDSStore`` (host buffers,
-or CuPy with ``--device``). Prints GB/s, wall and CPU per chunk over ``--rounds`` reads, the trace of one
+"""Where the time of one S3 zarr read goes: a float32 8192² array in square chunks (128²: 64 KiB; in shards
+with ``--shard``), written under nginx serving a directory as a path-style S3 endpoint (``--http``: as an HTTP
+server), read whole through ``GDSStore`` (host buffers, or CuPy with ``--device``). Prints GB/s, wall and CPU per chunk over ``--rounds`` reads, the trace of one
 read, and a cProfile of one read (the calling thread; the core's wave runs on its own threads).
 
 The question it answers: how much of a chunk's time is the native core's request and how much is the Python
@@ -36,6 +36,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--chunk", type=int, default=128, help="chunk edge (128: 64 KiB chunks)")
     p.add_argument("--side", type=int, default=8192, help="array edge")
+    p.add_argument("--http", action="store_true", help="nginx as an HTTP server (no S3 signing)")
     p.add_argument("--shard", type=int, default=0, help="shard edge (0: no shards)")
     p.add_argument("--coalesce-max-bytes", type=int, default=0,
                    help="zarr's array.sharding_coalesce_max_bytes (0: zarr's default, 16 MiB)")
@@ -95,11 +96,13 @@ def main() -> None:
     execute.one_call = timed("gdsstore's call (thread)", execute.one_call)  # type: ignore[assignment]
     GDSCodecPipeline.read = timed_async("pipeline.read (loop)", GDSCodecPipeline.read)  # type: ignore[method-assign]
 
+    url, options = (f"{srv.endpoint}/bench/a.zarr", {}) if args.http else (srv.url("a.zarr"), srv.gds_options)
+
     def read() -> Any:
         spent.clear()
         t0 = time.perf_counter()
         with gdsstore.enable_gpu(buffers=args.device):
-            store = gdsstore.GDSStore(srv.url("a.zarr"), read_only=True, storage_options=srv.gds_options)
+            store = gdsstore.GDSStore(url, read_only=True, storage_options=options)
             arr = zarr.open_array(store, mode="r")
             t1 = time.perf_counter()
             out = arr[:]
@@ -131,7 +134,7 @@ def main() -> None:
         f"{n} chunks of {args.chunk}² float32 ({args.chunk * args.chunk * 4 >> 10} KiB), "
         + (f"in shards of {args.shard}² (coalesced reads of at most "
            f"{zarr.config.get('array.sharding_coalesce_max_bytes') >> 20} MiB), " if args.shard else "")
-        + f"{'CuPy' if args.device else 'host'} buffers, nginx as S3 with {args.nginx_workers} workers"
+        + f"{'CuPy' if args.device else 'host'} buffers, nginx as {'HTTP' if args.http else 'S3'} with {args.nginx_workers} workers"
     )
     for _ in range(args.rounds):
         gc_time[:2] = [0.0, 0]
