@@ -268,7 +268,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--latency", type=float, default=0.020, help="seconds; 0: no latency rows")
-    ap.add_argument("--loads", default="4096x16KiB,4096x256KiB,256x4MiB", help="comma-separated workloads, N x SIZE (KiB or MiB): 4096x16KiB")
+    ap.add_argument("--loads", default="4096x16KiB,4096x256KiB,256x4MiB",
+                    help="comma-separated workloads, N x SIZE (KiB or MiB): 4096x16KiB")
     ap.add_argument("--protocols", default="http", help="comma-separated: http, s3 (nginx as path-style S3)")
     ap.add_argument("--only", default="", help="comma-separated words: keep the contenders whose name holds one")
     ap.add_argument("--nginx-workers", type=int, default=2)

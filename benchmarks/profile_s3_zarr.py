@@ -1,7 +1,8 @@
 """Where the time of one S3 zarr read goes: a float32 8192² array in square chunks (128²: 64 KiB; in shards
 with ``--shard``), written under nginx serving a directory as a path-style S3 endpoint (``--http``: as an HTTP
-server), read whole through ``GDSStore`` (host buffers, or CuPy with ``--device``). Prints GB/s, wall and CPU per chunk over ``--rounds`` reads, the trace of one
-read, and a cProfile of one read (the calling thread; the core's wave runs on its own threads).
+server), read whole through ``GDSStore`` (host buffers, or CuPy with ``--device``). Prints GB/s, wall and CPU
+per chunk over ``--rounds`` reads, the trace of one read, and a cProfile of one read (the calling thread; the
+core's wave runs on its own threads).
 
 The question it answers: how much of a chunk's time is the native core's request and how much is the Python
 around it (zarr's indexing, gdsstore's planning, staging and scatter).
@@ -134,7 +135,8 @@ def main() -> None:
         f"{n} chunks of {args.chunk}² float32 ({args.chunk * args.chunk * 4 >> 10} KiB), "
         + (f"in shards of {args.shard}² (coalesced reads of at most "
            f"{zarr.config.get('array.sharding_coalesce_max_bytes') >> 20} MiB), " if args.shard else "")
-        + f"{'CuPy' if args.device else 'host'} buffers, nginx as {'HTTP' if args.http else 'S3'} with {args.nginx_workers} workers"
+        + f"{'CuPy' if args.device else 'host'} buffers, "
+        f"nginx as {'HTTP' if args.http else 'S3'} with {args.nginx_workers} workers"
     )
     for _ in range(args.rounds):
         gc_time[:2] = [0.0, 0]
